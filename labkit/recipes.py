@@ -1,0 +1,78 @@
+"""Steps every IMDb lab repeats, driven by a settings dict from ``labkit.profiles.lab_settings``.
+
+``loaders`` builds tokenised train/test loaders; ``finetuned_model`` returns the SFT model those settings
+define, training it once and caching its state_dict, so Labs 1-3 start from Lab 0's fine-tuned model
+without retraining it in every notebook.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import torch
+
+from . import data, models, settings as _paths, train
+
+# The settings that determine the SFT model (the cache key).
+SFT_KEYS = ("model", "train_size", "max_length", "batch_size", "epochs", "lr", "seed")
+
+
+@dataclass
+class Loaders:
+    tokenizer: object
+    train: torch.utils.data.DataLoader
+    test: torch.utils.data.DataLoader
+    sizes: dict
+
+
+def loaders(s: dict) -> Loaders:
+    tok = models.load_tokenizer(s["model"])
+    splits = data.imdb_splits(s["train_size"], s["test_size"], seed=s["seed"])
+    enc = data.tokenize(splits, tok, s["max_length"])
+    return Loaders(
+        tokenizer=tok,
+        train=data.dataloader(enc["train"], tok, s["batch_size"], shuffle=True, seed=s["seed"]),
+        # evaluation needs no gradients: twice the batch fits in the same memory
+        test=data.dataloader(enc["test"], tok, 2 * s["batch_size"]),
+        sizes={"train": len(enc["train"]), "test": len(enc["test"])},
+    )
+
+
+def freeze_embeddings(model: torch.nn.Module) -> int:
+    """Freeze the embedding tables (the course's SFT setting); returns how many parameters were frozen."""
+    frozen = 0
+    for p in model.base_model.embeddings.parameters():
+        p.requires_grad_(False)
+        frozen += p.numel()
+    return frozen
+
+
+def _cache_path(s: dict):
+    key = json.dumps({k: s[k] for k in SFT_KEYS}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return _paths.cache_dir() / "checkpoints" / f"sft-{s['model']}-{digest}.pt"
+
+
+def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False) -> tuple[torch.nn.Module, dict]:
+    """The SFT classifier for settings ``s`` (embeddings frozen, 1 pass of ``train``) and its metrics.
+
+    Cached on disk under ``.cache/checkpoints``; ``retrain=True`` ignores the cache.
+    """
+    path = _cache_path(s)
+    model = models.load_model(s["model"])
+    if path.is_file() and not retrain:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(saved["state_dict"])
+        return model, {**saved["metrics"], "cached": str(path)}
+    dl = dl or loaders(s)
+    freeze_embeddings(model)
+    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"],
+                      desc="SFT")
+    metrics = {**train.evaluate(model, dl.test, device=s["device"], desc="SFT eval"),
+               "train_seconds": fit["train_seconds"], "train_loss_last": fit["train_loss_last"]}
+    model.cpu()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": model.state_dict(), "metrics": metrics,
+                "settings": {k: s[k] for k in SFT_KEYS}}, path)
+    return model, metrics

@@ -1,0 +1,110 @@
+"""Save every figure with a JSON of its numbers and provenance; load stored results back.
+
+Full-profile results go to ``figures/<lab>/`` (committed); smoke and quick ones to
+``figures/<lab>/<profile>/`` (git-ignored), so a CPU run never overwrites the GPU numbers.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from . import settings as _settings
+
+LIBRARIES = ("torch", "transformers", "datasets", "peft", "optuna", "numpy", "matplotlib", "labkit")
+
+
+def git_commit() -> str | None:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_settings.REPO_ROOT, capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=_settings.REPO_ROOT, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (sha + ("+dirty" if dirty.strip() else "")) if sha else None
+
+
+def device_name() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def versions() -> dict:
+    out = {"python": sys.version.split()[0]}
+    for lib in LIBRARIES:
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = None
+    out["cuda"] = torch.version.cuda
+    return out
+
+
+def provenance() -> dict:
+    return {"device": device_name(), "versions": versions(), "git_commit": git_commit(),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "platform": platform.platform()}
+
+
+def result_dir(lab: str, profile: str) -> Path:
+    base = _settings.figures_dir() / lab
+    return base if profile == "full" else base / profile
+
+
+def _jsonable(obj):
+    """JSON for numbers, tensors, paths and dataclasses; NaN/inf written as null (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, torch.Tensor):
+        return _jsonable(obj.tolist())
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
+        return _jsonable(obj.item())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    if hasattr(obj, "__dataclass_fields__"):
+        import dataclasses
+
+        return _jsonable(dataclasses.asdict(obj))
+    return str(obj)
+
+
+def save_results(lab: str, name: str, numbers: dict, settings: dict, figure: str | None = None) -> Path:
+    """Write ``<name>.json``: the numbers, the settings that produced them, and provenance."""
+    out = result_dir(lab, settings["profile"])
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    payload = {"lab": lab, "name": name, "figure": figure, "numbers": numbers, "settings": settings,
+               "provenance": provenance()}
+    path.write_text(json.dumps(_jsonable(payload), indent=2) + "\n")
+    return path
+
+
+def save_figure(fig, lab: str, name: str, numbers: dict, settings: dict, formats=("png", "svg")) -> dict:
+    """Save a matplotlib figure as ``<name>.<fmt>`` next to ``<name>.json``; returns the paths."""
+    out = result_dir(lab, settings["profile"])
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for fmt in formats:
+        paths[fmt] = out / f"{name}.{fmt}"
+        fig.savefig(paths[fmt], dpi=130, bbox_inches="tight")
+    paths["json"] = save_results(lab, name, numbers, settings, figure=f"{name}.{formats[0]}")
+    return paths
+
+
+def load_results(lab: str, name: str, profile: str = "full") -> dict | None:
+    """Stored results (e.g. the committed GPU numbers), or None if that run was never made."""
+    path = result_dir(lab, profile) / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None

@@ -1,0 +1,74 @@
+"""Execute lab notebooks headlessly with papermill under a profile.
+
+Each notebook must have a cell tagged ``parameters``; the runner injects ``PROFILE`` (and any overrides),
+writes the executed copy to ``runs/<profile>/`` and leaves figures where the notebook saves them
+(``figures/<lab>/`` for the full profile, ``figures/<lab>/<profile>/`` otherwise).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import nbformat
+
+from . import settings as _settings
+from .profiles import resolve_profile
+
+NOTEBOOKS = _settings.REPO_ROOT / "notebooks"
+
+
+def lab_notebooks() -> dict[str, Path]:
+    """``{"lab0": notebooks/lab0_*.ipynb, ...}``, sorted by lab."""
+    found = {}
+    for path in sorted(NOTEBOOKS.glob("lab*_*.ipynb")):
+        found.setdefault(path.name.split("_", 1)[0], []).append(path)
+    return {lab: paths[0] if len(paths) == 1 else paths for lab, paths in found.items()}
+
+
+def _paths_for(lab: str) -> list[Path]:
+    books = lab_notebooks()
+    if lab not in books:
+        raise KeyError(f"unknown lab {lab!r}; allowed: {', '.join(books) or '(no notebooks found)'}")
+    entry = books[lab]
+    return entry if isinstance(entry, list) else [entry]
+
+
+def check_parameters_cell(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        raise ValueError(f"{path}: no cell tagged 'parameters'; papermill could not inject the profile")
+
+
+def run_notebook(path: Path, profile: str, overrides: dict | None = None, output_dir: Path | None = None,
+                 progress: bool = True, timeout: int | None = None) -> Path:
+    import papermill
+
+    check_parameters_cell(path)
+    profile = resolve_profile(profile)
+    out_dir = output_dir or _settings.runs_dir() / profile
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / path.name
+    params = {"PROFILE": profile}
+    if overrides:
+        params["OVERRIDES"] = dict(overrides)
+    # The offline world is the default: stop the hub from being tried (and timing out) in every cell.
+    if os.environ.get("LABKIT_DATA_SOURCE", "offline") == "offline":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    papermill.execute_notebook(str(path), str(out), parameters=params, kernel_name="python3",
+                               progress_bar=progress, cwd=str(path.parent), execution_timeout=timeout)
+    return out
+
+
+def run_labs(labs: list[str], profile: str, overrides: dict | None = None, output_dir: Path | None = None,
+             progress: bool = True) -> list[tuple[Path, float]]:
+    done = []
+    for lab in labs:
+        for path in _paths_for(lab):
+            start = time.perf_counter()
+            print(f"[labkit] running {path.name} (profile {resolve_profile(profile)})", flush=True)
+            out = run_notebook(path, profile, overrides, output_dir, progress)
+            done.append((out, time.perf_counter() - start))
+            print(f"[labkit] {path.name} done in {done[-1][1]:.0f} s -> {out}", flush=True)
+    return done

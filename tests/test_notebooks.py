@@ -1,0 +1,54 @@
+"""Every lab notebook: committed clean, in sync with its source, and executes under the smoke profile."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from labkit import runner
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("lab*_*.ipynb"))
+
+
+def test_notebooks_exist():
+    assert {p.name.split("_")[0] for p in NOTEBOOKS} >= {"lab0"}
+
+
+def test_notebooks_match_sources():
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "build_notebooks.py"), "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_clean_and_parameterised(path):
+    nb = nbformat.read(path, as_version=4)
+    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    runner.check_parameters_cell(path)
+
+
+def test_missing_parameters_cell_is_rejected(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    path = tmp_path / "lab9_x.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(ValueError, match="parameters"):
+        runner.check_parameters_cell(path)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
+    out = runner.run_notebook(path, "smoke", output_dir=tmp_path, progress=False, timeout=1800)
+    nb = nbformat.read(out, as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    saved = list((tmp_path / "figures").rglob("*.json"))
+    assert saved, "the notebook saved no results JSON"
+    for p in saved:
+        payload = json.loads(p.read_text())
+        assert payload["settings"]["profile"] == "smoke" and payload["provenance"]["versions"]
