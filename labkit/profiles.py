@@ -30,6 +30,20 @@ _LABS: dict[str, dict[str, dict]] = {
         "quick": dict(lora_rank=6, lora_alpha=1.0, lora_dropout=0.5, lora_lr=1e-3),
         "full": dict(lora_rank=6, lora_alpha=1.0, lora_dropout=0.5, lora_lr=1e-3),
     },
+    # Lab 1: fixed-point widths (frac width = width // 2) and pruning sparsities; each point starts from
+    # the SFT model and fine-tunes for *_epochs at finetune_lr.
+    "lab1": {
+        "smoke": dict(widths=[4, 8, 16], sparsities=[0.3, 0.7], qat_epochs=0.5, prune_epochs=0.5,
+                      finetune_lr=1e-4, prune_scope="local"),
+        "quick": dict(widths=[4, 6, 8, 12, 16, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], test_size=500,
+                      qat_epochs=0.25, prune_epochs=0.25, finetune_lr=1e-4, prune_scope="local"),
+        "full": dict(widths=[4, 6, 8, 10, 12, 16, 20, 24, 28, 32],
+                     sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], qat_epochs=1.0,
+                     prune_epochs=1.0, finetune_lr=2e-5, prune_scope="local"),
+    },
+    # Labs that do not train on IMDb set "imdb": False and get none of the common keys.
+    "lab4_perf": {p: {"imdb": False} for p in PROFILES},      # filled in by the Lab 4 perf work
+    "lab4_mxint8": {p: {"imdb": False} for p in PROFILES},    # filled in by the Lab 4 MXINT8 work
 }
 
 
@@ -45,8 +59,9 @@ def resolve_profile(profile: str) -> str:
 def lab_settings(lab: str, profile: str = "auto", **overrides) -> dict:
     """The flat settings of ``lab`` under ``profile``, with ``overrides`` applied (unknown keys are errors)."""
     profile = resolve_profile(profile)
-    settings = copy.deepcopy(_COMMON[profile])
-    settings.update(copy.deepcopy(_LABS.get(lab, {}).get(profile, {})))
+    own = copy.deepcopy(_LABS.get(lab, {}).get(profile, {}))
+    settings = copy.deepcopy(_COMMON[profile]) if own.pop("imdb", True) else {}
+    settings.update(own)
     unknown = sorted(set(overrides) - set(settings))
     if unknown:
         raise KeyError(f"unknown setting(s) {unknown} for {lab}; allowed: {sorted(settings)}")

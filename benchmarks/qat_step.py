@@ -1,0 +1,92 @@
+"""QAT training-step time of the fixed-point-quantized model over the fp32 model, measured in one run.
+
+A step is forward + backward + AdamW on one batch (embeddings frozen, as in labkit's fine-tuning).
+The two models alternate, repeat by repeat, so drift in machine load hits both; medians are compared.
+
+    python benchmarks/qat_step.py [--device cpu|cuda] [--batch 32] [--seq 128] [--width 8] [--repeats 20]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from labkit import models, recipes
+from labkit.compress import compress, fixed_point
+from labkit.results import provenance
+from labkit.train import autocast, pick_device
+
+
+def step_fn(model, batch, device):
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+
+    def step():
+        with autocast(device):
+            loss = model(**batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def timed(fn, device) -> float:
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1e3
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--width", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", help="write the numbers as JSON here")
+    args = ap.parse_args()
+    device = pick_device(args.device)
+    torch.manual_seed(0)
+    fp32 = models.load_model()
+    recipes.freeze_embeddings(fp32)
+    qmodel = compress(fp32, quant=fixed_point(args.width)).model
+    batch = {"input_ids": torch.randint(1000, 30000, (args.batch, args.seq), device=device),
+             "labels": torch.randint(0, 2, (args.batch,), device=device)}
+    steps = {}
+    for name, model in (("fp32", fp32), (f"int{args.width}", qmodel)):
+        model.to(device).train()
+        steps[name] = step_fn(model, batch, device)
+        for _ in range(args.warmup):
+            steps[name]()
+    times = {name: [] for name in steps}
+    for _ in range(args.repeats):
+        for name, fn in steps.items():
+            times[name].append(timed(fn, device))
+    med = {name: statistics.median(t) for name, t in times.items()}
+    names = list(med)
+    ratio = med[names[1]] / med[names[0]]
+    prov = provenance()
+    print(f"device: {prov['device']}; torch {prov['versions']['torch']}; batch {args.batch} x {args.seq} tokens")
+    for name in names:
+        q1, q3 = statistics.quantiles(times[name], n=4)[0], statistics.quantiles(times[name], n=4)[2]
+        print(f"  {name:6s} median {1e3 * med[name]:8.2f} ms/step  (IQR {1e3 * q1:.2f}-{1e3 * q3:.2f})")
+    print(f"QAT step / fp32 step = {ratio:.3f}x (goal <= 1.3x)")
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"median_seconds": med, "times": times, "ratio": ratio, "args": vars(args),
+                       "provenance": prov}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Unstructured pruning of Linear weights and activations: ``prune(model, config, filter_fn)``.
+
+- Weights: a fixed 0/1 mask applied through ``torch.nn.utils.parametrize``, so the effective weight is
+  ``original * mask`` in every forward: pruned weights stay zero through any amount of training.
+- Activations: a mask on each selected Linear's input. ``l1-norm`` keeps the largest-magnitude inputs of
+  every token vector (it depends on the input, deterministically); ``random`` draws one feature mask per
+  layer, once, with a seeded generator, so evaluation is repeatable (the course's reference re-drew it on
+  every forward).
+- ``scope``: ``local`` ranks within each layer, ``global`` ranks weights across all selected layers
+  (activations are ranked per token, so only ``local`` applies to them).
+
+Config: ``{"weight": {"sparsity": 0.5, "method": "l1-norm", "scope": "local"}, "activation": {...}}``, or
+``PruneConfig`` objects, optionally inside a selection spec ``{"by": ..., "default": ..., key: ...}``.
+"""
+from __future__ import annotations
+
+import copy
+import zlib
+from dataclasses import dataclass, fields
+from typing import Callable, NamedTuple
+
+import torch
+from torch.nn.utils import parametrize
+
+from .select import select
+
+METHODS = ("random", "l1-norm")
+SCOPES = ("local", "global")
+TARGETS = ("weight", "activation")
+
+
+@dataclass(frozen=True)
+class PruneConfig:
+    sparsity: float
+    method: str = "l1-norm"
+    scope: str = "local"
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.sparsity, bool) or not isinstance(self.sparsity, (int, float)) \
+                or not 0 <= self.sparsity < 1:
+            raise ValueError(f"sparsity must be a number in [0, 1), got {self.sparsity!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r}: allowed values are {', '.join(map(repr, METHODS))}")
+        if self.scope not in SCOPES:
+            raise ValueError(f"scope={self.scope!r}: allowed values are {', '.join(map(repr, SCOPES))}")
+
+    @classmethod
+    def from_dict(cls, cfg) -> "PruneConfig":
+        if isinstance(cfg, PruneConfig):
+            return cfg
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(cfg) - set(allowed))
+        if unknown:
+            raise KeyError(f"prune config key(s) {unknown} unknown; allowed: {allowed}")
+        if "sparsity" not in cfg:
+            raise KeyError("prune config needs 'sparsity'")
+        return cls(**cfg)
+
+
+class WeightMask(torch.nn.Module):
+    """Parametrization ``W -> W * mask`` with the mask stored as a buffer (saved with the model)."""
+
+    def __init__(self, mask: torch.Tensor):
+        super().__init__()
+        self.register_buffer("mask", mask.to(torch.bool))
+
+    def forward(self, weight):
+        return weight * self.mask
+
+
+class ActivationMask(torch.nn.Module):
+    """Forward pre-hook state: zero a fixed (random) or magnitude-ranked (l1-norm) share of the input."""
+
+    def __init__(self, features: int, sparsity: float, method: str, seed: int):
+        super().__init__()
+        self.sparsity, self.method = sparsity, method
+        keep = torch.ones(features, dtype=torch.bool)
+        if method == "random":
+            gen = torch.Generator().manual_seed(seed)
+            keep[torch.randperm(features, generator=gen)[:round(sparsity * features)]] = False
+        self.register_buffer("keep", keep)
+
+    def forward(self, x):
+        if self.method == "random":
+            return x * self.keep.to(x.device)
+        k = round(self.sparsity * x.shape[-1])
+        if k == 0:
+            return x
+        # zero the k smallest |x| of each token vector (exactly k, ties broken by index)
+        idx = x.abs().topk(k, dim=-1, largest=False).indices
+        return x.scatter(-1, idx, 0.0)
+
+
+def _activation_hook(module, args):
+    return (module.activation_mask(args[0]),) + tuple(args[1:])
+
+
+def _stable(name: str) -> int:
+    """A per-layer seed offset that is the same in every process (``hash`` of a str is not)."""
+    return zlib.crc32(name.encode()) % 100_000
+
+
+def _exact_mask(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep-mask with exactly ``k`` zeros at the lowest ``scores`` (ties broken by position)."""
+    keep = torch.ones(scores.numel(), dtype=torch.bool, device=scores.device)
+    if k:
+        keep[torch.topk(scores.flatten(), k, largest=False).indices] = False
+    return keep.view_as(scores)
+
+
+def _scores(weight: torch.Tensor, cfg: PruneConfig, gen: torch.Generator) -> torch.Tensor:
+    if cfg.method == "l1-norm":
+        return weight.detach().abs().float()
+    return torch.rand(weight.shape, generator=gen).to(weight.device)
+
+
+class PruneResult(NamedTuple):
+    model: torch.nn.Module
+    changed: dict  # layer name -> {"weight": achieved sparsity, "activation": requested}
+    report: dict   # requested vs achieved weight sparsity overall
+
+
+def _split(cfg) -> dict[str, PruneConfig]:
+    if not isinstance(cfg, dict):
+        raise TypeError(f"prune config must be a dict, got {type(cfg).__name__}")
+    unknown = sorted(set(cfg) - set(TARGETS))
+    if unknown:
+        raise KeyError(f"prune config key(s) {unknown} unknown; allowed: {list(TARGETS)}")
+    out = {t: PruneConfig.from_dict(c) for t, c in cfg.items() if c is not None}
+    if "activation" in out and out["activation"].scope != "local":
+        raise ValueError("activation pruning ranks each token vector, so scope must be 'local'; "
+                         f"got {out['activation'].scope!r}")
+    return out
+
+
+def prune(model: torch.nn.Module, config: dict, filter_fn: Callable[[str, torch.nn.Module], bool] | None = None,
+          inplace: bool = False) -> PruneResult:
+    """Prune the selected Linear layers' weights and/or inputs (a copy of ``model`` unless ``inplace``)."""
+    spec = config if "by" in config else {"by": "type", "linear": config}
+    target = model if inplace else copy.deepcopy(model)
+    layers = [(name, module, _split(cfg)) for name, module, cfg in select(target, spec, filter_fn=filter_fn)]
+    if any(parametrize.is_parametrized(m, "weight") for _, m, _ in layers):
+        raise ValueError("a selected layer is already pruned; prune the unpruned model")
+    changed = {name: {} for name, _, _ in layers}
+    # weights: local layers one by one; global layers ranked together, per (method, seed, sparsity)
+    masks = {}
+    groups: dict[PruneConfig, list] = {}
+    for name, module, cfgs in layers:
+        w = cfgs.get("weight")
+        if w is None:
+            continue
+        gen = torch.Generator().manual_seed(w.seed + _stable(name) if w.scope == "local" else w.seed)
+        if w.scope == "local":
+            masks[name] = _exact_mask(_scores(module.weight, w, gen), round(w.sparsity * module.weight.numel()))
+        else:
+            groups.setdefault(w, []).append((name, module))
+    for w, members in groups.items():
+        gen = torch.Generator().manual_seed(w.seed)
+        scores = [_scores(m.weight, w, gen) for _, m in members]
+        flat = torch.cat([s.flatten() for s in scores])
+        keep = _exact_mask(flat, round(w.sparsity * flat.numel()))
+        offset = 0
+        for (name, m), s in zip(members, scores):
+            masks[name] = keep[offset:offset + s.numel()].view_as(s)
+            offset += s.numel()
+    zeros = total = 0
+    for name, module, cfgs in layers:
+        if name in masks:
+            parametrize.register_parametrization(module, "weight", WeightMask(masks[name]))
+            pruned = int((~masks[name]).sum())
+            zeros, total = zeros + pruned, total + masks[name].numel()
+            changed[name]["weight"] = pruned / masks[name].numel()
+        a = cfgs.get("activation")
+        if a is not None:
+            module.activation_mask = ActivationMask(module.in_features, a.sparsity, a.method,
+                                                    a.seed + _stable(name))
+            module.register_forward_pre_hook(_activation_hook)
+            changed[name]["activation"] = a.sparsity
+    requested = {t: c.sparsity for _, _, cfgs in layers[:1] for t, c in cfgs.items()}
+    report = {"layers": len(layers), "requested": requested,
+              "achieved_weight_sparsity": zeros / total if total else None}
+    return PruneResult(target, changed, report)
+
+
+def weight_sparsity(model: torch.nn.Module) -> float:
+    """Fraction of zeros in the effective weights of all Linear layers (what the forward uses)."""
+    zeros = total = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear):
+            w = m.weight  # parametrized: the masked weight
+            zeros += int((w == 0).sum())
+            total += w.numel()
+    return zeros / total
+
+
+def activation_sparsity(model: torch.nn.Module, inputs: dict) -> float:
+    """Fraction of zeros in the (masked) inputs of pruned Linear layers on one batch."""
+    seen = []
+
+    def record(module, args):
+        x = args[0]  # runs after the masking pre-hook registered by prune(): already masked
+        seen.append((int((x == 0).sum()), x.numel()))
+
+    hooks = [m.register_forward_pre_hook(record) for m in model.modules() if hasattr(m, "activation_mask")]
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    finally:
+        for h in hooks:
+            h.remove()
+    if not seen:
+        raise ValueError("no layer of the model has an activation mask")
+    return sum(z for z, _ in seen) / sum(n for _, n in seen)

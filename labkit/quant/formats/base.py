@@ -1,0 +1,107 @@
+"""Number formats: a frozen config that validates itself, fake-quantizes with a straight-through
+estimator (STE), and counts its stored bits per element.
+
+A format subclass implements ``quantize_values`` (the forward rounding, no autograd) and, where it
+saturates, ``pass_mask`` (True where the gradient passes: the clipped STE). Formats with learnable
+state override ``quantizer()`` to return their own module.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+FORMATS: dict[str, type["NumberFormat"]] = {}
+
+
+def register(cls):
+    """Class decorator: make a format constructible by its ``name``."""
+    if cls.name in FORMATS:
+        raise ValueError(f"format {cls.name!r} registered twice")
+    FORMATS[cls.name] = cls
+    return cls
+
+
+def make_format(name: str, **params) -> "NumberFormat":
+    """Build a registered format by name; unknown names and parameters are errors listing the allowed."""
+    if name not in FORMATS:
+        raise KeyError(f"unknown number format {name!r}; allowed: {', '.join(sorted(FORMATS))}")
+    cls = FORMATS[name]
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(params) - set(fields))
+    if unknown:
+        raise KeyError(f"format {name!r} has no parameter(s) {unknown}; allowed: {fields}")
+    return cls(**params)
+
+
+def check_int(owner: str, key: str, value, minimum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}: {key} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{owner}: {key} must be >= {minimum}, got {value}")
+
+
+class _STE(torch.autograd.Function):
+    """Forward: the format's rounding. Backward: identity where ``pass_mask`` is True, else zero."""
+
+    @staticmethod
+    def forward(ctx, x, fmt):
+        mask = fmt.pass_mask(x)
+        ctx.save_for_backward(mask if mask is not None else torch.empty(0))
+        ctx.has_mask = mask is not None
+        return fmt.quantize_values(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not ctx.has_mask:
+            return grad, None
+        (mask,) = ctx.saved_tensors
+        return grad * mask, None
+
+
+@dataclass(frozen=True)
+class NumberFormat:
+    name: ClassVar[str] = ""
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:  # subclasses check their fields
+        pass
+
+    def quantize_values(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def pass_mask(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Where the STE passes gradients (None: everywhere)."""
+        return None
+
+    def bits_per_element(self, shape: tuple[int, ...]) -> float:
+        """Average stored bits per element of a tensor of ``shape`` (shared exponents included)."""
+        raise NotImplementedError
+
+    def fake_quantize(self, x: torch.Tensor) -> torch.Tensor:
+        return _STE.apply(x, self)
+
+    def quantizer(self) -> torch.nn.Module:
+        return Quantizer(self)
+
+    def describe(self) -> str:
+        params = ", ".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self))
+        return f"{self.name}({params})"
+
+
+class Quantizer(torch.nn.Module):
+    """A module applying a stateless format (so formats with parameters can be modules too)."""
+
+    def __init__(self, fmt: NumberFormat):
+        super().__init__()
+        self.fmt = fmt
+
+    def forward(self, x):
+        return self.fmt.fake_quantize(x)
+
+    def extra_repr(self):
+        return self.fmt.describe()

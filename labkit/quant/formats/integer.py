@@ -1,0 +1,45 @@
+"""Signed fixed point: ``width`` bits two's complement with ``frac_width`` fractional bits."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .base import NumberFormat, check_int, register
+
+
+@register
+@dataclass(frozen=True)
+class IntegerFormat(NumberFormat):
+    """Values ``k / 2^f`` for integers ``k`` in ``[-2^(w-1), 2^(w-1) - 1]``.
+
+    Rounding is half to even (``torch.round``); out-of-range values saturate to the nearest end, and the
+    straight-through gradient is zero there (clipped STE). ``-0.0`` is kept as ``-0.0`` (equal to 0).
+    """
+
+    name = "integer"
+    width: int = 8
+    frac_width: int = 4
+
+    def validate(self):
+        check_int("integer", "width", self.width, minimum=1)
+        check_int("integer", "frac_width", self.frac_width)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        scale = 2.0 ** self.frac_width
+        return -(2 ** (self.width - 1)) / scale, (2 ** (self.width - 1) - 1) / scale
+
+    def quantize_values(self, x):
+        scale = 2.0 ** self.frac_width
+        lo, hi = -(2 ** (self.width - 1)), 2 ** (self.width - 1) - 1
+        # float64 for wide formats: a 32-bit integer grid is finer than float32's 24-bit mantissa
+        work = x.double() if self.width > 24 else x
+        return (torch.round(work * scale).clamp(lo, hi) / scale).to(x.dtype)
+
+    def pass_mask(self, x):
+        lo, hi = self.bounds
+        return (x >= lo) & (x <= hi)
+
+    def bits_per_element(self, shape):
+        return float(self.width)

@@ -1,0 +1,54 @@
+"""``quantize(model, config, filter_fn)``: swap selected Linear layers for ``QuantLinear``.
+
+``config`` is one ``LinearQuantConfig`` (every Linear that ``filter_fn`` accepts), a flat course dict
+(the same), or a selection spec ``{"by": ..., "default": ..., key: ...}`` (see ``labkit.select``).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Callable, NamedTuple
+
+import torch
+
+from ..select import select, set_submodule
+from .config import LinearQuantConfig
+from .linear import QuantLinear
+
+
+class TransformResult(NamedTuple):
+    model: torch.nn.Module
+    changed: dict  # layer name -> what was done to it
+
+
+def _as_spec(config) -> dict:
+    if isinstance(config, LinearQuantConfig):
+        return {"by": "type", "linear": config}
+    if isinstance(config, dict) and "by" not in config and "name" in config:
+        return {"by": "type", "linear": config}  # one flat config for every Linear
+    if isinstance(config, dict):
+        return config
+    raise TypeError(f"quantize config must be a LinearQuantConfig or dict, got {type(config).__name__}")
+
+
+def quantize(model: torch.nn.Module, config, filter_fn: Callable[[str, torch.nn.Module], bool] | None = None,
+             inplace: bool = False) -> TransformResult:
+    """Return a model whose selected Linear layers quantize per ``config`` (a copy unless ``inplace``).
+
+    Every layer config is parsed and validated before any layer is replaced, so a bad config leaves the
+    model untouched.
+    """
+    spec = _as_spec(config)
+    target = model if inplace else copy.deepcopy(model)
+    plan = []
+    for name, module, cfg in select(target, spec, kinds=(torch.nn.Linear,), filter_fn=filter_fn):
+        if isinstance(module, QuantLinear):
+            raise ValueError(f"layer {name!r} is already quantized")
+        try:
+            plan.append((name, module, LinearQuantConfig.from_dict(cfg)))
+        except (KeyError, TypeError, ValueError) as err:
+            raise type(err)(f"layer {name!r}: {err.args[0] if err.args else err}") from None
+    changed = {}
+    for name, module, qcfg in plan:
+        set_submodule(target, name, QuantLinear.from_linear(module, qcfg))
+        changed[name] = qcfg.describe()
+    return TransformResult(target, changed)

@@ -1,0 +1,50 @@
+"""Lab 1 sweeps: fixed-point width (PTQ and QAT) and pruning sparsity (before and after fine-tuning).
+
+Every point starts from a fresh copy of the same base model, so points are independent and comparable.
+"""
+from __future__ import annotations
+
+from tqdm.auto import tqdm
+
+from . import prune as _prune
+from . import train
+from .recipes import freeze_embeddings
+from .compress import compress, fixed_point
+
+
+def quantization_sweep(base, widths, dl, s: dict, frac_rule=lambda w: w // 2) -> list[dict]:
+    rows = []
+    for width in tqdm(widths, desc="widths"):
+        frac = frac_rule(width)
+        model = compress(base, quant=fixed_point(width, frac)).model
+        ptq = train.evaluate(model, dl.test, device=s["device"], desc=f"PTQ w{width}", progress=False)
+        freeze_embeddings(model)  # as in SFT: only the layers being quantized train
+        fit = train.train(model, dl.train, epochs=s["qat_epochs"], lr=s["finetune_lr"], device=s["device"],
+                          seed=s["seed"], desc=f"QAT w{width}", progress=False)
+        qat = train.evaluate(model, dl.test, device=s["device"], desc=f"QAT w{width}", progress=False)
+        rows.append({"width": width, "frac_width": frac, "ptq": ptq["accuracy"], "qat": qat["accuracy"],
+                     "qat_train_seconds": fit["train_seconds"], "qat_loss_last": fit["train_loss_last"]})
+    return rows
+
+
+def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None) -> list[dict]:
+    rows = []
+    points = [(m, sp) for m in methods for sp in sparsities]
+    for method, sparsity in tqdm(points, desc="pruning"):
+        cfg = {"weight": {"sparsity": sparsity, "method": method, "scope": s["prune_scope"], "seed": s["seed"]},
+               "activation": {"sparsity": sparsity, "method": method, "scope": "local", "seed": s["seed"]}}
+        res = _prune.prune(base, cfg)
+        model = res.model
+        achieved_act = _prune.activation_sparsity(model, inputs) if inputs is not None else None
+        before = train.evaluate(model, dl.test, device=s["device"], progress=False)
+        freeze_embeddings(model)
+        fit = train.train(model, dl.train, epochs=s["prune_epochs"], lr=s["finetune_lr"], device=s["device"],
+                          seed=s["seed"], progress=False)
+        after = train.evaluate(model, dl.test, device=s["device"], progress=False)
+        rows.append({"method": method, "sparsity": sparsity, "pruned": before["accuracy"],
+                     "finetuned": after["accuracy"],
+                     "achieved_weight_sparsity": res.report["achieved_weight_sparsity"],
+                     "weight_sparsity_after_training": _prune.weight_sparsity(model.cpu()),
+                     "achieved_activation_sparsity": achieved_act,
+                     "finetune_seconds": fit["train_seconds"]})
+    return rows
