@@ -41,9 +41,73 @@ _LABS: dict[str, dict[str, dict]] = {
                      sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], qat_epochs=1.0,
                      prune_epochs=1.0, finetune_lr=2e-5, prune_scope="local"),
     },
+    # Lab 2: models from random init (so a higher lr than fine-tuning); trials per sampler and per
+    # compression mode; compression = fixed point (frac = width // 2) + L1 pruning inside each trial.
+    "lab2": {
+        "smoke": dict(train_size=64, test_size=64, max_length=32, lr=5e-4, trials=2, compression_trials=2,
+                      post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None,
+                      space={"num_hidden_layers": [2], "hidden_size": [128, 192], "intermediate_size": [512]}),
+        "quick": dict(train_size=1000, test_size=500, max_length=64, lr=5e-4, trials=6, compression_trials=4,
+                      post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None,
+                      space={"num_hidden_layers": [2, 4], "hidden_size": [128, 192, 256],
+                             "intermediate_size": [512, 768, 1024]}),
+        "full": dict(max_length=256, lr=5e-4, trials=20, compression_trials=20, post_epochs=0.5, post_lr=1e-4,
+                     quant_width=8, prune_sparsity=0.5, storage=None, space=None),
+    },
     # Labs that do not train on IMDb set "imdb": False and get none of the common keys.
-    "lab4_perf": {p: {"imdb": False} for p in PROFILES},      # filled in by the Lab 4 perf work
-    "lab4_mxint8": {p: {"imdb": False} for p in PROFILES},    # filled in by the Lab 4 MXINT8 work
+    # Lab 4 parts 1-2 (labkit.perf). A value may be {"cpu": ..., "cuda": ...} (per measured device).
+    # devices "auto": the GPU when there is one, else the CPU; the other device's stored full-profile
+    # results are shown beside. compile_variants: variant -> states (module mode + grad mode) timed;
+    # small_variant (max-autotune) gets its own smaller size and budget (small_*), with an eager baseline.
+    # full on CUDA = the sheet: ResNet-18, batch 128 of 224x224; SDPA bf16, batch 8, 16 heads, head dim 64,
+    # seq 512..8192. full on CPU keeps batch 128 (about 5 s a call on 2 cores) but fp32 SDPA to seq 2048.
+    "lab4_perf": {
+        "smoke": dict(
+            imdb=False, devices="auto", seed=0, threads=1,  # 1 thread: robust to a busy CI machine
+            # one worker: eager and aot_eager (capture without code generation: seconds, where Inductor
+            # takes a minute on 2 cores), through the small_* job that carries its own eager baseline
+            compile_variants={}, compile_batch=2, compile_image=32, compile_repeats=3, compile_warmup=1,
+            compile_timeout_s=120, compile_cold_cache=True, small_variant="aot_eager",
+            small_states=["train+grad", "eval+no_grad"], small_batch=2, small_image=32, small_timeout_s=120,
+            sdpa_batch=1, sdpa_heads=2, sdpa_head_dim=16, sdpa_dtype={"cpu": "float32", "cuda": "bfloat16"},
+            sdpa_seqs=[32, 64, 128], sdpa_profile_seq=64, sdpa_repeats=3, sdpa_warmup=1, sdpa_causal=False),
+        "quick": dict(
+            imdb=False, devices="auto", seed=0, threads=None,  # None: torch's default (all cores)
+            compile_variants={"eager": ["train+grad", "train+no_grad", "eval+grad", "eval+no_grad"],
+                              "inductor": ["train+grad", "eval+no_grad"],
+                              "reduce-overhead": ["eval+no_grad"], "cudagraphs": ["eval+no_grad"]},
+            compile_batch=16, compile_image=224, compile_repeats=5, compile_warmup=2, compile_timeout_s=400,
+            compile_cold_cache=True, small_variant="max-autotune", small_states=["eval+no_grad"], small_batch=4,
+            small_image=224, small_timeout_s=240,
+            sdpa_batch=4, sdpa_heads=8, sdpa_head_dim=64, sdpa_dtype={"cpu": "float32", "cuda": "bfloat16"},
+            sdpa_seqs=[128, 256, 512, 1024], sdpa_profile_seq=512, sdpa_repeats=5, sdpa_warmup=2,
+            sdpa_causal=False),
+        "full": dict(
+            imdb=False, devices="auto", seed=0, threads=None,  # None: torch's default (all cores)
+            compile_variants={"eager": ["train+grad", "train+no_grad", "eval+grad", "eval+no_grad"],
+                              "inductor": ["train+grad", "eval+no_grad"],
+                              "reduce-overhead": ["eval+no_grad"], "cudagraphs": ["eval+no_grad"]},
+            compile_batch=128, compile_image=224, compile_repeats={"cpu": 5, "cuda": 20},
+            compile_warmup={"cpu": 2, "cuda": 3}, compile_timeout_s={"cpu": 900, "cuda": 180},
+            compile_cold_cache=True, small_variant="max-autotune", small_states=["eval+no_grad"],
+            small_batch={"cpu": 8, "cuda": 32}, small_image=224, small_timeout_s={"cpu": 240, "cuda": 60},
+            sdpa_batch=8, sdpa_heads=16, sdpa_head_dim=64, sdpa_dtype={"cpu": "float32", "cuda": "bfloat16"},
+            sdpa_seqs={"cpu": [256, 512, 1024, 2048], "cuda": [512, 1024, 2048, 4096, 8192]},
+            sdpa_profile_seq={"cpu": 1024, "cuda": 4096}, sdpa_repeats={"cpu": 5, "cuda": 20},
+            sdpa_warmup={"cpu": 2, "cuda": 3}, sdpa_causal=False),
+    },
+    # MXINT8 (Lab 4 part 3). Keeps the IMDb keys: the accuracy check converts the cached SFT model.
+    # bench_*: the notebook's own GPU sweep (benchmarks/mxint8_bandwidth.py runs the full one);
+    # memory_*: the inference batch of the memory measurement; big_*: a DeBERTa-v2-xlarge-sized BERT
+    # (hidden 1536, 24 layers; random weights) for the memory table.
+    "lab4_mxint8": {
+        p: dict(group_size=32, table_exponent=127,
+                bench_sizes=[1 << 20] if p == "smoke" else [1 << 20, 1 << 24, 8192 * 28672],
+                bench_groups=[32], bench_compile=p != "smoke", bench_reps=5 if p == "smoke" else 30,
+                memory_batch=8, memory_seq=128,
+                big_hidden=1536, big_layers=24, big_heads=24, big_intermediate=6144)
+        for p in PROFILES
+    },
 }
 
 

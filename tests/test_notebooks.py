@@ -42,6 +42,7 @@ def test_missing_parameters_cell_is_rejected(tmp_path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))  # fresh Optuna storage, no resuming
     out = runner.run_notebook(path, "smoke", output_dir=tmp_path, progress=False, timeout=1800)
     nb = nbformat.read(out, as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])

@@ -1,0 +1,80 @@
+"""Lab 2 objectives: train an architecture from scratch on IMDb and return test accuracy, optionally
+compressing it (quantize + prune) and training again inside the trial.
+
+Each trial records parameter count, training time and every intermediate accuracy as user attributes;
+the best model so far is saved as ``state_dict`` + JSON config (never a pickle).
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import optuna
+import torch
+
+from .. import train
+from ..compress import compress
+from ..models import count_parameters
+from .space import build_model, sample_architecture
+
+MODES = ("none", "compress", "compress+train")
+
+
+class NASObjective:
+    """Callable objective. ``mode``: ``none`` (accuracy after training), ``compress`` (after quantize +
+    prune), ``compress+train`` (after a further ``post_epochs`` of training with compression in place)."""
+
+    def __init__(self, dl, s: dict, mode: str = "none", quant=None, prune=None, best_dir: Path | None = None,
+                 identity_choices: bool = True, space: dict | None = None):
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}: allowed values are {', '.join(map(repr, MODES))}")
+        if mode != "none" and quant is None and prune is None:
+            raise ValueError(f"mode={mode!r} needs a quant and/or prune config")
+        self.dl, self.s, self.mode = dl, s, mode
+        self.quant, self.prune = quant, prune
+        self.best_dir = Path(best_dir) if best_dir else None
+        self.identity_choices = identity_choices
+        self.space = space
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        s = self.s
+        arch = sample_architecture(trial, self.identity_choices, self.space)
+        torch.manual_seed(s["seed"] + trial.number)
+        model = build_model(arch)
+        trial.set_user_attr("parameters", count_parameters(model))
+        start = time.perf_counter()
+        fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
+                          seed=s["seed"], progress=False)
+        acc = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
+        trial.set_user_attr("accuracy_trained", acc)
+        trial.set_user_attr("train_seconds", fit["train_seconds"])
+        value = acc
+        if self.mode != "none":
+            model = compress(model.cpu(), quant=self.quant, prune=self.prune).model
+            value = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
+            trial.set_user_attr("accuracy_compressed", value)
+            if self.mode == "compress+train":
+                more = train.train(model, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"],
+                                   device=s["device"], seed=s["seed"], progress=False)
+                value = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
+                trial.set_user_attr("accuracy_post_trained", value)
+                trial.set_user_attr("train_seconds", fit["train_seconds"] + more["train_seconds"])
+        trial.set_user_attr("trial_seconds", time.perf_counter() - start)
+        self._save_if_best(trial, value, arch, model)
+        return value
+
+    def _save_if_best(self, trial, value, arch, model):
+        if self.best_dir is None:
+            return
+        try:
+            best = trial.study.best_value
+        except ValueError:  # no completed trial yet
+            best = float("-inf")
+        if value <= best:
+            return
+        self.best_dir.mkdir(parents=True, exist_ok=True)
+        torch.save(model.cpu().state_dict(), self.best_dir / "best_model.pt")
+        (self.best_dir / "best_config.json").write_text(json.dumps(
+            {"trial": trial.number, "value": value, "architecture": arch, "mode": self.mode,
+             "quant": self.quant, "prune": self.prune}, indent=2, default=str))

@@ -1,0 +1,130 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+from labkit import search
+from labkit.quant import QuantLinear
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+HERE = Path(__file__).resolve().parent
+
+
+def test_every_sampled_config_builds_a_model_with_those_values():
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=3))
+    seen = []
+
+    def objective(trial):
+        arch = search.sample_architecture(trial)
+        model = search.build_model(arch)
+        cfg = model.config
+        for key, value in arch["config"].items():
+            assert getattr(cfg, key) == value
+        assert len(model.bert.encoder.layer) == arch["config"]["num_hidden_layers"]
+        assert model.bert.encoder.layer[0].intermediate.dense.out_features == arch["config"]["intermediate_size"]
+        for key, choice in arch["linears"].items():
+            layer, name = key.split(".", 1)
+            module = model.get_submodule(f"bert.encoder.layer.{int(layer[5:])}.{name}")
+            assert isinstance(module, torch.nn.Identity if choice == "identity" else torch.nn.Linear)
+        x = torch.randint(1000, 30000, (2, 8))
+        assert model(input_ids=x).logits.shape == (2, 2)
+        seen.append(arch)
+        return 0.0
+
+    study.optimize(objective, n_trials=6)
+    assert len(seen) == 6
+    assert any(c == "identity" for a in seen for c in a["linears"].values())
+
+
+def test_invalid_combination_is_pruned_not_built(monkeypatch):
+    monkeypatch.setitem(search.space.SPACE, "hidden_size", [130])
+    monkeypatch.setitem(search.space.SPACE, "num_attention_heads", [4, 8])
+    study = optuna.create_study()
+    study.optimize(lambda t: search.sample_architecture(t) and 0.0, n_trials=2)
+    assert all(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
+
+
+def test_sampler_names_and_grid():
+    with pytest.raises(ValueError, match="allowed values are 'random', 'grid', 'tpe'"):
+        search.make_sampler("cmaes", 0)
+    with pytest.raises(ValueError, match="finite search space"):
+        search.make_sampler("grid", 0)
+    assert len(list(search.storage._grid_points(search.grid_space()))) == 300
+
+
+def test_best_so_far_is_monotone_and_matches_values(tmp_path):
+    study = search.run_study("s", lambda t: t.suggest_float("x", 0, 1), 12, sampler="tpe",
+                             storage=f"sqlite:///{tmp_path / 's.db'}", progress=False)
+    curve = search.best_so_far(study)
+    values = [t.value for t in study.trials]
+    assert curve == [max(values[: i + 1]) for i in range(len(values))]
+
+
+def test_study_killed_mid_run_resumes(tmp_path):
+    url, name, log = f"sqlite:///{tmp_path / 'kill.db'}", "killme", tmp_path / "done.txt"
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    proc = subprocess.Popen([sys.executable, str(HERE / "_study_worker.py"), url, name, "12", str(log)],
+                            env=env, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().split()) >= 3:
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"worker exited early with {proc.returncode}")
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("worker made no progress")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    storage = search.make_storage(url, heartbeat_interval=1, grace_period=2)
+    before = {t.number: t.value for t in optuna.load_study(study_name=name, storage=storage).trials
+              if t.state == optuna.trial.TrialState.COMPLETE}
+    assert len(before) >= 2 and len(before) < 12
+    time.sleep(2.5)  # let the dead trial's heartbeat go stale
+    done = subprocess.run([sys.executable, str(HERE / "_study_worker.py"), url, name, "12", str(log)],
+                          env=env, timeout=120)
+    assert done.returncode == 0
+    after = optuna.load_study(study_name=name, storage=storage)
+    complete = {t.number: t.value for t in after.trials if t.state == optuna.trial.TrialState.COMPLETE}
+    assert len(complete) == 12
+    assert all(complete[n] == v for n, v in before.items())  # finished trials kept, unchanged
+    assert not [t for t in after.trials if t.state == optuna.trial.TrialState.RUNNING]
+
+
+@pytest.fixture(scope="module")
+def tiny_loaders():
+    from labkit import profiles, recipes
+
+    s = profiles.lab_settings("lab2", "smoke", train_size=32, test_size=32, max_length=16)
+    return s, recipes.loaders(s)
+
+
+def test_compression_aware_objective_records_all_stages(tiny_loaders, tmp_path, monkeypatch):
+    s, dl = tiny_loaders
+    monkeypatch.setitem(search.space.SPACE, "num_hidden_layers", [2])
+    monkeypatch.setitem(search.space.SPACE, "hidden_size", [128])
+    monkeypatch.setitem(search.space.SPACE, "intermediate_size", [512])
+    from labkit.compress import fixed_point
+
+    prune_cfg = {"weight": {"sparsity": 0.5, "method": "l1-norm"}}
+    obj = search.NASObjective(dl, s, mode="compress+train", quant=fixed_point(8), prune=prune_cfg,
+                              best_dir=tmp_path / "best")
+    study = search.run_study("cas", obj, 2, sampler="random", storage=f"sqlite:///{tmp_path / 'c.db'}",
+                             progress=False)
+    t = study.best_trial
+    assert {"accuracy_trained", "accuracy_compressed", "accuracy_post_trained", "parameters"} <= set(t.user_attrs)
+    assert t.value == t.user_attrs["accuracy_post_trained"]
+    saved = json.loads((tmp_path / "best" / "best_config.json").read_text())
+    assert saved["architecture"]["config"]["hidden_size"] == 128
+    state = torch.load(tmp_path / "best" / "best_model.pt", weights_only=True)
+    assert any(k.endswith("parametrizations.weight.original") for k in state)  # pruned, not a pickle
+    with pytest.raises(ValueError, match="allowed values"):
+        search.NASObjective(dl, s, mode="squeeze")
