@@ -37,9 +37,11 @@ _LABS: dict[str, dict[str, dict]] = {
                       finetune_lr=1e-4, prune_scope="local"),
         "quick": dict(widths=[4, 6, 8, 12, 16, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], test_size=500,
                       qat_epochs=0.25, prune_epochs=0.25, finetune_lr=1e-4, prune_scope="local"),
+        # full: half an epoch of QAT / post-pruning training per point (28 points x 25k reviews) keeps
+        # the notebook inside a 10-minute GPU slot; the sheet trains 1 epoch (QAT) and 5 (pruning)
         "full": dict(widths=[4, 6, 8, 10, 12, 16, 20, 24, 28, 32],
-                     sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], qat_epochs=1.0,
-                     prune_epochs=1.0, finetune_lr=2e-5, prune_scope="local"),
+                     sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], qat_epochs=0.5,
+                     prune_epochs=0.5, finetune_lr=5e-5, prune_scope="local"),
     },
     # Lab 2: models from random init (so a higher lr than fine-tuning); trials per sampler and per
     # compression mode; compression = fixed point (frac = width // 2) + L1 pruning inside each trial.
@@ -53,6 +55,16 @@ _LABS: dict[str, dict[str, dict]] = {
                              "intermediate_size": [512, 768, 1024]}),
         "full": dict(max_length=256, lr=5e-4, trials=20, compression_trials=20, post_epochs=0.5, post_lr=1e-4,
                      quant_width=8, prune_sparsity=0.5, storage=None, space=None),
+    },
+    # Lab 3 (formats): every registered Linear format at format_width bits (fixed-width formats at their
+    # own), PTQ then qat_epochs of QAT at qat_lr from the SFT model; weight SNR swept over snr_widths.
+    # full: 256 tokens and a quarter epoch of QAT per format keep 11 formats x (2 evals of 25k + QAT) in
+    # about 4 minutes on an H100 (the SFT model is trained at 256 tokens too, so the baseline matches).
+    "lab3": {
+        "smoke": dict(format_width=8, qat_epochs=1.0, qat_lr=3e-4, snr_widths=[4, 8]),
+        "quick": dict(test_size=300, format_width=8, qat_epochs=0.1, qat_lr=1e-4, snr_widths=[2, 3, 4, 5, 6, 7, 8]),
+        "full": dict(max_length=256, format_width=8, qat_epochs=0.25, qat_lr=5e-5,
+                     snr_widths=[2, 3, 4, 5, 6, 7, 8]),
     },
     # Labs that do not train on IMDb set "imdb": False and get none of the common keys.
     # Lab 4 parts 1-2 (labkit.perf). A value may be {"cpu": ..., "cuda": ...} (per measured device).
@@ -88,7 +100,7 @@ _LABS: dict[str, dict[str, dict]] = {
                               "inductor": ["train+grad", "eval+no_grad"],
                               "reduce-overhead": ["eval+no_grad"], "cudagraphs": ["eval+no_grad"]},
             compile_batch=128, compile_image=224, compile_repeats={"cpu": 5, "cuda": 20},
-            compile_warmup={"cpu": 2, "cuda": 3}, compile_timeout_s={"cpu": 900, "cuda": 180},
+            compile_warmup={"cpu": 1, "cuda": 3}, compile_timeout_s={"cpu": 900, "cuda": 180},
             compile_cold_cache=True, small_variant="max-autotune", small_states=["eval+no_grad"],
             small_batch={"cpu": 8, "cuda": 32}, small_image=224, small_timeout_s={"cpu": 240, "cuda": 60},
             sdpa_batch=8, sdpa_heads=16, sdpa_head_dim=64, sdpa_dtype={"cpu": "float32", "cuda": "bfloat16"},

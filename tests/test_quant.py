@@ -146,3 +146,15 @@ def test_qat_trains_saves_and_loads(tiny_bert, tmp_path):
     fresh.load_state_dict(torch.load(path, weights_only=True))
     model.eval(); fresh.eval()
     torch.testing.assert_close(fresh(**x).logits, model(**x).logits)
+
+
+def test_quantlinear_ignores_autocast_so_wide_formats_stay_exact():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(32, 4)
+    q = QuantLinear.from_linear(lin, LinearQuantConfig(weight=IntegerFormat(16, 12), data_in=IntegerFormat(16, 12)))
+    x = torch.randn(3, 32)
+    exact = q(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under = q(x)
+    assert under.dtype == torch.float32
+    torch.testing.assert_close(under, exact, rtol=0, atol=0)

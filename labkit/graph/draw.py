@@ -25,6 +25,20 @@ def draw(gm: torch.fx.GraphModule, path: str | Path, name: str = "graph") -> Pat
     return path
 
 
+def write_dot(gm: torch.fx.GraphModule, path: str | Path, name: str = "graph") -> Path:
+    """Write the graphviz source (no ``dot`` binary needed); render later with ``dot -Tsvg``."""
+    from torch.fx.passes.graph_drawer import FxGraphDrawer
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(FxGraphDrawer(gm, name, ignore_getattr=True).get_dot_graph().to_string())
+    return path
+
+
+def can_render() -> bool:
+    return shutil.which("dot") is not None
+
+
 def _signature(node: torch.fx.Node) -> str:
     """What a node does, independent of its generated name: placeholder name, op target or output."""
     if node.op == "placeholder":

@@ -39,6 +39,14 @@ class QuantLinear(torch.nn.Linear):
         return self.q_weight(self.weight) if self.q_weight is not None else self.weight
 
     def forward(self, x):
+        if torch.is_autocast_enabled(x.device.type):
+            # Simulate the format exactly: under bf16 autocast a 16-bit fixed-point value would be
+            # rounded again to bf16's 8-bit significand, and every width above 8 would look the same.
+            with torch.autocast(x.device.type, enabled=False):
+                return self._forward(x.float())
+        return self._forward(x)
+
+    def _forward(self, x):
         if self.q_data_in is not None:
             x = self.q_data_in(x)
         bias = self.bias

@@ -100,15 +100,19 @@ variants = {
     "ids only": ["input_ids"],
 }
 graphs = {name: graph.capture(model, names) for name, names in variants.items()}
-svgs = {}
-for name, g in graphs.items():
-    path = graph.draw(g, OUT / f"graph_{name.replace('+', '_').replace(' ', '_')}.svg", name)
-    svgs[name] = path
-cells = "".join(
-    f"<div style='flex:1;min-width:0'><b>{name}</b> ({len(graphs[name].graph.nodes)} nodes)<br>"
-    f"<img style='width:100%' src='data:image/svg+xml;base64,{base64.b64encode(p.read_bytes()).decode()}'/></div>"
-    for name, p in svgs.items())
-display(HTML(f"<div style='display:flex;gap:8px;max-height:900px;overflow:auto'>{cells}</div>"))
+slug = {name: name.replace("+", "_").replace(" ", "_") for name in variants}
+for name, g in graphs.items():  # the graphviz source always; rendered SVG where graphviz is installed
+    graph.write_dot(g, OUT / f"graph_{slug[name]}.dot", name)
+if graph.can_render():
+    svgs = {name: graph.draw(g, OUT / f"graph_{slug[name]}.svg", name) for name, g in graphs.items()}
+    cells = "".join(
+        f"<div style='flex:1;min-width:0'><b>{name}</b> ({len(graphs[name].graph.nodes)} nodes)<br>"
+        f"<img style='width:100%' src='data:image/svg+xml;base64,{base64.b64encode(p.read_bytes()).decode()}'/>"
+        "</div>" for name, p in svgs.items())
+    display(HTML(f"<div style='display:flex;gap:8px;max-height:900px;overflow:auto'>{cells}</div>"))
+else:
+    say("**graphviz's `dot` is not installed here, so the graphs were not rendered**; their sources are in "
+        f"`{OUT}` (`dot -Tsvg graph_ids_only.dot -o graph_ids_only.svg` renders one).")
 
 # %%
 no_labels = graph.topology_diff(graphs["ids+mask+labels"], graphs["ids+mask"])

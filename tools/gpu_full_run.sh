@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run lab notebooks under the full profile on an offline GPU machine that has the kit
+# (../shared/gpu/make-kit.sh .gpu-kit) beside the checkout; pack figures + executed notebooks into $OUT.
+# Each notebook gets LABKIT_STEP_TIMEOUT seconds (default 540), so results are packed even if one overruns.
+#   bash tools/gpu_full_run.sh lab0 lab1          (labs, or notebook stems like lab4_perf)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source .gpu-kit/setup.sh
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
+export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
+OUT=${OUT:-/tmp/labkit-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+status=0
+for target in "$@"; do
+  start=$(date +%s)
+  if [[ $target == *_* ]]; then
+    timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -c "from labkit import runner; from pathlib import Path
+runner.run_notebook(Path('notebooks/$target.ipynb'), 'full', progress=False)" || status=1
+  else
+    timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -m labkit.cli run "$target" --profile full --no-progress || status=1
+  fi
+  echo "== $target: $(( $(date +%s) - start )) s (status $status)"
+done
+tar czf "$OUT/results.tgz" figures runs/full 2>/dev/null
+exit $status
