@@ -1,0 +1,74 @@
+"""Compare builds of the fast MXINT8 kernel that differ in vectors per thread (kVecUnroll), on a GPU.
+
+    python benchmarks/mxint8_variants.py [--unrolls 2 4 8 16] [--sizes ...] [--group 32]
+
+Each variant is JIT-built from csrc/ with -DLABKIT_MXINT8_VEC_UNROLL_OVERRIDE=U and timed in its own
+process (each build registers the same op namespace, so one per process), with the method of
+labkit/kernels/bench.py; outputs are checked bit for bit against the reference. Prints one line per
+(variant, size): GB/s and % of a copy moving the same bytes.
+"""
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r'''
+import json, sys, torch
+sys.path.insert(0, {root!r})
+from torch.utils.cpp_extension import load
+from labkit import settings
+from labkit.kernels import bench, build_config
+from labkit.kernels.mxint8_ref import dequantize_mxint8
+u, sizes, g = {u}, {sizes}, {g}
+build_dir = settings.cache_dir() / "torch_extensions" / f"variant_unroll{{u}}"
+build_dir.mkdir(parents=True, exist_ok=True)
+load(name=f"labkit_mxint8_unroll{{u}}", sources=[str(p) for p in build_config.source_paths()],
+     extra_include_paths=[str(build_config.cutlass_include_dir()), str(build_config.CSRC)],
+     extra_cflags=list(build_config.CXX_FLAGS),
+     extra_cuda_cflags=list(build_config.NVCC_FLAGS) + [f"-DLABKIT_MXINT8_VEC_UNROLL_OVERRIDE={{u}}"],
+     build_directory=str(build_dir), is_python_module=False)
+op = torch.ops.labkit_mxint8.dequantize
+timer = bench.Timer(torch.device("cuda"), reps=30)
+gen = torch.Generator(device="cuda").manual_seed(0)
+for n in sizes:
+    src = torch.empty(3 * n // 2, dtype=torch.uint8, device="cuda"); dst = torch.empty_like(src)
+    copy = 2 * src.numel() / timer(lambda: dst.copy_(src)) / 1e6
+    m = torch.randint(-127, 128, (n,), dtype=torch.int8, device="cuda", generator=gen)
+    e = torch.randint(100, 141, (n // g,), dtype=torch.uint8, device="cuda", generator=gen)
+    exact = bench.same_bits(op(m, e, g, 1), dequantize_mxint8(m, e, g))
+    gbps = bench.traffic_bytes(n, g) / timer(lambda: op(m, e, g, 1)) / 1e6
+    print(json.dumps({{"unroll": u, "n": n, "g": g, "GBps": gbps, "copy_GBps": copy,
+                      "fraction_of_copy": gbps / copy, "bit_exact": exact}}), flush=True)
+'''
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--unrolls", type=int, nargs="+", default=[2, 4, 8, 16])
+    p.add_argument("--sizes", type=int, nargs="+", default=[1 << 24, 1 << 26, 8192 * 28672])
+    p.add_argument("--group", type=int, default=32)
+    p.add_argument("--out", default=None, help="also write the rows as JSON here")
+    args = p.parse_args(argv)
+    rows = []
+    for u in args.unrolls:
+        code = CHILD.format(root=str(ROOT), u=u, sizes=args.sizes, g=args.group)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if out.returncode:
+            print(f"unroll {u}: failed\n{out.stderr[-1500:]}")
+            continue
+        for line in out.stdout.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                rows.append(r)
+                print(f"unroll {r['unroll']:>2} n={r['n']:>10} g={r['g']}: {r['GBps']:7.0f} GB/s "
+                      f"{100 * r['fraction_of_copy']:5.1f}% of copy ({r['copy_GBps']:.0f})  exact={r['bit_exact']}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
