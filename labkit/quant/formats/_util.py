@@ -1,10 +1,11 @@
 """Helpers shared by the float-like formats: validation, exact binary exponents, blocking.
 
 Rounding decisions are made on exact quantities (``torch.frexp`` exponents and mantissas, never a
-floating-point ``log2``), so a value exactly at a power of two or a tie never lands on the wrong side.
-Arithmetic runs in float64: dividing by a power of two is exact there for every format these modules
-accept (validation keeps step sizes inside float64's normal range), and the result is cast back to the
-input's dtype.
+floating-point ``log2``), and powers of two are assembled from their bit patterns (never ``exp2``/``pow``,
+whose accuracy is not guaranteed on every device), so a value at a power of two or at a tie never lands
+on the wrong side. Scaling by a power of two is exact in binary floating point as long as the scale and
+the results stay normal numbers; each format therefore computes in float32 when its whole exponent range
+fits float32's (``work_dtype``) and in float64 otherwise, and always in float64 for float64 inputs.
 """
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import math
 
 import torch
 
-# The float64 nearest to sqrt(2) is above sqrt(2) and its predecessor below, so for float64 f in [1, 2)
-# "f >= SQRT2" is exactly "f > sqrt(2)" (no float64 equals sqrt(2)).
-SQRT2 = math.sqrt(2.0)
-# Exponents of every power of two a format may scale by stay within float64's normal range.
+# For f in [1, 2): "f >= threshold" is exactly "f > sqrt(2)" (no binary float equals sqrt(2)).
+# float64: its nearest to sqrt(2) lies above sqrt(2). float32: its nearest lies below, so take the next.
+SQRT2_ABOVE = {torch.float64: math.sqrt(2.0), torch.float32: 1.4142136573791504}
+# Exponents of every power of two a float64-computing format may scale by stay within float64's range.
 F64_EXP_LIMIT = 1000
+# float32 computation: every scale 2^k and its inverse 2^-k must be a normal float32.
+F32_EXP_LIMIT = 126
 
 
 def check_range(owner: str, key: str, value, lo: int | None = None, hi: int | None = None,
@@ -44,46 +47,74 @@ def check_exponent_range(owner: str, lo: int, hi: int) -> None:
                          "nearer 2^(exponent_width-1)-1")
 
 
-def work(x: torch.Tensor) -> torch.Tensor:
-    """|x| in float64 (the working precision of every float-like format)."""
-    return x.detach().to(torch.float64).abs()
+def work_dtype(lo: int, hi: int, mantissa_bits: int) -> torch.dtype:
+    """float32 if scales 2^lo .. 2^hi (and inverses) are normal float32 and integer mantissas of
+    ``mantissa_bits`` (+ a carry bit) are exact in float32's 24 bits; else float64."""
+    ok = -F32_EXP_LIMIT <= lo and hi <= F32_EXP_LIMIT and mantissa_bits + 1 <= 24
+    return torch.float32 if ok else torch.float64
+
+
+def work(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """|x| in the working precision (float64 for float64 inputs, so no input bit is lost)."""
+    if x.dtype == torch.float64:
+        dtype = torch.float64
+    return x.detach().to(dtype).abs()
 
 
 def finish(q_abs: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Put the sign of ``x`` back (``-0.0`` stays ``-0.0``) and return in ``x``'s dtype."""
-    return torch.copysign(q_abs, x.detach().to(torch.float64)).to(x.dtype)
+    return torch.copysign(q_abs.to(x.dtype), x.detach())
 
 
 def floor_log2(a: torch.Tensor) -> torch.Tensor:
-    """floor(log2 a) for a > 0, exactly (float64 result; meaningless where a == 0, callers mask it)."""
+    """floor(log2 a) for a > 0, exactly, as int32 (a == 0 gives -1: callers clamp or mask it)."""
     _, e = torch.frexp(a)  # a = m * 2^e, m in [0.5, 1)
-    return (e - 1).to(torch.float64)
+    return e - 1
 
 
 def ceil_log2(a: torch.Tensor) -> torch.Tensor:
-    """ceil(log2 a) for a > 0, exactly: floor + 1 unless a is a power of two."""
+    """ceil(log2 a) for a > 0, exactly, as int32: floor + 1 unless a is a power of two."""
     m, e = torch.frexp(a)
-    return (e - (m == 0.5).to(e.dtype)).to(torch.float64)
+    return e - (m == 0.5).to(e.dtype)
 
 
 def round_log2(a: torch.Tensor) -> torch.Tensor:
-    """round(log2 a) for a > 0, exactly: up iff the mantissa f in [1, 2) exceeds sqrt(2).
+    """round(log2 a) for a > 0, exactly, as int32: up iff the mantissa f in [1, 2) exceeds sqrt(2).
 
-    log2 a is never exactly k + 1/2 for a float a (sqrt(2) is irrational), so there are no ties.
+    log2 a is never exactly k + 1/2 for a binary float a (sqrt(2) is irrational), so there are no ties.
     """
     m, e = torch.frexp(a)
-    return (e - 1 + (2 * m >= SQRT2).to(e.dtype)).to(torch.float64)
+    return e - 1 + (2 * m >= SQRT2_ABOVE[a.dtype]).to(e.dtype)
 
 
-def pow2(k: torch.Tensor) -> torch.Tensor:
-    """2^k for integer-valued float64 ``k`` (exact within float64's normal range)."""
-    return torch.exp2(k)
+def pow2(k: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """2^k for integer ``k`` (tensor), assembled from the exponent bits: exact, any device.
+
+    ``k`` must lie in the normal range (|k| <= 126 for float32, <= 1022 for float64): the formats'
+    validation and clamps guarantee it.
+    """
+    if dtype == torch.float64:
+        return ((k.to(torch.int64) + 1023) << 52).view(torch.float64)
+    return ((k.to(torch.int32) + 127) << 23).view(torch.float32)
+
+
+def pow2_pair(k: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(2^k, 2^-k) from the bits, as ``pow2``; the inverse's exponent field is 2*bias - (k + bias)."""
+    if dtype == torch.float64:
+        bits = (k.to(torch.int64) + 1023) << 52
+        return bits.view(torch.float64), ((2046 << 52) - bits).view(torch.float64)
+    bits = (k.to(torch.int32) + 127) << 23
+    return bits.view(torch.float32), ((254 << 23) - bits).view(torch.float32)
 
 
 def round_to_step(a: torch.Tensor, step_exp: torch.Tensor) -> torch.Tensor:
-    """a rounded to a multiple of 2^step_exp, ties to an even multiple (torch.round is half-to-even)."""
-    step = pow2(step_exp)
-    return torch.round(a / step) * step
+    """a rounded to a multiple of 2^step_exp, ties to an even multiple (torch.round is half-to-even).
+
+    Multiplying by 2^-k and 2^k is exact here: a * 2^-k is at most ~2^(M+1), and an underflow of it can
+    only happen far below 1/2, where the rounding gives 0 either way.
+    """
+    step, inv = pow2_pair(step_exp, a.dtype)
+    return torch.round(a * inv) * step
 
 
 class Blocks:
@@ -104,8 +135,8 @@ class Blocks:
         self.blocked = flat.reshape(*flat.shape[:-1], -1, size)
 
     def block_max(self) -> torch.Tensor:
-        """max |x| of each block, shaped to broadcast against ``blocked`` (``.., n_blocks, 1``)."""
-        return self.blocked.abs().amax(dim=-1, keepdim=True)
+        """max |x| of each block, NaN left out, shaped to broadcast against ``blocked`` (``.., n_blocks, 1``)."""
+        return torch.nan_to_num(self.blocked.abs(), nan=0.0, posinf=math.inf).amax(dim=-1, keepdim=True)
 
     def restore(self, y: torch.Tensor) -> torch.Tensor:
         y = y.reshape(*y.shape[:-2], -1)[..., : self.n]

@@ -83,6 +83,8 @@ class NumberFormat:
         raise NotImplementedError
 
     def fake_quantize(self, x: torch.Tensor) -> torch.Tensor:
+        if not (torch.is_grad_enabled() and x.requires_grad):
+            return self.quantize_values(x)  # no backward will run: skip computing the STE mask
         return _STE.apply(x, self)
 
     def quantizer(self) -> torch.nn.Module:

@@ -1,0 +1,216 @@
+"""Binary formats: ``binary`` (sign), ``binary_scaling`` (sign times a mean-|x| scale, XNOR-Net) and
+``binary_residual_sign`` (multi-level residual binarization with learnable level scales, ReBNet).
+
+All are elementwise on tensors of any shape (2-D weights, N-D activations, 1-D biases). sign(0) = +1,
+and -0.0 counts as 0. NaN inputs stay NaN.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from ._util import check_bool, check_range
+from .base import NumberFormat, Quantizer, register
+
+
+def _sign(x: torch.Tensor) -> torch.Tensor:
+    """+1 where x >= 0 (0 and -0.0 included), -1 where x < 0, NaN where x is NaN."""
+    s = torch.where(x >= 0, 1.0, -1.0).to(x.dtype)
+    return torch.where(torch.isnan(x), x, s)
+
+
+@register
+@dataclass(frozen=True)
+class BinaryFormat(NumberFormat):
+    """Value set ``{-1, +1}``: deterministic q = +1 if x >= 0 else -1.
+
+    ``stochastic=True`` (BinaryConnect): q = +1 with probability clip((x + 1) / 2, 0, 1), else -1, drawn
+    from torch's global generator (``torch.rand_like``), so ``torch.manual_seed`` makes it repeatable;
+    no generator object is stored. The quantizer module draws only in training mode and uses the
+    deterministic sign in eval mode, so evaluation is repeatable; ``fake_quantize`` always draws.
+    STE: the gradient passes where |x| <= 1 and is zero beyond (the hardtanh STE of BinaryNet).
+    """
+
+    name = "binary"
+    stochastic: bool = False
+
+    def validate(self):
+        check_bool(self.name, "stochastic", self.stochastic)
+
+    def value_set(self) -> str:
+        rule = "P(+1) = clip((x+1)/2, 0, 1) in training" if self.stochastic else "+1 iff x >= 0"
+        return f"{{-1, +1}} ({rule})"
+
+    def quantize_values(self, x):
+        if not self.stochastic:
+            return _sign(x)
+        p_plus = ((x.detach().float() + 1) / 2).clamp(0, 1)
+        q = torch.where(torch.rand_like(p_plus) < p_plus, 1.0, -1.0).to(x.dtype)
+        return torch.where(torch.isnan(x), x, q)
+
+    def pass_mask(self, x):
+        return x.abs() <= 1
+
+    def bits_per_element(self, shape):
+        return 1.0
+
+    def quantizer(self):
+        return _BinaryQuantizer(self)
+
+
+class _BinaryQuantizer(Quantizer):
+    """Stochastic binarization while training, the deterministic sign in eval mode."""
+
+    def forward(self, x):
+        if self.fmt.stochastic and not self.training:
+            return dataclasses.replace(self.fmt, stochastic=False).fake_quantize(x)
+        return self.fmt.fake_quantize(x)
+
+
+@register
+@dataclass(frozen=True)
+class BinaryScalingFormat(NumberFormat):
+    """q = alpha * sign(x) (sign(0) = +1): value set ``{-alpha, +alpha}`` per scale group.
+
+    ``per_channel=True`` (default): one alpha = mean(|x|) over the last dimension for every other index:
+    per output channel (row) of a weight ``(out, in)`` as in XNOR-Net, per token of an activation
+    ``(..., features)``, and a single alpha for a 1-D tensor (a bias). ``per_channel=False``: one alpha =
+    mean(|x|) for the whole tensor. A group of zeros has alpha = 0 and stays 0. alpha is the L2-optimal
+    scale for fixed signs and is stored in fp32 (32 bits per group, amortised in ``bits_per_element``).
+    STE: identity everywhere (pass_mask None): the scale follows the data, so nothing saturates; alpha's
+    own dependence on x is not differentiated (the plain STE of XNOR-Net's weight binarization).
+    """
+
+    name = "binary_scaling"
+    per_channel: bool = True
+
+    def validate(self):
+        check_bool(self.name, "per_channel", self.per_channel)
+
+    def value_set(self) -> str:
+        per = "row (mean over the last dim)" if self.per_channel else "tensor"
+        return f"{{-alpha, +alpha}}, alpha = mean|x| per {per}, fp32"
+
+    def scale(self, x: torch.Tensor) -> torch.Tensor:
+        """alpha in float32 (float64 for float64 inputs), as stored."""
+        a = x.detach().to(torch.promote_types(x.dtype, torch.float32)).abs()
+        if self.per_channel and x.dim() > 0:
+            return a.mean(dim=-1, keepdim=True)
+        return a.mean()
+
+    def quantize_values(self, x):
+        return (self.scale(x) * _sign(x.detach())).to(x.dtype)
+
+    def bits_per_element(self, shape):
+        shape = tuple(shape) or (1,)
+        numel = 1
+        for d in shape:
+            numel *= d
+        groups = numel // shape[-1] if self.per_channel else 1
+        return 1.0 + 32.0 * groups / numel
+
+
+@register
+@dataclass(frozen=True)
+class ResidualSignFormat(NumberFormat):
+    """Residual binarization with ``levels`` = L scales g_i (ReBNet): r_0 = x and, for i = 1..L,
+    b_i = sign(r_{i-1}) (sign(0) = +1), r_i = r_{i-1} - |g_i| * b_i; q = sum_i |g_i| * b_i.
+
+    Value set: ``{ sum_i e_i * |g_i| : e_i in {-1, +1} }`` (2^L values, L bits per element), one set of
+    L fp32 scales per tensor. The quantizer module (``quantizer()``) owns the g_i as an ``nn.Parameter``,
+    initialised on its first forward from that data by the greedy fit g_i = mean|r_{i-1}| (the L2-optimal
+    scale of each residual's signs), then trained with its real gradient dq/dg_i = b_i; the forward uses
+    |g_i|, so a step through zero cannot flip a whole tensor. The STE passes x's gradient everywhere
+    (pass_mask None), as for ``binary_scaling``: the levels follow the data, and clipping at the largest
+    level sum|g_i| zeroes the gradient of exactly the largest activations (for L = 2 and Gaussian data the
+    greedy fit gives sum g_i = 1.6 mean|x|, beyond which lie 20% of the values), and with it QAT of
+    quantized activations stalled (tests/test_formats.py's synthetic task stayed at chance; the identity
+    STE learns it). The stateless ``fake_quantize`` uses the greedy scales of its own input.
+    """
+
+    name = "binary_residual_sign"
+    levels: int = 2
+
+    def validate(self):
+        check_range(self.name, "levels", self.levels, 1, 8)
+
+    def value_set(self) -> str:
+        return (f"{{sum_i e_i |g_i| : e_i = +-1, i = 1..{self.levels}}}, g learnable per tensor (fp32), "
+                "initialised greedily g_i = mean|r_(i-1)|")
+
+    def greedy_scales(self, x: torch.Tensor) -> torch.Tensor:
+        r = x.detach().to(torch.promote_types(x.dtype, torch.float32))
+        scales = []
+        for _ in range(self.levels):
+            g = r.abs().mean() if r.numel() else r.new_zeros(())
+            scales.append(g)
+            r = r - g * _sign(r)
+        return torch.stack(scales)
+
+    @staticmethod
+    def apply_scales(x: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """q = sum_i g_i * b_i (differentiable in ``scales``) and the signs b_i (constants)."""
+        r = x.detach().to(scales.dtype)
+        q, signs = 0, []
+        # |g|: a scale that an optimizer step pushes through zero must not flip every sign of the tensor
+        for g in scales.abs():
+            b = _sign(r)
+            r = r - g.detach() * b
+            q = q + g * b
+            signs.append(b)
+        return q, signs
+
+    def quantize_values(self, x):
+        return self.apply_scales(x, self.greedy_scales(x))[0].to(x.dtype)
+
+    def bits_per_element(self, shape):
+        numel = 1
+        for d in tuple(shape) or (1,):
+            numel *= d
+        return float(self.levels) + 32.0 * self.levels / numel
+
+    def quantizer(self):
+        return ResidualSignQuantizer(self)
+
+
+class ResidualSignQuantizer(torch.nn.Module):
+    """Learnable residual-sign quantizer: ``scales`` (an nn.Parameter) set from the first batch it sees."""
+
+    def __init__(self, fmt: ResidualSignFormat):
+        super().__init__()
+        self.fmt = fmt
+        self.scales = torch.nn.Parameter(torch.zeros(fmt.levels))
+        # persistent, so a saved-then-loaded QAT model keeps its trained scales instead of re-initialising
+        self.register_buffer("initialized", torch.tensor(False))
+        self._ready = False  # host-side copy of `initialized`: reading the buffer on a GPU would sync
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._ready = False  # re-read the loaded flag on the next forward
+
+    def forward(self, x):
+        if not self._ready and not bool(self.initialized):
+            with torch.no_grad():
+                self.scales.copy_(self.fmt.greedy_scales(x).to(self.scales.dtype))
+                self.initialized.fill_(True)
+        self._ready = True
+        q, _ = self.fmt.apply_scales(x, self.scales)
+        # forward value is exactly q; d/dx = 1 (STE), d/dscales_i = b_i through q
+        return _Through.apply(x, q.to(x.dtype))
+
+    def extra_repr(self):
+        return self.fmt.describe()
+
+
+class _Through(torch.autograd.Function):
+    """Forward: ``q``. Backward: the same gradient to ``x`` (straight through) and to ``q``."""
+
+    @staticmethod
+    def forward(ctx, x, q):
+        return q.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad

@@ -1,0 +1,76 @@
+"""``mxint8``: OCP-microscaling-style int8 groups, computed by the Lab 4 reference in
+``labkit.kernels.mxint8_ref`` (imported when first used, so this module never depends on it at import).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._util import blocks_per_element, check_range
+from .base import NumberFormat, register
+
+MANTISSA_MAX = 127
+SHARED_BITS = 8
+
+
+def _ref():
+    try:
+        from labkit.kernels import mxint8_ref
+    except ImportError as err:
+        raise ImportError("the mxint8 format computes with labkit.kernels.mxint8_ref (quantize_mxint8, "
+                          f"dequantize_mxint8, fake_quantize_mxint8), which did not import: {err}") from err
+    return mxint8_ref
+
+
+def _as_groups(x: torch.Tensor, group_size: int) -> tuple[torch.Tensor, int]:
+    """x as float32 rows ``(-1, n_padded)``, the last dim zero-padded to a multiple of ``group_size``.
+
+    The reference needs group_size to divide the last dimension; zeros never raise a group's max, so a
+    ragged last group quantizes exactly as a group of its own elements would.
+    """
+    flat = x.detach().float().reshape(1, -1) if x.dim() < 2 else x.detach().float().reshape(-1, x.shape[-1])
+    n = flat.shape[-1]
+    pad = (-n) % group_size
+    return (torch.nn.functional.pad(flat, (0, pad)) if pad else flat), n
+
+
+@register
+@dataclass(frozen=True)
+class MXInt8Format(NumberFormat):
+    """Groups of ``group_size`` consecutive elements along the last dimension share one 8-bit exponent E.
+
+    Value set of a group: ``{ m * 2^(E-127) / 64 : m in {-127, ..., 127} }`` with E in {0, ..., 255}
+    (uint8, bias 127); quantization (Lab 4's sheet, computed by ``labkit.kernels.mxint8_ref``):
+    E = the group max's float exponent, m = sign * clamp(round(|x| / 2^(E-127) * 64), 0, 127), so the
+    group max uses the full 7 magnitude bits and saturates at 127 only by rounding. Ragged last groups
+    are zero-padded (the reference itself needs group_size to divide the last dimension). STE: the
+    gradient passes where |x| <= 127.5 * 2^(E-127) / 64 (the top rounding cell), zero beyond.
+    Bits per element: 8 + 8 * ceil(n / group_size) / n for a last dimension n.
+    """
+
+    name = "mxint8"
+    group_size: int = 32
+
+    def validate(self):
+        check_range(self.name, "group_size", self.group_size, 1)
+
+    def value_set(self) -> str:
+        return (f"per group of {self.group_size}: {{m * 2^(E-127) / 64 : |m| <= 127}}, E = the group max's "
+                "float32 exponent field (uint8)")
+
+    def quantize_values(self, x):
+        rows, n = _as_groups(x, self.group_size)
+        q = _ref().fake_quantize_mxint8(rows, self.group_size)
+        return q[..., :n].reshape(x.shape).to(x.dtype)
+
+    def pass_mask(self, x):
+        rows, n = _as_groups(x, self.group_size)
+        _, e = _ref().quantize_mxint8(rows, self.group_size)
+        scale = torch.exp2(e.to(torch.float64).reshape(rows.shape[0], -1, 1) - 127) / 64
+        grouped = rows.to(torch.float64).reshape(rows.shape[0], -1, self.group_size).abs()
+        inside = (grouped <= (MANTISSA_MAX + 0.5) * scale).reshape(rows.shape)
+        return inside[..., :n].reshape(x.shape)
+
+    def bits_per_element(self, shape):
+        return 8.0 + SHARED_BITS * blocks_per_element(shape, self.group_size)
