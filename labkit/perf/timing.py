@@ -1,0 +1,214 @@
+"""Time repeated calls with the first call (where torch.compile compiles) and warm-up kept apart.
+
+``time_calls(fn, repeats, device, warmup)`` makes ``1 + warmup + repeats`` calls and keeps every one:
+call 0 is ``first`` (compilation, lazy initialisation), the next ``warmup`` calls settle caches, autotuners
+and CUDA-graph recording, and only the last ``repeats`` calls form the steady state that medians and
+spreads are computed from. Averaging the first call in, as the lab sheet does, measures the compiler.
+
+CPU: ``time.perf_counter`` around each call. CUDA: a pair of CUDA events around each call, after a
+device-wide synchronize, so each call is timed alone (launch overhead included, the previous call's
+queued kernels excluded); the wall clock of each call (with a synchronize after it) is kept as well.
+CUDA calls are made only on the CUDA path: the CPU path never touches ``torch.cuda``.
+"""
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+DEVICE_TYPES = ("cpu", "cuda")
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device``; a clear error for unknown types or CUDA without a GPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={device!r}: allowed values are 'auto', 'cpu', 'cuda', 'cuda:N'") from err
+    if dev.type not in DEVICE_TYPES:
+        raise ValueError(f"device={device!r}: allowed device types are {DEVICE_TYPES} (and 'auto')")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} requested but torch.cuda.is_available() is False "
+                           f"(torch {torch.__version__}, CUDA build: {torch.version.cuda})")
+    return dev
+
+
+def resolve_devices(spec: str | list[str]) -> list[str]:
+    """``"auto"``: ``["cuda"]`` when a GPU is present, else ``["cpu"]``; or a list of device types, checked."""
+    if spec == "auto":
+        return ["cuda" if torch.cuda.is_available() else "cpu"]
+    names = [spec] if isinstance(spec, str) else list(spec)
+    if not names:
+        raise ValueError("devices=[]: name at least one of 'cpu', 'cuda' (or 'auto')")
+    return [check_device(n).type for n in names]
+
+
+def device_label(device: str | torch.device) -> str:
+    """A readable name for ``device``: the GPU's name, or the CPU model and thread count."""
+    dev = check_device(device)
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"cpu ({model}, {torch.get_num_threads()} threads)"
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait for queued work on ``device``; a no-op on CPU, where calls are synchronous."""
+    dev = check_device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+@dataclass
+class Timing:
+    """Seconds per call, in call order: ``[first, *warm-up, *steady]``."""
+
+    device: str
+    warmup: int
+    per_call: list[float]
+    per_call_wall: list[float] = field(default_factory=list)  # perf_counter incl. sync; == per_call on CPU
+    clock: str = "perf_counter"
+
+    @property
+    def first(self) -> float:
+        return self.per_call[0]
+
+    @property
+    def warmup_calls(self) -> list[float]:
+        return self.per_call[1:1 + self.warmup]
+
+    @property
+    def steady(self) -> list[float]:
+        return self.per_call[1 + self.warmup:]
+
+    @property
+    def steady_median(self) -> float:
+        return statistics.median(self.steady)
+
+    @property
+    def steady_min(self) -> float:
+        return min(self.steady)
+
+    @property
+    def steady_max(self) -> float:
+        return max(self.steady)
+
+    @property
+    def steady_quartiles(self) -> tuple[float, float]:
+        """(25th, 75th) percentile of the steady calls (both the value itself for a single call)."""
+        s = self.steady
+        if len(s) < 2:
+            return s[0], s[0]
+        q = statistics.quantiles(s, n=4, method="inclusive")
+        return q[0], q[2]
+
+    @property
+    def steady_iqr(self) -> float:
+        lo, hi = self.steady_quartiles
+        return hi - lo
+
+    @property
+    def startup_excess(self) -> float:
+        """Seconds the first and warm-up calls took beyond as many steady calls (the compile overhead)."""
+        n = 1 + self.warmup
+        return sum(self.per_call[:n]) - n * self.steady_median
+
+    def cumulative(self) -> list[float]:
+        """Total seconds after 1, 2, ... calls."""
+        out, total = [], 0.0
+        for t in self.per_call:
+            total += t
+            out.append(total)
+        return out
+
+    def mean_of_first(self, n: int) -> float:
+        """The average over the first ``n`` calls, compile included: what a no-warm-up loop reports."""
+        if not 1 <= n <= len(self.per_call):
+            raise ValueError(f"n={n}: must be between 1 and the {len(self.per_call)} calls made")
+        return sum(self.per_call[:n]) / n
+
+    def summary(self) -> dict:
+        q25, q75 = self.steady_quartiles
+        return {"device": self.device, "clock": self.clock, "calls": len(self.per_call), "warmup": self.warmup,
+                "first_s": self.first, "warmup_s": self.warmup_calls, "steady_median_s": self.steady_median,
+                "steady_q25_s": q25, "steady_q75_s": q75, "steady_min_s": self.steady_min,
+                "steady_max_s": self.steady_max, "startup_excess_s": self.startup_excess,
+                "per_call_s": list(self.per_call), "per_call_wall_s": list(self.per_call_wall)}
+
+    @classmethod
+    def from_summary(cls, d: dict) -> "Timing":
+        return cls(device=d["device"], warmup=d["warmup"], per_call=list(d["per_call_s"]),
+                   per_call_wall=list(d.get("per_call_wall_s") or []), clock=d.get("clock", "perf_counter"))
+
+
+def time_calls(fn: Callable[[], object], repeats: int, device: str | torch.device = "cpu",
+               warmup: int = 2) -> Timing:
+    """Call ``fn()`` ``1 + warmup + repeats`` times on ``device`` and time every call."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}: need at least one steady-state call")
+    if warmup < 0:
+        raise ValueError(f"warmup={warmup}: must be >= 0")
+    dev = check_device(device)
+    n = 1 + warmup + repeats
+    if dev.type == "cuda":
+        return _time_cuda(fn, n, warmup, dev)
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return Timing(device=str(dev), warmup=warmup, per_call=times, per_call_wall=list(times))
+
+
+def _time_cuda(fn, n: int, warmup: int, dev: torch.device) -> Timing:
+    events, walls = [], []
+    with torch.cuda.device(dev):
+        for _ in range(n):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(dev)  # the previous call's kernels must not run inside this call's window
+            t0 = time.perf_counter()
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(dev)  # device-wide: also waits for side streams (CUDA-graph replays)
+            walls.append(time.perf_counter() - t0)
+            events.append((start, end))
+    # elapsed_time is in milliseconds; the start event fires at once on an idle stream, so host-side
+    # work inside fn (compilation, Python, launches) is inside the window, as it is for the user.
+    per_call = [s.elapsed_time(e) / 1e3 for s, e in events]
+    return Timing(device=str(dev), warmup=warmup, per_call=per_call, per_call_wall=walls, clock="cuda_event")
+
+
+def break_even_calls(overhead_s: float, eager_s: float, compiled_s: float) -> float:
+    """Calls after which compiling has paid for itself: overhead / (eager - compiled) per-call saving.
+
+    ``math.inf`` when the compiled call is not faster (compiling never pays off); 0 with no overhead.
+    """
+    saving = eager_s - compiled_s
+    if overhead_s <= 0:
+        return 0.0
+    if saving <= 0:
+        return float("inf")
+    return overhead_s / saving
+
+
+def fmt_seconds(s: float | None) -> str:
+    """``s`` in the unit that reads best (us, ms, s); 'n/a' for None."""
+    if s is None:
+        return "n/a"
+    if abs(s) < 1e-3:
+        return f"{s * 1e6:.0f} us"
+    if abs(s) < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
