@@ -36,6 +36,10 @@ def _cmd_ext_build(args) -> int:
 
     extension.load(verbose=True)
     print(extension.describe())
+    if not extension.available():
+        print("labkit ext build: the extension was not built (reason above); the reference path runs",
+              file=sys.stderr)
+        return 1
     return 0
 
 
