@@ -4,38 +4,38 @@ Every point starts from a fresh copy of the same base model, so points are indep
 """
 from __future__ import annotations
 
+import copy
+
 from tqdm.auto import tqdm
 
 from . import prune as _prune
 from . import train
 from .recipes import freeze_embeddings
-from .compress import compress, fixed_point
+from .compress import fixed_point
 
 
 def quantization_sweep(base, widths, dl, s: dict, calibration: dict | None = None) -> list[dict]:
-    """PTQ then QAT per width. With ``calibration`` (max |input| per layer, see
+    """PTQ then QAT per width (``quant.study.ptq_qat``). With ``calibration`` (max |input| per layer, see
     ``quant.calibrate.input_ranges``) each tensor gets its range-covering frac width; without it, the
     sheet's single rule frac = width // 2."""
     from .quant.calibrate import calibrated_fixed_point
+    from .quant.study import ptq_qat
 
+    settings = {**s, "qat_lr": s["finetune_lr"]}
     rows = []
     for width in tqdm(widths, desc="widths"):
         if calibration is None:
-            frac = width // 2
-            model = compress(base, quant=fixed_point(width, frac)).model
+            frac, config = width // 2, fixed_point(width)
         else:
-            spec = calibrated_fixed_point(base, width, calibration)
-            fracs = sorted({v for cfg in spec.values() if isinstance(cfg, dict)
+            config = calibrated_fixed_point(base, width, calibration)
+            fracs = sorted({v for cfg in config.values() if isinstance(cfg, dict)
                             for k, v in cfg.items() if k.endswith("frac_width")})
             frac = f"{fracs[0]}..{fracs[-1]}"
-            model = compress(base, quant=spec).model
-        ptq = train.evaluate(model, dl.test, device=s["device"], desc=f"PTQ w{width}", progress=False)
-        freeze_embeddings(model)  # as in SFT: only the layers being quantized train
-        fit = train.train(model, dl.train, epochs=s["qat_epochs"], lr=s["finetune_lr"], device=s["device"],
-                          seed=s["seed"], desc=f"QAT w{width}", progress=False)
-        qat = train.evaluate(model, dl.test, device=s["device"], desc=f"QAT w{width}", progress=False)
-        rows.append({"width": width, "frac_width": frac, "ptq": ptq["accuracy"], "qat": qat["accuracy"],
-                     "qat_train_seconds": fit["train_seconds"], "qat_loss_last": fit["train_loss_last"]})
+        out = ptq_qat(lambda: copy.deepcopy(base), config, dl, settings, freeze=freeze_embeddings)
+        rows.append({"width": width, "frac_width": frac, "ptq": out["ptq"]["accuracy"],
+                     "qat": out["qat"]["accuracy"],
+                     "qat_train_seconds": out.get("qat_train", {}).get("train_seconds"),
+                     "qat_loss_last": out.get("qat_train", {}).get("train_loss_last")})
     return rows
 
 
