@@ -51,7 +51,7 @@ _LABS: dict[str, dict[str, dict]] = {
                       space={"num_hidden_layers": [2], "hidden_size": [128, 192], "intermediate_size": [512]}),
         # quick: a model from random init needs more than one pass over a small subset to leave chance
         # (measured on 2 CPU cores: 2 layers x 128 reach 0.75 after 2 epochs of 4,000 reviews at 96 tokens,
-        # about 50 s); the space is narrowed to the smaller models so the notebook takes about 20-30 minutes
+        # about 50 s); the space is narrowed to the smaller models; the notebook takes about 40 minutes there
         "quick": dict(train_size=4000, test_size=500, max_length=96, lr=1e-3, epochs=2.0, trials=5,
                       compression_trials=3, post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5,
                       storage=None, space={"num_hidden_layers": [2, 4], "hidden_size": [128, 192],
