@@ -60,6 +60,25 @@ def show_stored_figure(name):
         display(Image(filename=str(png)))
 
 
+def measure_or_load(name, study_module):
+    """Run ``study_module`` on each device measured here (saving its figure and JSON); for the other device
+    take the stored full-profile result. Returns ({device: numbers or None}, {device: where they come from})."""
+    results, sources = {}, {}
+    for dev in DEVICES:
+        study = study_module.run_study(S, dev)
+        fig = study_module.plot(study)
+        save_figure(fig, "lab4", f"{name}_{dev}", study, S)
+        plt.show()
+        plt.close(fig)
+        results[dev] = study
+        sources[dev] = f"measured in this run on {study['device_name']} (profile `{S['profile']}`)"
+    for dev in ("cpu", "cuda"):
+        if dev not in results:
+            results[dev], sources[dev] = stored(f"{name}_{dev}")
+            show_stored_figure(f"{name}_{dev}")
+    return results, sources
+
+
 def loads(study):
     return ", ".join(f"{load[0]:.1f}" for load in study.get("loadavg_1_5_15", []))
 
@@ -91,19 +110,7 @@ for dev in DEVICES:
 # see where the time goes.
 
 # %%
-COMPILE, COMPILE_SRC = {}, {}
-for dev in DEVICES:
-    study = compile_study.run_study(S, dev)
-    fig = compile_study.plot(study)
-    save_figure(fig, "lab4", f"compile_{dev}", study, S)
-    plt.show()
-    plt.close(fig)
-    COMPILE[dev] = study
-    COMPILE_SRC[dev] = f"measured in this run on {study['device_name']} (profile `{S['profile']}`)"
-for dev in ("cpu", "cuda"):
-    if dev not in COMPILE:
-        COMPILE[dev], COMPILE_SRC[dev] = stored(f"compile_{dev}")
-        show_stored_figure(f"compile_{dev}")
+COMPILE, COMPILE_SRC = measure_or_load("compile", compile_study)
 
 # %%
 for dev in ("cpu", "cuda"):
@@ -268,19 +275,7 @@ if COMPILE["cuda"] is not None and COMPILE["cuda"].get("tf32"):
 # with `torch.nn.attention.sdpa_kernel`, and the sequence length is swept.
 
 # %%
-ATTN, ATTN_SRC = {}, {}
-for dev in DEVICES:
-    study = sdpa.run_study(S, dev)
-    fig = sdpa.plot(study)
-    save_figure(fig, "lab4", f"sdpa_{dev}", study, S)
-    plt.show()
-    plt.close(fig)
-    ATTN[dev] = study
-    ATTN_SRC[dev] = f"measured in this run on {study['device_name']} (profile `{S['profile']}`)"
-for dev in ("cpu", "cuda"):
-    if dev not in ATTN:
-        ATTN[dev], ATTN_SRC[dev] = stored(f"sdpa_{dev}")
-        show_stored_figure(f"sdpa_{dev}")
+ATTN, ATTN_SRC = measure_or_load("sdpa", sdpa)
 
 # %%
 for dev in ("cpu", "cuda"):
