@@ -128,3 +128,17 @@ def test_compression_aware_objective_records_all_stages(tiny_loaders, tmp_path, 
     assert any(k.endswith("parametrizations.weight.original") for k in state)  # pruned, not a pickle
     with pytest.raises(ValueError, match="allowed values"):
         search.NASObjective(dl, s, mode="squeeze")
+
+
+def test_resume_fails_a_trial_that_died_before_its_first_heartbeat(tmp_path):
+    # Optuna's stale check ignores trials with no heartbeat row; a process killed in that window must not
+    # leave a trial RUNNING forever.
+    storage = search.make_storage(f"sqlite:///{tmp_path / 'z.db'}", heartbeat_interval=1, grace_period=1)
+    optuna.create_study(study_name="z", storage=storage, direction="maximize").ask()
+    time.sleep(1.5)
+    study = search.run_study("z", lambda t: t.suggest_float("x", 0, 1), 3, sampler="random", storage=storage,
+                             progress=False)
+    states = [t.state for t in study.trials]
+    assert states[0] == optuna.trial.TrialState.FAIL
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 3
+    assert optuna.trial.TrialState.RUNNING not in states

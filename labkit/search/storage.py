@@ -3,14 +3,15 @@
 Default: SQLite under ``runs/optuna/``; any Optuna RDB URL (``postgresql://...``, ``mysql://...``) is
 accepted so several machines can work on one study, and ``journal:PATH`` uses Optuna's journal file.
 RDB storages get a heartbeat: a trial whose process died is marked FAIL after ``grace_period`` seconds
-and re-queued by ``RetryFailedTrialCallback``.
+and re-queued by ``RetryHeartbeatStaleTrialCallback``.
 """
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import optuna
-from optuna.storages import RDBStorage, RetryFailedTrialCallback
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
 from .. import settings
 
@@ -36,7 +37,7 @@ def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_per
         raise ValueError(f"storage {url!r}: give an RDB URL (sqlite:///path.db, postgresql://...) or "
                          "journal:PATH")
     return RDBStorage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
-                      heartbeat_stale_trial_callback=RetryFailedTrialCallback(max_retry=max_retry))
+                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry))
 
 
 def make_sampler(name: str, seed: int, search_space: dict | None = None, offset: int = 0):
@@ -74,6 +75,7 @@ def run_study(name: str, objective, n_trials: int, sampler: str = "tpe", seed: i
     study.set_user_attr("sampler", sampler)
     if hasattr(storage, "heartbeat_interval") and storage.heartbeat_interval:
         optuna.storages.fail_stale_trials(study)  # re-queue trials of a process that died
+        _fail_trials_without_heartbeat(storage, study)
     attempts = 0
     while finished(study) < n_trials:
         if attempts >= 2 * n_trials:  # every trial failing is a bug to report, not to retry forever
@@ -86,6 +88,32 @@ def run_study(name: str, objective, n_trials: int, sampler: str = "tpe", seed: i
         if sampler == "grid" and finished(study) >= len(_grid_points(search_space)):
             break
     return study
+
+
+def _fail_trials_without_heartbeat(storage: RDBStorage, study: optuna.Study) -> None:
+    """Mark FAIL the RUNNING trials that never recorded a heartbeat and started over a grace period ago.
+
+    Optuna's stale-trial check skips trials with no heartbeat row, so a process killed between creating
+    a trial and its first heartbeat would leave that trial RUNNING forever. A live trial records its
+    first heartbeat as it starts, so one without any after the grace period belongs to a dead process.
+    """
+    from optuna.storages._rdb import models  # heartbeat rows are not exposed publicly
+
+    grace = datetime.timedelta(seconds=storage.grace_period or 2 * storage.heartbeat_interval)
+    now = datetime.datetime.now()
+    running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+               if t.datetime_start is not None and now - t.datetime_start > grace]
+    if not running:
+        return
+    session = storage.scoped_session()
+    try:
+        beating = {row.trial_id for row in session.query(models.TrialHeartbeatModel).filter(
+            models.TrialHeartbeatModel.trial_id.in_([t._trial_id for t in running]))}
+    finally:
+        session.close()
+    for trial in running:
+        if trial._trial_id not in beating:
+            storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
 
 
 def _grid_points(space: dict) -> list:
