@@ -3,6 +3,11 @@
 # (../shared/gpu/make-kit.sh .gpu-kit) beside the checkout; pack figures + executed notebooks into $OUT.
 # Each notebook gets LABKIT_STEP_TIMEOUT seconds (default 540), so results are packed even if one overruns.
 #   bash tools/gpu_full_run.sh lab0 lab1          (labs, or notebook stems like lab4_perf)
+#
+# Searches longer than one 10-minute call (Lab 2 full) continue across calls through their SQLite studies:
+# results.tgz holds runs/optuna/; unpack that into .carry/runs/ here (git-ignored) and carry ".carry" in
+# the next call, which copies it back to runs/ first, so every finished trial is kept and the study resumes:
+#   mkdir -p .carry/runs && tar xzf <files_at>/results.tgz -C .carry runs/optuna
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source .gpu-kit/setup.sh
@@ -12,6 +17,9 @@ OUT=${OUT:-/tmp/labkit-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+if [[ -d .carry/runs ]]; then
+  mkdir -p runs && cp -a .carry/runs/. runs/ && echo "resuming from carried state: $(ls .carry/runs)"
+fi
 status=0
 for target in "$@"; do
   start=$(date +%s)
@@ -23,5 +31,5 @@ runner.run_notebook(Path('notebooks/$target.ipynb'), 'full', progress=False)" ||
   fi
   echo "== $target: $(( $(date +%s) - start )) s (status $status)"
 done
-tar czf "$OUT/results.tgz" figures runs/full 2>/dev/null
+tar czf "$OUT/results.tgz" figures runs/full runs/optuna 2>/dev/null
 exit $status
