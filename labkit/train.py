@@ -53,6 +53,11 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
     if epochs <= 0:
         raise ValueError(f"epochs must be > 0, got {epochs}")
     seed_everything(seed)
+    # A shuffling loader carries its own generator, advanced by every epoch it serves; reseed it so a
+    # call's data order depends on `seed` alone, not on how often the loader was used before (Lab 2
+    # trains many trials on one loader: the same architecture must see the same batches every time).
+    if getattr(loader, "generator", None) is not None:
+        loader.generator.manual_seed(seed)
     dev = pick_device(device)
     model.to(dev).train()
     params = [p for p in model.parameters() if p.requires_grad]

@@ -35,6 +35,21 @@ def test_training_lowers_loss_and_is_seeded(tiny_loaders):
     assert runs[0]["train_loss_last"] < runs[0]["train_loss_first"]
 
 
+def test_training_on_a_reused_loader_repeats_itself(tiny_loaders):
+    # The loader's shuffling generator advances with every epoch; a second call with the same seed must
+    # still see the same batches (Lab 2 trains every trial on one loader).
+    tok, enc = tiny_loaders
+    loader = data.dataloader(enc["train"], tok, batch_size=16, shuffle=True, seed=1)
+    runs = []
+    for seed in (5, 5, 6):
+        torch.manual_seed(0)
+        model = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                   intermediate_size=64)
+        runs.append(train.train(model, loader, epochs=1.5, lr=3e-3, seed=seed, device="cpu", progress=False))
+    assert runs[0]["losses"] == runs[1]["losses"]
+    assert runs[2]["losses"] != runs[1]["losses"]  # the seed does choose the order
+
+
 def test_fractional_epochs_and_evaluate_counts(tiny_loaders):
     tok, enc = tiny_loaders
     model = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
