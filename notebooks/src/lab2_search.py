@@ -138,6 +138,14 @@ save_figure(fig, "lab2", "compression_aware", {"best_so_far": comp_curves, "best
 # One standard error of an accuracy p measured on n test reviews: sqrt(p (1 - p) / n). Differences
 # between two searches' best values below about two of these are not evidence of anything.
 n_test = dl.sizes["test"]
+STARTUP = 5  # TPE's random startup trials (labkit.search.make_sampler)
+
+
+def same_params(*studies_):
+    seqs = [[t.params for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"] for st in studies_]
+    return all(seq == seqs[0] for seq in seqs[1:])
+
+
 best_all = max(r["best"] for r in rows)
 se = (best_all * (1 - best_all) / n_test) ** 0.5
 order = sorted(rows, key=lambda r: -r["best"])
@@ -154,8 +162,10 @@ say(f"- **Samplers.** With {S['trials']} trials each, the best accuracies are "
           "reviews. "))
     + "TPE's first 5 trials are random (its startup phase); after that it proposes architectures near the "
     "good ones, so its curve can climb where Random's only climbs by luck"
-    + (" (with this budget TPE never left its startup phase, so it is Random with another seed). "
-       if S["trials"] <= 5 else ". ")
+    + ((" (with this budget TPE never left its startup phase" + (
+        ", and its startup draws use the same seed as Random: it tried exactly Random's architectures). "
+        if same_params(studies["tpe"], studies["random"]) else ", so it is Random with another seed). "))
+       if S["trials"] <= STARTUP else ". ")
     + f"Grid walks a shuffled fixed grid of {grid_size} points, so with a budget of {S['trials']} it covers "
     f"{S['trials'] / grid_size:.0%} of the grid and cannot use the Identity choices.")
 post, plain, none_ = (comp["compressed + post-training"].best_value, comp["compressed"].best_value,
@@ -168,10 +178,13 @@ say(f"- **Compression-aware search.** Best values of the three searches: uncompr
     f"before and after is the cleaner measure: compression changed accuracy by {c['mean']:+.4f} on average "
     f"over {c['trials']} trials (from {c['min']:+.4f} to {c['max']:+.4f}), and post-training then changed it "
     f"by {r['mean']:+.4f} (from {r['min']:+.4f} to {r['max']:+.4f}). "
+    + ("All three searches stayed inside TPE's startup phase with the same seed, so they trained the same "
+       "architectures: the objective could not steer them yet, and this budget measures only what compression "
+       "does to the same models. " if S["compression_trials"] <= STARTUP and same_params(*comp.values()) else "")
     + ("On average that is within one standard error: compression costs these models little, so objectives "
        "measured before and after it should rank architectures similarly (the per-trial range says how far "
        "that holds). " if abs(c["mean"]) < se else
-       "Compression costs accuracy here, so an objective measured after compression prefers architectures "
+       "Compression costs accuracy here, so an objective measured after compression rewards architectures "
        "that tolerate it, which the uncompressed search does not look for. " if c["mean"] < 0 else
        "Compression raised accuracy on average, beyond one standard error: at this width and sparsity it "
        "acts as a regulariser on these undertrained models more than it removes information. "))
