@@ -70,8 +70,9 @@ say(table(rows))
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
-for name, ys in curves.items():
-    ax.plot(range(1, len(ys) + 1), ys, marker="o", ms=3, label=name)
+styles = {"random": dict(ls="--", marker="s", ms=6), "grid": dict(marker="o", ms=3), "tpe": dict(marker="^", ms=4)}
+for name, ys in curves.items():  # distinct styles: identical curves (TPE's startup = Random) stay visible
+    ax.plot(range(1, len(ys) + 1), ys, label=name, **styles[name])
 ax.set_xlabel("trial")
 ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
 ax.set_ylabel("best accuracy so far")
