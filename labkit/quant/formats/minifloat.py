@@ -8,21 +8,71 @@ zero beyond (saturation). NaN inputs stay NaN; +-inf saturate to +-max.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ._util import (ceil_log2, check_exponent_range, check_range, finish, floor_log2, round_to_step,
                     work, work_dtype)
 from .base import NumberFormat, register
 
 
-def _default_bias(fmt) -> None:
-    """``exponent_bias=None`` means the IEEE-style 2^(E-1)-1; stored resolved so describe() shows it."""
-    if fmt.exponent_bias is None and isinstance(fmt.exponent_width, int) and fmt.exponent_width >= 1:
-        object.__setattr__(fmt, "exponent_bias", 2 ** (fmt.exponent_width - 1) - 1)
+@dataclass(frozen=True)
+class _Minifloat(NumberFormat):
+    """Fields, validation and accounting shared by the two minifloats; each subclass states its value set.
+
+    Subclasses set ``_min_width`` / ``_min_mantissa`` (their smallest legal layout) and
+    ``_lowest_step_exponent`` (log2 of their finest grid step), from which validation and the working
+    dtype follow.
+    """
+
+    width: int = 8
+    exponent_width: int = 4
+    exponent_bias: int | None = None  # None: the IEEE-style 2^(E-1)-1, stored resolved so describe() shows it
+
+    _min_width: ClassVar[int]
+    _min_mantissa: ClassVar[int]
+    _width_why: ClassVar[str]
+
+    def __post_init__(self):
+        if self.exponent_bias is None and isinstance(self.exponent_width, int) and self.exponent_width >= 1:
+            object.__setattr__(self, "exponent_bias", 2 ** (self.exponent_width - 1) - 1)
+        super().__post_init__()
+
+    def validate(self):
+        check_range(self.name, "width", self.width, self._min_width, why=self._width_why)
+        check_range(self.name, "exponent_width", self.exponent_width, 1, self.width - 1 - self._min_mantissa,
+                    why=f"width={self.width} must leave M = width - exponent_width - 1 >= "
+                        f"{self._min_mantissa} mantissa bits")
+        check_range(self.name, "width", self.width, None, self.exponent_width + 53,
+                    why="at most 52 mantissa bits (float64 arithmetic)")
+        check_range(self.name, "exponent_bias", self.exponent_bias)
+        check_exponent_range(self.name, self._lowest_step_exponent, self.emax + 1)
+
+    @property
+    def mantissa_width(self) -> int:
+        return self.width - self.exponent_width - 1
+
+    @property
+    def emax(self) -> int:
+        return 2 ** self.exponent_width - 1 - self.exponent_bias
+
+    @property
+    def _lowest_step_exponent(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def dtype(self):
+        return work_dtype(self._lowest_step_exponent, self.emax + 1, self.mantissa_width)
+
+    def pass_mask(self, x):
+        return work(x, self.dtype) <= self.saturation_threshold
+
+    def bits_per_element(self, shape):
+        return float(self.width)
 
 
 @register
 @dataclass(frozen=True)
-class MinifloatDenorm(NumberFormat):
+class MinifloatDenorm(_Minifloat):
     """Minifloat without an implicit leading bit: E exponent bits, M = width - E - 1 mantissa bits.
 
     Value set: ``{ +-m * 2^(e-M) : m in {0, ..., 2^M - 1}, e in {-b, ..., 2^E - 1 - b} }`` with
@@ -39,39 +89,18 @@ class MinifloatDenorm(NumberFormat):
     """
 
     name = "minifloat_denorm"
-    width: int = 8
-    exponent_width: int = 4
-    exponent_bias: int | None = None
-
-    def __post_init__(self):
-        _default_bias(self)
-        super().__post_init__()
-
-    def validate(self):
-        check_range(self.name, "width", self.width, 3, why="sign, >= 1 exponent and >= 1 mantissa bit")
-        check_range(self.name, "exponent_width", self.exponent_width, 1, self.width - 2,
-                    why=f"width={self.width} must leave M = width - exponent_width - 1 >= 1 mantissa bits")
-        check_range(self.name, "width", self.width, None, self.exponent_width + 53,
-                    why="at most 52 mantissa bits (float64 arithmetic)")
-        check_range(self.name, "exponent_bias", self.exponent_bias)
-        check_exponent_range(self.name, -self.exponent_bias - self.mantissa_width, self.emax + 1)
+    _min_width = 3
+    _min_mantissa = 1
+    _width_why = "sign, >= 1 exponent and >= 1 mantissa bit"
 
     @property
-    def mantissa_width(self) -> int:
-        return self.width - self.exponent_width - 1
-
-    @property
-    def emax(self) -> int:
-        return 2 ** self.exponent_width - 1 - self.exponent_bias
+    def _lowest_step_exponent(self) -> int:  # the subnormal-like grid below 2^-b: 2^(-b-M)
+        return -self.exponent_bias - self.mantissa_width
 
     @property
     def max_value(self) -> float:
         m = self.mantissa_width
         return (2 ** m - 1) * 2.0 ** (self.emax - m)
-
-    @property
-    def dtype(self):
-        return work_dtype(-self.exponent_bias - self.mantissa_width, self.emax + 1, self.mantissa_width)
 
     def quantize_values(self, x):
         m = self.mantissa_width
@@ -92,16 +121,10 @@ class MinifloatDenorm(NumberFormat):
         gap = 2.0 ** (self.emax - m) if m >= 2 else 2.0 ** (self.emax - 2)
         return self.max_value + gap / 2
 
-    def pass_mask(self, x):
-        return work(x, self.dtype) <= self.saturation_threshold
-
-    def bits_per_element(self, shape):
-        return float(self.width)
-
 
 @register
 @dataclass(frozen=True)
-class MinifloatIEEE(NumberFormat):
+class MinifloatIEEE(_Minifloat):
     """IEEE-754-style minifloat: E exponent bits, M = width - E - 1 stored mantissa bits, implicit 1.
 
     Value set, with b = ``exponent_bias`` (default 2^(E-1) - 1) and emax = 2^E - 1 - b:
@@ -113,38 +136,17 @@ class MinifloatIEEE(NumberFormat):
     """
 
     name = "minifloat_ieee"
-    width: int = 8
-    exponent_width: int = 4
-    exponent_bias: int | None = None
-
-    def __post_init__(self):
-        _default_bias(self)
-        super().__post_init__()
-
-    def validate(self):
-        check_range(self.name, "width", self.width, 2, why="sign and >= 1 exponent bit")
-        check_range(self.name, "exponent_width", self.exponent_width, 1, self.width - 1,
-                    why=f"width={self.width} must leave M = width - exponent_width - 1 >= 0 mantissa bits")
-        check_range(self.name, "width", self.width, None, self.exponent_width + 53,
-                    why="at most 52 mantissa bits (float64 arithmetic)")
-        check_range(self.name, "exponent_bias", self.exponent_bias)
-        check_exponent_range(self.name, 1 - self.exponent_bias - self.mantissa_width, self.emax + 1)
+    _min_width = 2
+    _min_mantissa = 0
+    _width_why = "sign and >= 1 exponent bit"
 
     @property
-    def mantissa_width(self) -> int:
-        return self.width - self.exponent_width - 1
-
-    @property
-    def emax(self) -> int:
-        return 2 ** self.exponent_width - 1 - self.exponent_bias
+    def _lowest_step_exponent(self) -> int:  # subnormals: 2^(1-b-M)
+        return 1 - self.exponent_bias - self.mantissa_width
 
     @property
     def max_value(self) -> float:
         return (2 - 2.0 ** -self.mantissa_width) * 2.0 ** self.emax
-
-    @property
-    def dtype(self):
-        return work_dtype(1 - self.exponent_bias - self.mantissa_width, self.emax + 1, self.mantissa_width)
 
     def quantize_values(self, x):
         a = work(x, self.dtype).clamp(max=self.max_value)
@@ -161,12 +163,6 @@ class MinifloatIEEE(NumberFormat):
     def saturation_threshold(self) -> float:
         """max + half the gap to its predecessor: beyond it x saturates (zero STE gradient)."""
         return ieee_saturation(self.exponent_width, self.mantissa_width) * 2.0 ** self.emax
-
-    def pass_mask(self, x):
-        return work(x, self.dtype) <= self.saturation_threshold
-
-    def bits_per_element(self, shape):
-        return float(self.width)
 
 
 def ieee_saturation(exponent_width: int, mantissa_width: int) -> float:
