@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import data, models, settings as _paths, train
+from . import batches, data, models, settings as _paths, train
 
 # The settings that determine the SFT model (the cache key).
 SFT_KEYS = ("model", "train_size", "max_length", "batch_size", "epochs", "lr", "seed")
@@ -21,24 +21,34 @@ SFT_KEYS = ("model", "train_size", "max_length", "batch_size", "epochs", "lr", "
 @dataclass
 class Loaders:
     tokenizer: object
-    train: torch.utils.data.DataLoader
-    test: torch.utils.data.DataLoader
+    train: object  # batches.TensorBatches (default) or a DataLoader (lean=False)
+    test: object
     sizes: dict
 
 
-def loaders(s: dict) -> Loaders:
+def loaders(s: dict, lean: bool = True) -> Loaders:
+    """Tokenised train (shuffled with ``s["seed"]``) and test (sorted by length) batches for settings ``s``.
+
+    ``lean`` (default): the splits are padded once into tensors on the training device and batches are
+    gathered there (``labkit.batches``); ``lean=False``: collating DataLoaders (worker processes on CUDA).
+    Both give the same batches in the same order.
+    """
     tok = models.load_tokenizer(s["model"])
     splits = data.imdb_splits(s["train_size"], s["test_size"], seed=s["seed"])
     enc = data.tokenize(splits, tok, s["max_length"])
-    workers = 4 if train.pick_device(s["device"]).type == "cuda" else 0
-    return Loaders(
-        tokenizer=tok,
-        train=data.dataloader(enc["train"], tok, s["batch_size"], shuffle=True, seed=s["seed"],
-                              num_workers=workers),
-        # evaluation: no gradients, so twice the batch; sorted by length, so little padding
-        test=data.dataloader(data.sort_by_length(enc["test"]), tok, 2 * s["batch_size"], num_workers=workers),
-        sizes={"train": len(enc["train"]), "test": len(enc["test"])},
-    )
+    test = data.sort_by_length(enc["test"])  # evaluation batches then carry little padding
+    eval_batch = s.get("eval_batch_size") or 2 * s["batch_size"]  # no gradients: a larger batch fits
+    sizes = {"train": len(enc["train"]), "test": len(enc["test"])}
+    dev = train.pick_device(s["device"])
+    if lean:
+        pad = tok.pad_token_id or 0
+        return Loaders(tok, batches.TensorBatches(batches.pack(enc["train"], pad).to(dev), s["batch_size"],
+                                                  shuffle=True, seed=s["seed"]),
+                       batches.TensorBatches(batches.pack(test, pad).to(dev), eval_batch), sizes)
+    workers = 4 if dev.type == "cuda" else 0
+    return Loaders(tok, data.dataloader(enc["train"], tok, s["batch_size"], shuffle=True, seed=s["seed"],
+                                        num_workers=workers),
+                   data.dataloader(test, tok, eval_batch, num_workers=workers), sizes)
 
 
 def freeze_embeddings(model: torch.nn.Module) -> int:
