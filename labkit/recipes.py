@@ -14,6 +14,8 @@ import torch
 
 from . import batches, data, models, settings as _paths, train
 
+# The settings that determine the tokenised batches.
+DATA_KEYS = ("model", "train_size", "test_size", "max_length", "batch_size", "eval_batch_size", "seed", "device")
 # The settings that determine the SFT model (the cache key).
 SFT_KEYS = ("model", "train_size", "max_length", "batch_size", "epochs", "lr", "seed")
 

@@ -1,7 +1,15 @@
-"""Lab 2: architecture search with Optuna in resumable storage, and compression-aware objectives."""
+"""Searches with Optuna in shared, resumable storage: the Lab 2 space and objectives, study plans run by
+concurrent workers (N per GPU, any number of machines), a result cache, progress and best-so-far curves."""
+from .cache import ResultCache, config_key
+from .curves import band, best_so_far
 from .objectives import MODES, NASObjective
+from .plan import OBJECTIVES, StudyPlan, register_objective
+from .run import resolve_workers, run_studies, run_study
+from .samplers import SAMPLERS, grid_order, grid_points, make_sampler, worker_seed
 from .space import SPACE, build_model, grid_space, is_valid, sample_architecture
-from .storage import SAMPLERS, best_so_far, default_url, finished, make_sampler, make_storage, run_study
+from .storage import counts, default_url, finished, make_storage, reap_stale
 
-__all__ = ["MODES", "NASObjective", "SPACE", "build_model", "grid_space", "is_valid", "sample_architecture",
-           "SAMPLERS", "best_so_far", "default_url", "finished", "make_sampler", "make_storage", "run_study"]
+__all__ = ["ResultCache", "config_key", "band", "best_so_far", "MODES", "NASObjective", "OBJECTIVES",
+           "StudyPlan", "register_objective", "resolve_workers", "run_studies", "run_study", "SAMPLERS",
+           "grid_order", "grid_points", "make_sampler", "worker_seed", "SPACE", "build_model", "grid_space",
+           "is_valid", "sample_architecture", "counts", "default_url", "finished", "make_storage", "reap_stale"]

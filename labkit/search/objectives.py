@@ -2,7 +2,8 @@
 compressing it (quantize + prune) and training again inside the trial.
 
 Each trial records parameter count, training time and every intermediate accuracy as user attributes;
-the best model so far is saved as ``state_dict`` + JSON config (never a pickle).
+the best model so far is saved as ``state_dict`` + JSON config (never a pickle). A configuration already
+trained in the same storage (same architecture, settings and seed) reuses its result (``search.cache``).
 """
 from __future__ import annotations
 
@@ -13,12 +14,29 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import train
+from .. import recipes, train
 from ..compress import compress
 from ..models import count_parameters
+from .cache import cached_or_run, config_key
 from .space import build_model, sample_architecture
 
 MODES = ("none", "compress", "compress+train")
+# Settings that choose what a search tries or where it runs, not what one trial computes (cache key).
+SEARCH_ONLY = ("storage", "trials", "compression_trials", "seeds", "workers", "mps", "profile", "lab", "device",
+               "space")
+
+
+def trial_settings(s: dict) -> dict:
+    """The settings that determine one trial's result, for the cache key (device as its type)."""
+    out = {k: v for k, v in s.items() if k not in SEARCH_ONLY}
+    out["device"] = train.pick_device(s["device"]).type
+    return out
+
+
+def canonical(arch: dict) -> dict:
+    """An architecture as the model it builds: the sizes and which Linear layers are Identity."""
+    return {"config": arch["config"], "identity": sorted(k for k, v in arch.get("linears", {}).items()
+                                                         if v == "identity")}
 
 
 class NASObjective:
@@ -36,11 +54,19 @@ class NASObjective:
         self.best_dir = Path(best_dir) if best_dir else None
         self.identity_choices = identity_choices
         self.space = space
+        self.cache = None  # a search.cache.ResultCache, set by the worker
 
     def __call__(self, trial: optuna.Trial) -> float:
-        s = self.s
         arch = sample_architecture(trial, self.identity_choices, self.space)
-        torch.manual_seed(s["seed"] + trial.number)
+        key = config_key({"objective": "lab2", "architecture": canonical(arch), "settings": trial_settings(self.s),
+                          "mode": self.mode, "quant": self.quant if self.mode != "none" else None,
+                          "prune": self.prune if self.mode != "none" else None})
+        return cached_or_run(trial, self.cache, key, lambda: self._run(trial, arch))
+
+    def _run(self, trial: optuna.Trial, arch: dict) -> float:
+        s = self.s
+        # the seed depends on the settings alone, so a configuration trains the same in any trial
+        torch.manual_seed(s["seed"])
         model = build_model(arch)
         trial.set_user_attr("parameters", count_parameters(model))
         start = time.perf_counter()
@@ -78,3 +104,16 @@ class NASObjective:
         (self.best_dir / "best_config.json").write_text(json.dumps(
             {"trial": trial.number, "value": value, "architecture": arch, "mode": self.mode,
              "quant": self.quant, "prune": self.prune}, indent=2, default=str))
+
+
+_LOADERS: dict[str, recipes.Loaders] = {}
+
+
+def lab2_objective(settings: dict, **options) -> NASObjective:
+    """The registered ``"lab2"`` objective factory: loaders built once per process and settings."""
+    key = json.dumps({k: settings[k] for k in recipes.DATA_KEYS if k in settings}, sort_keys=True)
+    if key not in _LOADERS:
+        _LOADERS[key] = recipes.loaders(settings)
+    if options.get("best_dir"):
+        options = {**options, "best_dir": Path(options["best_dir"])}
+    return NASObjective(_LOADERS[key], settings, **options)

@@ -1,32 +1,45 @@
-"""Optuna studies in real storage, so a killed search resumes where it stopped.
+"""Optuna studies in real storage, shared by concurrent workers, so a killed search resumes.
 
-Default: SQLite under ``runs/optuna/``; any Optuna RDB URL (``postgresql://...``, ``mysql://...``) is
-accepted so several machines can work on one study, and ``journal:PATH`` uses Optuna's journal file.
-RDB storages get a heartbeat: a trial whose process died is marked FAIL after ``grace_period`` seconds
-and re-queued by ``RetryHeartbeatStaleTrialCallback``.
+Default: Optuna's journal file under ``runs/optuna/`` (``journal:PATH``: one host, many processes, file
+locks). Any Optuna RDB URL (``postgresql://...``, ``sqlite:///...``) works too; PostgreSQL is the one for
+workers on several machines. RDB storages get Optuna's heartbeat, so a trial whose machine died is
+failed after ``grace_period`` seconds and re-queued.
+
+Every trial records which process runs it (host, boot, pid, process start time). A RUNNING trial whose
+process is gone (same host: the pid is dead or belongs to a later process; another boot; or, on a
+journal, another host) is failed and its parameters queued again, whenever a worker or the launcher
+looks, whatever the grace period: a killed worker never leaves a trial RUNNING, and a live one is
+never touched.
 """
 from __future__ import annotations
 
 import datetime
+import os
+import socket
 from pathlib import Path
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
 
 from .. import settings
 
-SAMPLERS = ("random", "grid", "tpe")
+WORKER_ATTR = "labkit_worker"
+UNCLAIMED_GRACE_S = 60  # a trial gets its worker record within milliseconds of being created
+MAX_RETRIES = 2
 
 
 def default_url(name: str = "lab2") -> str:
     folder = settings.runs_dir() / "optuna"
     folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / f'{name}.db'}"
+    return f"journal:{folder / f'{name}.journal'}"
 
 
 def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_period: int = 90,
-                 max_retry: int = 2):
+                 max_retry: int = MAX_RETRIES):
     url = url or default_url()
+    if not isinstance(url, str):
+        return url  # already a storage
     if url.startswith("journal:"):
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
@@ -34,102 +47,91 @@ def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_per
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     if "://" not in url:
-        raise ValueError(f"storage {url!r}: give an RDB URL (sqlite:///path.db, postgresql://...) or "
-                         "journal:PATH")
+        raise ValueError(f"storage {url!r}: give journal:PATH (one host) or an RDB URL (postgresql://..., "
+                         "sqlite:///path.db)")
+    kwargs = {}
+    if url.startswith("sqlite"):
+        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}  # concurrent writers wait, not fail
     return RDBStorage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
-                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry))
+                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+                      **kwargs)
 
 
-def make_sampler(name: str, seed: int, search_space: dict | None = None, offset: int = 0):
-    """A sampler by name. ``offset`` (the trials already in the study) shifts the seed on resume, so a
-    resumed random search does not replay the sequence it already tried."""
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed + offset)
-    if name == "tpe":
-        # TPE reads the finished trials from storage, so a resumed study continues its model
-        return optuna.samplers.TPESampler(seed=seed + offset, n_startup_trials=5)
-    if name == "grid":
-        if not search_space:
-            raise ValueError("the grid sampler needs a finite search space")
-        return optuna.samplers.GridSampler(search_space, seed=seed)  # skips grid points already run
-    raise ValueError(f"sampler {name!r}: allowed values are {', '.join(map(repr, SAMPLERS))}")
+def is_journal(storage) -> bool:
+    from optuna.storages.journal import JournalStorage
+
+    return isinstance(storage, JournalStorage)
+
+
+# --- which process runs a trial ---------------------------------------------------------------------
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _process_start(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+        return None
+
+
+def identity(worker: int | None = None) -> dict:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "started": _process_start(pid),
+            "worker": worker}
+
+
+def _is_dead(record: dict | None, trial: optuna.trial.FrozenTrial, journal: bool, now) -> bool:
+    if not record:
+        return (trial.datetime_start is not None
+                and (now - trial.datetime_start).total_seconds() > UNCLAIMED_GRACE_S)
+    if record.get("host") != socket.gethostname():
+        return journal  # a journal is one host's; across hosts, RDB heartbeats decide
+    if record.get("boot") != _boot_id():
+        return True
+    started = _process_start(int(record["pid"]))
+    return started is None or (record.get("started") is not None and abs(started - record["started"]) > 1e-3)
+
+
+def reap_stale(study: optuna.Study) -> list[int]:
+    """Fail the RUNNING trials of dead processes and queue their parameters again (up to MAX_RETRIES
+    times per trial); returns the failed trial numbers."""
+    storage = study._storage
+    if getattr(storage, "heartbeat_interval", None):
+        optuna.storages.fail_stale_trials(study)  # other machines' dead trials (RDB heartbeat)
+    journal = is_journal(storage)
+    now = datetime.datetime.now()
+    reaped = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not _is_dead(trial.user_attrs.get(WORKER_ATTR), trial, journal, now):
+            continue
+        if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+            continue  # someone else finished or failed it first
+        storage.set_trial_user_attr(trial._trial_id, "failed_because", "its worker process died")
+        reaped.append(trial.number)
+        retries = trial.user_attrs.get("retries", 0)
+        if trial.params and retries < MAX_RETRIES:
+            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number, "retries": retries + 1},
+                                skip_if_exists=False)
+    return reaped
+
+
+# --- counting ----------------------------------------------------------------------------------------
+
+def counts(study: optuna.Study) -> dict:
+    """Trials by state (lower-case state names)."""
+    out = {s.name.lower(): 0 for s in TrialState}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name.lower()] += 1
+    return out
 
 
 def finished(study: optuna.Study) -> int:
-    return sum(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-               for t in study.get_trials(deepcopy=False))
-
-
-def run_study(name: str, objective, n_trials: int, sampler: str = "tpe", seed: int = 0,
-              storage=None, search_space: dict | None = None, progress: bool = True) -> optuna.Study:
-    """Create or load study ``name`` and run it until ``n_trials`` trials have finished.
-
-    Finished trials from earlier (killed) runs count, so calling this again resumes.
-    """
-    storage = storage if storage is not None and not isinstance(storage, str) else make_storage(storage)
-    probe = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True,
-                                sampler=optuna.samplers.RandomSampler(seed=seed))
-    done = finished(probe)
-    study = optuna.load_study(study_name=name, storage=storage,
-                              sampler=make_sampler(sampler, seed, search_space, offset=done))
-    study.set_user_attr("sampler", sampler)
-    if hasattr(storage, "heartbeat_interval") and storage.heartbeat_interval:
-        optuna.storages.fail_stale_trials(study)  # re-queue trials of a process that died
-        _fail_trials_without_heartbeat(storage, study)
-    attempts = 0
-    while finished(study) < n_trials:
-        if attempts >= 2 * n_trials:  # every trial failing is a bug to report, not to retry forever
-            raise RuntimeError(f"study {name!r}: {attempts} attempts and only {finished(study)} of "
-                               f"{n_trials} trials finished; see the failed trials' errors")
-        todo = n_trials - finished(study)
-        attempts += todo
-        study.optimize(objective, n_trials=todo, show_progress_bar=progress,
-                       catch=(RuntimeError, FloatingPointError))
-        if sampler == "grid" and finished(study) >= len(_grid_points(search_space)):
-            break
-    return study
-
-
-def _fail_trials_without_heartbeat(storage: RDBStorage, study: optuna.Study) -> None:
-    """Mark FAIL the RUNNING trials that never recorded a heartbeat and started over a grace period ago.
-
-    Optuna's stale-trial check skips trials with no heartbeat row, so a process killed between creating
-    a trial and its first heartbeat would leave that trial RUNNING forever. A live trial records its
-    first heartbeat as it starts, so one without any after the grace period belongs to a dead process.
-    """
-    from optuna.storages._rdb import models  # heartbeat rows are not exposed publicly
-
-    grace = datetime.timedelta(seconds=storage.grace_period or 2 * storage.heartbeat_interval)
-    now = datetime.datetime.now()
-    running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-               if t.datetime_start is not None and now - t.datetime_start > grace]
-    if not running:
-        return
-    session = storage.scoped_session()
-    try:
-        beating = {row.trial_id for row in session.query(models.TrialHeartbeatModel).filter(
-            models.TrialHeartbeatModel.trial_id.in_([t._trial_id for t in running]))}
-    finally:
-        session.close()
-    for trial in running:
-        if trial._trial_id not in beating:
-            storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
-
-
-def _grid_points(space: dict) -> list:
-    import itertools
-
-    return list(itertools.product(*space.values()))
-
-
-def best_so_far(study: optuna.Study, key: str | None = None) -> list[float]:
-    """Best value (or user attribute ``key``) after each finished trial, in trial order."""
-    best, out = float("-inf"), []
-    for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if t.state != optuna.trial.TrialState.COMPLETE:
-            continue
-        value = t.value if key is None else t.user_attrs.get(key)
-        if value is not None:
-            best = max(best, value)
-        out.append(best)
-    return out
+    c = counts(study)
+    return c["complete"] + c["pruned"]

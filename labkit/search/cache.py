@@ -1,0 +1,55 @@
+"""A cache of trial results kept in the study storage itself.
+
+A trial records ``config_key``: a digest of everything that determines its result (the configuration
+it trains, the settings, the training seed, the objective's version). Before training, an objective asks
+the cache; if any study in the same storage already completed that configuration, the trial reuses that
+result and is recorded as ``cached`` (with where it came from). Samplers that revisit a point, the
+compression-aware search's first trial (Task 1's best) and repeated notebook runs then cost nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import optuna
+from optuna.trial import TrialState
+
+# Bump when a change to the trial loop would change results for the same configuration.
+VERSION = 2
+# Per-trial bookkeeping that must not be copied from a cached trial.
+_OWN_ATTRS = ("labkit_worker", "config_key", "cached", "cached_from", "retry_of", "retries", "failed_because")
+
+
+def config_key(parts: dict) -> str:
+    text = json.dumps({"version": VERSION, **parts}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+class ResultCache:
+    """Looks a ``config_key`` up in every study of ``storage`` (completed, non-cached trials only)."""
+
+    def __init__(self, storage):
+        self.storage = storage
+
+    def find(self, key: str) -> tuple[str, optuna.trial.FrozenTrial] | None:
+        """(study name, trial) of a completed trial with this key, or None."""
+        for study in self.storage.get_all_studies():
+            for t in self.storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.COMPLETE,)):
+                if t.user_attrs.get("config_key") == key and not t.user_attrs.get("cached"):
+                    return study.study_name, t
+        return None
+
+
+def cached_or_run(trial: optuna.Trial, cache: ResultCache | None, key: str, run) -> float:
+    """Return a cached result for ``key`` (copying its user attributes) or ``run()``'s."""
+    trial.set_user_attr("config_key", key)
+    found = cache.find(key) if cache is not None else None
+    if found is None:
+        return run()
+    study_name, hit = found
+    for name, value in hit.user_attrs.items():
+        if name not in _OWN_ATTRS:
+            trial.set_user_attr(name, value)
+    trial.set_user_attr("cached", True)
+    trial.set_user_attr("cached_from", f"{study_name}#{hit.number}")
+    return hit.value

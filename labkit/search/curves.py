@@ -1,0 +1,32 @@
+"""Best-so-far curves of studies, and their mean and spread over seeds."""
+from __future__ import annotations
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+
+def best_so_far(study: optuna.Study, key: str | None = None, limit: int | None = None) -> list[float]:
+    """Best value (or user attribute ``key``) after each completed trial, in trial order; the first
+    ``limit`` completed trials only (concurrent workers can finish a few more than asked)."""
+    best, out = float("-inf"), []
+    trials = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number)
+    for t in trials[:limit]:
+        value = t.value if key is None else t.user_attrs.get(key)
+        if value is not None:
+            best = max(best, value)
+        out.append(best)
+    return out
+
+
+def band(curves: list[list[float]]) -> dict:
+    """Mean, min and max over curves at each trial (curves cut to the shortest), and the standard
+    error of the mean of the final values."""
+    if not curves:
+        raise ValueError("band: no curves")
+    n = min(len(c) for c in curves)
+    arr = np.array([c[:n] for c in curves], dtype=float)
+    final = arr[:, -1]
+    sem = float(final.std(ddof=1) / np.sqrt(len(final))) if len(final) > 1 else float("nan")
+    return {"mean": arr.mean(0).tolist(), "min": arr.min(0).tolist(), "max": arr.max(0).tolist(),
+            "final": final.tolist(), "final_mean": float(final.mean()), "final_sem": sem, "trials": n}

@@ -1,0 +1,84 @@
+"""What a worker needs to join a study: a JSON-able plan, stored in the study itself.
+
+A plan names its objective through a registry (``"lab2"``) or an importable ``"module:function"``
+factory, so any process on any machine can rebuild the objective from the plan alone: that is what lets
+``labkit search worker`` join a study it did not create.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+from dataclasses import dataclass, field
+
+from .samplers import SAMPLERS
+
+# Objective factories: name -> "module:function"; factory(settings, **options) -> callable(trial) -> float.
+OBJECTIVES = {"lab2": "labkit.search.objectives:lab2_objective"}
+IN_PROCESS = "in-process"  # a callable handed to run_study directly: runs in that process only
+
+
+@dataclass
+class StudyPlan:
+    """One Optuna study to run to ``n_trials`` finished trials.
+
+    ``sampler``/``seed``: each worker derives its own sampler seed from ``seed``. ``grid``: the finite
+    space of the grid sampler (its first ``n_trials`` points in a seeded order are queued once, so
+    concurrent workers never run a point twice). ``enqueue``: parameter sets to run first (e.g. the best
+    architecture of an earlier search).
+    """
+    name: str
+    objective: str
+    settings: dict
+    options: dict = field(default_factory=dict)
+    sampler: str = "tpe"
+    seed: int = 0
+    n_trials: int = 20
+    grid: dict | None = None
+    enqueue: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not isinstance(self.n_trials, int) or isinstance(self.n_trials, bool) or self.n_trials < 1:
+            raise ValueError(f"study {self.name!r}: n_trials must be an integer >= 1, got {self.n_trials!r}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"study {self.name!r}: sampler={self.sampler!r}; allowed values are "
+                             f"{', '.join(map(repr, SAMPLERS))}")
+        if self.sampler == "grid" and not self.grid:
+            raise ValueError(f"study {self.name!r}: the grid sampler needs a finite search space (grid=...)")
+        if self.objective != IN_PROCESS:
+            resolve_objective(self.objective)  # fail here, not in a worker process
+
+    @property
+    def queue_only(self) -> bool:
+        """Grid plans run only their queued points."""
+        return self.sampler == "grid"
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> "StudyPlan":
+        return cls(**json.loads(text))
+
+
+def register_objective(name: str, target: str) -> None:
+    """Add an objective factory by name (``target``: ``"module:function"``)."""
+    OBJECTIVES[name] = target
+
+
+def resolve_objective(name: str):
+    if name == IN_PROCESS:
+        raise ValueError("an in-process objective cannot be rebuilt in another process; register a factory "
+                         "(labkit.search.plan.register_objective) to run it with workers > 1")
+    target = OBJECTIVES.get(name, name)
+    if ":" not in target:
+        raise KeyError(f"objective {name!r} unknown; allowed: {', '.join(OBJECTIVES)} or 'module:function'")
+    module, func = target.split(":", 1)
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as err:
+        raise KeyError(f"objective {name!r}: cannot import {target!r} ({err})") from err
+
+
+def build_objective(plan: StudyPlan):
+    return resolve_objective(plan.objective)(plan.settings, **plan.options)

@@ -1,0 +1,181 @@
+"""Run studies with N worker processes per visible GPU on one shared storage, and report progress.
+
+The launcher only starts workers and watches the storage: which trial runs where is decided by the
+workers through Optuna's storage (see ``worker``), so workers started by hand on other machines
+(``labkit search worker``) join the same studies. One worker on a CPU-only machine runs in this process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+
+from .. import settings as _settings
+from . import mps as _mps
+from .plan import IN_PROCESS, StudyPlan
+from .progress import SearchProgress
+from .storage import default_url, make_storage
+from .worker import Worker, ensure_study, plan_state
+
+# Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
+# (benchmarks/search_throughput.py measures the curve; README states it).
+WORKERS_PER_GPU = 8
+
+
+def visible_gpus() -> list[str]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env:
+        return [d.strip() for d in env.split(",") if d.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def resolve_workers(workers: int | str = "auto", per_gpu: int = WORKERS_PER_GPU) -> int:
+    """``auto``: ``per_gpu`` per visible GPU, 1 on a CPU-only machine (its cores are one trial's)."""
+    if workers == "auto":
+        return per_gpu * len(visible_gpus()) or 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers={workers!r}: allowed values are 'auto' or an integer >= 1")
+    return workers
+
+
+def _die_with_parent():  # runs in the child before exec: no orphaned workers if the notebook dies
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def launch(plans: list[StudyPlan], url: str, workers: int, log_dir: Path, first_worker: int = 0,
+           extra_env: dict | None = None) -> list[tuple[subprocess.Popen, Path]]:
+    """Start ``workers`` processes (``python -m labkit.search.worker``), spread round-robin over the
+    visible GPUs; returns (process, log file) pairs."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    plan_file = log_dir / "plans.json"
+    plan_file.write_text(json.dumps([json.loads(p.to_json()) for p in plans], indent=1))
+    gpus = visible_gpus()
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    procs = []
+    for i in range(first_worker, first_worker + workers):
+        env = {**os.environ, **(extra_env or {}), "OMP_NUM_THREADS": str(threads),
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
+        log = log_dir / f"worker{i}.log"
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "labkit.search.worker", "--plans", str(plan_file),
+                                     "--storage", url, "--worker", str(i), "--threads", str(threads)],
+                                    stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+        procs.append((proc, log))
+    return procs
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int | str = "auto",
+                progress: bool | str = True, desc: str = "search", objectives: dict | None = None,
+                mps: bool = False, poll: float | None = None, log_dir: Path | None = None) -> dict[str, optuna.Study]:
+    """Run every plan to completion; returns ``{name: study}``.
+
+    ``storage``: ``journal:PATH`` (default ``runs/optuna/<first study>.journal``) or an RDB URL.
+    ``workers``: processes in all (``auto``: ``WORKERS_PER_GPU`` per visible GPU, 1 on a CPU). One worker
+    runs in this process (``objectives`` may then give callables by study name); more run as processes
+    that rebuild each objective from its plan. ``mps``: run the workers under a private CUDA MPS daemon
+    so their small kernels share the GPU instead of taking turns.
+    """
+    if not plans:
+        raise ValueError("run_studies: no plans given")
+    names = [p.name for p in plans]
+    if len(set(names)) != len(names):
+        raise ValueError(f"run_studies: duplicate study names {sorted({n for n in names if names.count(n) > 1})}")
+    url = storage or default_url(plans[0].name.split("-")[0])
+    store = make_storage(url)
+    n = resolve_workers(workers)
+    if objectives and n > 1:
+        raise ValueError("in-process objectives run with workers=1; give plans (registered objectives) for more")
+    for plan in plans:  # created here, once, before any worker starts
+        ensure_study(store, plan)
+    poll = poll if poll is not None else (1.0 if n == 1 else 5.0)
+    bar = SearchProgress(plans, store, desc=desc, progress=progress)
+    try:
+        if n == 1:
+            Worker(plans, store, worker=0, objectives=objectives, on_trial=bar.update).run()
+        else:
+            if not isinstance(url, str):
+                raise ValueError("workers > 1 need a storage URL (journal:PATH or an RDB URL), not an object")
+            _run_processes(plans, url, n, bar, poll, mps, log_dir)
+    finally:
+        bar.close()
+    out = {}
+    for plan in plans:
+        study = optuna.load_study(study_name=plan.name, storage=store)
+        state, c = plan_state(plan, study)
+        if state != "done":
+            raise RuntimeError(f"study {plan.name!r} is not finished ({c}); the workers stopped early")
+        out[plan.name] = study
+    return out
+
+
+def _run_processes(plans, url, n, bar, poll, mps, log_dir):
+    log_dir = Path(log_dir or _settings.runs_dir() / "optuna" / "logs" / plans[0].name)
+    with _mps.daemon(log_dir / "mps", enabled=mps) as env:
+        procs = launch(plans, url, n, log_dir, extra_env=env)
+        crashed = set()
+        try:
+            while True:
+                alive = [p for p, _ in procs if p.poll() is None]
+                for p, log in procs:
+                    if p.poll() not in (None, 0) and p.pid not in crashed:
+                        crashed.add(p.pid)
+                        print(f"[labkit] worker pid {p.pid} exited with {p.returncode}; the others carry on. "
+                              f"Its log ({log}):\n{_tail(log)}", file=sys.stderr, flush=True)
+                if not alive:
+                    break
+                time.sleep(poll)
+                bar.update()
+        finally:
+            for p, _ in procs:
+                if p.poll() is None:
+                    p.terminate()
+            for p, _ in procs:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    if len(crashed) == len(procs):
+        raise RuntimeError("every worker exited with an error; the first one's log:\n" + _tail(procs[0][1], 40))
+
+
+def run_study(name: str, objective, n_trials: int, sampler: str = "tpe", seed: int = 0, storage=None,
+              search_space: dict | None = None, progress: bool | str = True, workers: int | str = 1,
+              settings: dict | None = None, options: dict | None = None, enqueue: list | None = None,
+              mps: bool = False) -> optuna.Study:
+    """Create or load study ``name`` and run it until ``n_trials`` trials have finished.
+
+    ``objective``: a callable (runs in this process, one worker) or a registered objective name such
+    as ``"lab2"`` built from ``settings`` and ``options`` in each worker. Finished trials from earlier
+    (killed) runs count, so calling this again resumes.
+    """
+    in_process = callable(objective)
+    plan = StudyPlan(name=name, objective=IN_PROCESS if in_process else objective, settings=settings or {},
+                     options=options or {}, sampler=sampler, seed=seed, n_trials=n_trials,
+                     grid=search_space if sampler == "grid" else None, enqueue=list(enqueue or []))
+    studies = run_studies([plan], storage=storage, workers=1 if in_process else workers, progress=progress,
+                          desc=name, objectives={name: objective} if in_process else None, mps=mps)
+    return studies[name]

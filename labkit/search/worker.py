@@ -1,0 +1,197 @@
+"""A trial worker: runs trials of a list of study plans against shared storage until they are done.
+
+Many workers (processes, here or on other machines) may run the same plans at once; Optuna's storage is
+the only thing they share: no scheduler. A worker takes, each time, a study that still has room (fewest
+running trials first, so concurrent workers spread over the studies), runs one trial there, and stops when
+every study is done. ``python -m labkit.search.worker --plans FILE --storage URL --worker N`` runs one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import warnings
+
+import optuna
+from optuna.trial import TrialState
+
+from . import cache as _cache
+from .plan import StudyPlan, build_objective
+from .samplers import make_sampler, worker_seed
+from .storage import WORKER_ATTR, counts, identity, make_storage, reap_stale
+from .samplers import grid_order
+
+log = logging.getLogger("labkit.search")
+READY_TIMEOUT_S = 120
+
+
+class QueueEmpty(Exception):
+    """A grid study's last queued point was taken by another worker between our check and our ask."""
+
+
+def ensure_study(storage, plan: StudyPlan) -> optuna.Study:
+    """Create ``plan``'s study (storing the plan, queueing grid points and ``enqueue``) or load it.
+
+    Exactly one process creates a study (Optuna's storage refuses a duplicate name), and only it queues
+    points, so they are queued once however many workers start together. A study created with another
+    plan is an error, not silently reused.
+    """
+    try:
+        study = optuna.create_study(study_name=plan.name, storage=storage, direction="maximize")
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(study_name=plan.name, storage=storage)
+        deadline = time.time() + READY_TIMEOUT_S
+        while "plan" in study.user_attrs and not study.user_attrs.get("ready"):
+            if time.time() > deadline:
+                raise RuntimeError(f"study {plan.name!r}: its creator never finished queueing its points")
+            time.sleep(0.5)
+            study = optuna.load_study(study_name=plan.name, storage=storage)
+        stored = study.user_attrs.get("plan")
+        if stored is not None:
+            _check_same_plan(plan, stored)
+        return study
+    study.set_user_attr("plan", json.loads(plan.to_json()))
+    study.set_user_attr("sampler", plan.sampler)
+    if plan.queue_only:
+        for params in grid_order(plan.grid, plan.seed)[: plan.n_trials]:
+            study.enqueue_trial(params)
+    for params in plan.enqueue:
+        study.enqueue_trial(params, user_attrs={"enqueued": True})
+    study.set_user_attr("ready", True)
+    return study
+
+
+def _check_same_plan(plan: StudyPlan, stored: dict) -> None:
+    mine = json.loads(plan.to_json())
+    differ = sorted(k for k in mine if k != "n_trials" and mine[k] != stored.get(k))
+    if differ:
+        raise ValueError(f"study {plan.name!r} exists in this storage with a different plan (keys {differ}); "
+                         "use another study name or storage")
+    if plan.queue_only and plan.n_trials != stored.get("n_trials"):
+        raise ValueError(f"study {plan.name!r}: a grid study's n_trials is fixed when its points are queued "
+                         f"({stored.get('n_trials')}), got {plan.n_trials}")
+
+
+def plan_state(plan: StudyPlan, study: optuna.Study) -> tuple[str, dict]:
+    """``("room" | "wait" | "done", counts)`` after failing dead workers' trials."""
+    reap_stale(study)
+    c = counts(study)
+    finished = c["complete"] + c["pruned"]
+    if plan.queue_only:
+        state = "room" if c["waiting"] else "wait" if c["running"] else "done"
+    elif finished >= plan.n_trials:
+        state = "done"
+    else:
+        state = "room" if finished + c["running"] < plan.n_trials else "wait"
+    return state, c
+
+
+def _errors(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Trials that failed in their objective (not those of dead workers or lost queue races)."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+            if "failed_because" not in t.user_attrs]
+
+
+class Worker:
+    """Runs trials of ``plans``; ``objectives`` may give in-process callables by study name (no plan
+    rebuild, for notebooks and tests)."""
+
+    def __init__(self, plans: list[StudyPlan], storage, worker: int = 0, objectives: dict | None = None,
+                 poll: float = 1.0, on_trial=None):
+        self.plans, self.worker, self.poll, self.on_trial = plans, worker, poll, on_trial
+        self.storage = make_storage(storage)
+        self.objectives = dict(objectives or {})
+        self.results = _cache.ResultCache(self.storage)
+        self.me = identity(worker)
+        self._studies: dict[str, optuna.Study] = {}
+
+    def _study(self, plan: StudyPlan) -> optuna.Study:
+        if plan.name not in self._studies:
+            study = optuna.load_study(study_name=plan.name, storage=self.storage,
+                                      sampler=optuna.samplers.RandomSampler())
+            mine = sum(t.user_attrs.get(WORKER_ATTR, {}).get("worker") == self.worker
+                       for t in study.get_trials(deepcopy=False))
+            study.sampler = make_sampler(plan.sampler if not plan.queue_only else "random",
+                                         worker_seed(plan.seed, self.worker, mine), plan.grid)
+            self._studies[plan.name] = study
+        return self._studies[plan.name]
+
+    def _objective(self, plan: StudyPlan):
+        if plan.name not in self.objectives:
+            self.objectives[plan.name] = build_objective(plan)
+        objective = self.objectives[plan.name]
+        if hasattr(objective, "cache"):
+            objective.cache = self.results
+        return objective
+
+    def next_plan(self) -> StudyPlan | None | bool:
+        """A plan with room (fewest running trials first), False to wait, None when all are done."""
+        room, waiting = [], False
+        for order, plan in enumerate(self.plans):
+            study = self._study(plan)
+            state, c = plan_state(plan, study)
+            if state == "room":
+                room.append((c["running"], order, plan))
+            elif state == "wait":
+                waiting = True
+            errors = _errors(study)
+            if len(errors) >= max(plan.n_trials, 5):
+                raise RuntimeError(f"study {plan.name!r}: {len(errors)} trials failed; the last error: "
+                                   f"{errors[-1].system_attrs.get('fail_reason', '(not recorded)')}")
+        if room:
+            return min(room, key=lambda r: r[:2])[2]
+        return False if waiting else None
+
+    def run_one(self, plan: StudyPlan) -> None:
+        study, objective, storage = self._study(plan), self._objective(plan), self.storage
+
+        def wrapped(trial: optuna.Trial) -> float:
+            trial.set_user_attr(WORKER_ATTR, self.me)
+            if plan.queue_only and "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
+                trial.set_user_attr("failed_because", "queue empty: another worker took the last grid point")
+                raise QueueEmpty(plan.name)
+            return objective(trial)
+
+        with warnings.catch_warnings():
+            # optimize() warns that a caught exception failed a trial; the trial records it anyway
+            warnings.simplefilter("ignore", UserWarning)
+            study.optimize(wrapped, n_trials=1, catch=(RuntimeError, FloatingPointError, QueueEmpty),
+                           show_progress_bar=False)
+        if self.on_trial is not None:
+            self.on_trial()
+
+    def run(self) -> None:
+        for plan in self.plans:
+            ensure_study(self.storage, plan)
+        while True:
+            plan = self.next_plan()
+            if plan is None:
+                return
+            if plan is False:
+                time.sleep(self.poll)
+                continue
+            self.run_one(plan)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.search.worker", description=__doc__)
+    parser.add_argument("--plans", required=True, help="JSON file: a list of StudyPlan objects")
+    parser.add_argument("--storage", required=True, help="journal:PATH or an RDB URL")
+    parser.add_argument("--worker", type=int, default=0, help="worker id (seeds this worker's samplers)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with open(args.plans) as fh:
+        plans = [StudyPlan(**p) for p in json.load(fh)]
+    Worker(plans, args.storage, worker=args.worker).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
