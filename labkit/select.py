@@ -61,6 +61,10 @@ def select(model: torch.nn.Module, spec: dict, kinds=(torch.nn.Linear,),
     A key that matches no candidate layer is an error, raised once every layer has been seen (callers
     collect the whole selection before changing the model).
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if filter_fn is not None and not callable(filter_fn):
+        raise TypeError(f"filter_fn must be a callable (name, module) -> bool or None, got {filter_fn!r}")
     validate_spec(spec)
     by = spec.get("by", "type")
     keys = [k for k in spec if k not in ("by", "default")]
