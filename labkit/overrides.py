@@ -191,10 +191,10 @@ def check_override(key: str, value, defaults: list, per_device: bool = False):
 
 
 def _check_one(key: str, path: str, value, k, allow_empty: bool):
-    value = _check_type(path, value, k, allow_empty)
+    checked = _check_type(path, value, k, allow_empty)
     if key in RANGES:
-        _check_range(path, value, RANGES[key])
-    return _checked_choice(key, path, value)
+        _check_range(path, value, RANGES[key])  # the value as given, so the message shows what was typed
+    return _checked_choice(key, path, checked)
 
 
 def _checked_choice(key: str, path: str, value):
