@@ -1,9 +1,38 @@
-"""``labkit`` command line: run notebooks, check data, build the CUDA extension."""
+"""``labkit`` command line: run notebooks, check data, build the CUDA extension.
+
+Errors print ``labkit: error: ...`` (exit status 2 for bad input, 1 for a failure); ``--debug`` shows the
+Python traceback instead.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+
+SET_EXAMPLE = '\'{"train_size": 500}\''
+
+
+class UsageError(Exception):
+    """Bad input on the command line: ``labkit: error: <message>``, exit status 2."""
+
+
+def _message(err: BaseException) -> str:
+    # args[0], not str(err): str() of a KeyError wraps the message in quotes
+    return str(err.args[0]) if len(err.args) == 1 else str(err)
+
+
+def _parse_set(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--set {text!r} is not valid JSON ({err.msg}, column {err.colno}); "
+                         f"give a JSON object of settings, e.g. --set {SET_EXAMPLE}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--set {text!r} is a JSON {type(value).__name__}; give a JSON object of settings, "
+                         f"e.g. --set {SET_EXAMPLE}")
+    return value
 
 
 def _cmd_run(args) -> int:
@@ -11,9 +40,12 @@ def _cmd_run(args) -> int:
 
     labs = sorted(runner.lab_notebooks()) if args.all else args.labs
     if not labs:
-        print("labkit run: name labs (e.g. lab0 lab1) or pass --all", file=sys.stderr)
-        return 2
-    overrides = json.loads(args.set) if args.set else None
+        raise UsageError(f"run: name labs (allowed: {', '.join(runner.lab_notebooks())}) or pass --all")
+    overrides = _parse_set(args.set)
+    try:
+        runner.check_run(labs, args.profile, overrides)  # every lab and setting, before anything runs
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise UsageError(_message(err)) from err
     runner.run_labs(labs, args.profile, overrides, progress=not args.no_progress)
     return 0
 
@@ -50,8 +82,34 @@ def _cmd_ext_status(args) -> int:
     return 0
 
 
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """Accept ``--debug`` after any subcommand too (``labkit run lab9 --debug``), not only before it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                   help="on an error, show the Python traceback")
+                _add_debug(child)
+
+
+def _dispatch(args) -> int:
+    """Run the subcommand; an error becomes one ``labkit: error:`` line (the traceback only with --debug)."""
+    try:
+        return args.func(args)
+    except Exception as err:
+        if args.debug:
+            raise
+        if isinstance(err, UsageError):
+            print(f"labkit: error: {_message(err)}", file=sys.stderr)
+            return 2
+        print(f"labkit: error: {type(err).__name__}: {_message(err)}\n(rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="on an error, show the Python traceback")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute lab notebooks with papermill")
@@ -72,8 +130,9 @@ def main(argv=None) -> int:
         func=_cmd_ext_build)
     ext.add_parser("status", help="say which MXINT8 path runs here").set_defaults(func=_cmd_ext_status)
 
+    _add_debug(parser)
     args = parser.parse_args(argv)
-    return args.func(args)
+    return _dispatch(args)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import torch
 
 from . import prune as _prune
 from . import quant as _quant
+from .quant.formats.base import check_int
 
 
 class CompressResult(NamedTuple):
@@ -24,6 +25,9 @@ class CompressResult(NamedTuple):
 
 def fixed_point(width: int, frac_width: int | None = None) -> dict:
     """The course's flat fixed-point config for data_in, weight and bias (frac width = width // 2 if None)."""
+    check_int("fixed_point", "width", width, minimum=1)
+    if frac_width is not None:
+        check_int("fixed_point", "frac_width", frac_width)
     frac = width // 2 if frac_width is None else frac_width
     return {"name": "integer", **{f"{role}_{k}": v for role in ("data_in", "weight", "bias")
                                   for k, v in (("width", width), ("frac_width", frac))}}

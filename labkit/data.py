@@ -29,7 +29,19 @@ class DataNotFoundError(FileNotFoundError):
 
 
 def find_imdb_dir() -> Path:
-    """The first folder holding both parquet files; a clear error listing where it looked if none does."""
+    """``$LABKIT_DATA_DIR/imdb`` (else ``$KIT_DATA_DIR/imdb``) when set, else the first default folder
+    holding both parquet files; a clear error naming the variable, or listing where it looked."""
+    explicit = settings.data_dir_setting()
+    if explicit is not None:
+        var, root = explicit
+        folder = root / "imdb"
+        missing = [name for name in SHA256 if not (folder / name).is_file()]
+        if not missing:
+            return folder
+        raise DataNotFoundError(
+            f"{var}={root} is set, but {folder} lacks {', '.join(missing)}; labkit does not look elsewhere "
+            f"when {var} is set. Fix: point {var} at the folder that holds imdb/ (e.g. ../shared/data), or "
+            f"unset it to search {', '.join(str(d) for d in settings.data_dirs())}.")
     looked = []
     for root in settings.data_dirs():
         folder = root / "imdb"

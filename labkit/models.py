@@ -84,6 +84,10 @@ def load_model(name: str = DEFAULT_MODEL, num_labels: int = 2, **config_override
             source, dtype=torch.float32, **{**layers, **common, **config_overrides})
 
 
+SIZE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size",
+               "num_labels")
+
+
 def from_config(**fields) -> BertForSequenceClassification:
     """A randomly initialised BERT classifier; ``fields`` must be real ``BertConfig`` attributes."""
     defaults = BertConfig()
@@ -93,6 +97,13 @@ def from_config(**fields) -> BertForSequenceClassification:
                        "hidden_size, intermediate_size, hidden_dropout_prob")
     fields.setdefault("num_labels", 2)
     fields.setdefault("problem_type", "single_label_classification")
+    # sizes checked here: BertConfig accepts 0 or negative ones and the failure comes later, from torch
+    for key in SIZE_FIELDS:
+        value = fields.get(key, getattr(defaults, key))
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{key}={value!r}: must be an int >= 1")
+        if value < 1:
+            raise ValueError(f"{key}={value!r}: must be an int >= 1")
     config = BertConfig(**fields)
     if config.hidden_size % config.num_attention_heads:
         raise ValueError(f"hidden_size={config.hidden_size} is not divisible by "

@@ -9,6 +9,8 @@ import copy
 
 import torch
 
+from . import overrides as check
+
 PROFILES = ("smoke", "quick", "full")
 
 # Shared by the IMDb labs. full = the course's settings (full 25k/25k, 512 tokens, 1 epoch, lr 5e-5)
@@ -137,16 +139,36 @@ def resolve_profile(profile: str) -> str:
     return profile
 
 
-def lab_settings(lab: str, profile: str = "auto", **overrides) -> dict:
-    """The flat settings of ``lab`` under ``profile``, with ``overrides`` applied (unknown keys are errors)."""
-    profile = resolve_profile(profile)
-    own = copy.deepcopy(_LABS.get(lab, {}).get(profile, {}))
+def labs() -> list[str]:
+    """The labs with settings (``lab_settings`` accepts these)."""
+    return sorted(_LABS)
+
+
+def _profile_settings(lab: str, profile: str) -> dict:
+    own = copy.deepcopy(_LABS[lab][profile])
     settings = copy.deepcopy(_COMMON[profile]) if own.pop("imdb", True) else {}
     settings.update(own)
+    return settings
+
+
+def lab_settings(lab: str, profile: str = "auto", **overrides) -> dict:
+    """The flat settings of ``lab`` under ``profile``, with ``overrides`` applied.
+
+    Unknown labs and keys are errors; each override is checked against the key's values in the lab's
+    profiles (type, range, named choices: see ``labkit.overrides``).
+    """
+    if lab not in _LABS:
+        raise KeyError(f"unknown lab {lab!r}; allowed: {', '.join(labs())}")
+    profile = resolve_profile(profile)
+    settings = _profile_settings(lab, profile)
     unknown = sorted(set(overrides) - set(settings))
     if unknown:
         raise KeyError(f"unknown setting(s) {unknown} for {lab}; allowed: {sorted(settings)}")
-    settings.update(overrides)
+    if overrides:
+        every = [_profile_settings(lab, p) for p in PROFILES]
+        per_device = any(check.is_per_device(v) for s in every for v in s.values())
+        for key, value in overrides.items():
+            settings[key] = check.check_override(key, value, [s[key] for s in every if key in s], per_device)
     settings["profile"] = profile
     settings["lab"] = lab
     return settings

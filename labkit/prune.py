@@ -44,12 +44,17 @@ class PruneConfig:
             raise ValueError(f"method={self.method!r}: allowed values are {', '.join(map(repr, METHODS))}")
         if self.scope not in SCOPES:
             raise ValueError(f"scope={self.scope!r}: allowed values are {', '.join(map(repr, SCOPES))}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed must be an int, got {self.seed!r}")
 
     @classmethod
     def from_dict(cls, cfg) -> "PruneConfig":
         if isinstance(cfg, PruneConfig):
             return cfg
         allowed = [f.name for f in fields(cls)]
+        if not isinstance(cfg, dict):
+            raise TypeError(f"a prune config is a dict with keys from {allowed} (or a PruneConfig), "
+                            f"got {cfg!r}")
         unknown = sorted(set(cfg) - set(allowed))
         if unknown:
             raise KeyError(f"prune config key(s) {unknown} unknown; allowed: {allowed}")
@@ -127,7 +132,16 @@ def _split(cfg) -> dict[str, PruneConfig]:
     unknown = sorted(set(cfg) - set(TARGETS))
     if unknown:
         raise KeyError(f"prune config key(s) {unknown} unknown; allowed: {list(TARGETS)}")
-    out = {t: PruneConfig.from_dict(c) for t, c in cfg.items() if c is not None}
+    out = {}
+    for t, c in cfg.items():
+        if c is not None:
+            try:
+                out[t] = PruneConfig.from_dict(c)
+            except (KeyError, TypeError, ValueError) as err:
+                raise type(err)(f"{t}: {err.args[0] if err.args else err}") from None
+    if not out:
+        raise ValueError(f"prune config {cfg} prunes nothing: give 'weight' and/or 'activation', e.g. "
+                         "{'weight': {'sparsity': 0.5}}; to leave a layer alone, give it None")
     if "activation" in out and out["activation"].scope != "local":
         raise ValueError("activation pruning ranks each token vector, so scope must be 'local'; "
                          f"got {out['activation'].scope!r}")
@@ -137,7 +151,11 @@ def _split(cfg) -> dict[str, PruneConfig]:
 def prune(model: torch.nn.Module, config: dict, filter_fn: Callable[[str, torch.nn.Module], bool] | None = None,
           inplace: bool = False) -> PruneResult:
     """Prune the selected Linear layers' weights and/or inputs (a copy of ``model`` unless ``inplace``)."""
-    spec = config if "by" in config else {"by": "type", "linear": config}
+    if not isinstance(config, dict):
+        raise TypeError(f"prune config must be a dict ({{'weight': ..., 'activation': ...}} or a selection "
+                        f"spec), got {type(config).__name__}")
+    # a flat config is parsed once here, so a mistake is reported once and before any layer is touched
+    spec = config if "by" in config else {"by": "type", "linear": _split(config)}
     target = model if inplace else copy.deepcopy(model)
     layers = [(name, module, _split(cfg)) for name, module, cfg in select(target, spec, filter_fn=filter_fn)]
     if any(parametrize.is_parametrized(m, "weight") for _, m, _ in layers):

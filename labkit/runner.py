@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 
+from . import profiles
 from . import settings as _settings
 from .profiles import resolve_profile
 
@@ -32,6 +33,29 @@ def _paths_for(lab: str) -> list[Path]:
         raise KeyError(f"unknown lab {lab!r}; allowed: {', '.join(books) or '(no notebooks found)'}")
     entry = books[lab]
     return entry if isinstance(entry, list) else [entry]
+
+
+def settings_lab(path: Path) -> str:
+    """The ``lab_settings`` name of a notebook: its stem where that has settings (``lab4_perf``), else its
+    lab (``lab1_quantize`` -> ``lab1``)."""
+    return path.stem if path.stem in profiles.labs() else path.stem.split("_", 1)[0]
+
+
+def check_run(labs: list[str], profile: str, overrides: dict | None = None) -> None:
+    """Everything a run can check before any notebook starts: the labs exist and every notebook's settings
+    accept ``overrides`` (so a typo fails in a second, not inside a notebook minutes later)."""
+    for lab in labs:
+        for path in _paths_for(lab):
+            name = settings_lab(path)
+            if name in profiles.labs():
+                profiles.lab_settings(name, profile, **(overrides or {}))
+            elif overrides:
+                raise KeyError(f"{path.name} has no settings to override; labs with settings: "
+                               f"{', '.join(profiles.labs())}")
+
+
+class NotebookError(RuntimeError):
+    """A cell of a notebook raised; the message names the cell and the executed copy holding the traceback."""
 
 
 def check_parameters_cell(path: Path) -> None:
@@ -56,13 +80,18 @@ def run_notebook(path: Path, profile: str, overrides: dict | None = None, output
     if os.environ.get("LABKIT_DATA_SOURCE", "offline") == "offline":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    papermill.execute_notebook(str(path), str(out), parameters=params, kernel_name="python3",
-                               progress_bar=progress, cwd=str(path.parent), execution_timeout=timeout)
+    try:
+        papermill.execute_notebook(str(path), str(out), parameters=params, kernel_name="python3",
+                                   progress_bar=progress, cwd=str(path.parent), execution_timeout=timeout)
+    except papermill.PapermillExecutionError as err:
+        raise NotebookError(f"{path.name} failed in cell [{err.exec_count}]: {err.ename}: {err.evalue}; the "
+                            f"executed copy, traceback included: {out}") from err
     return out
 
 
 def run_labs(labs: list[str], profile: str, overrides: dict | None = None, output_dir: Path | None = None,
              progress: bool = True) -> list[tuple[Path, float]]:
+    check_run(labs, profile, overrides)
     done = []
     for lab in labs:
         for path in _paths_for(lab):

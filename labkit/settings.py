@@ -16,11 +16,26 @@ def _env_path(name: str) -> Path | None:
     return Path(value).expanduser() if value else None
 
 
+DATA_DIR_VARS = ("LABKIT_DATA_DIR", "KIT_DATA_DIR")  # the user's, then the GPU kit's
+
+
+def data_dir_setting() -> tuple[str, Path] | None:
+    """``(variable, folder)`` of the first data-folder variable that is set, or None.
+
+    An explicit folder is used alone: if it lacks the data, that is an error naming the variable, never
+    a silent fall-back to another copy.
+    """
+    for name in DATA_DIR_VARS:
+        path = _env_path(name)
+        if path is not None:
+            return name, path
+    return None
+
+
 def data_dirs() -> list[Path]:
-    """Folders searched, in order, for ``imdb/imdb_{train,test}.parquet``."""
-    dirs = [_env_path("LABKIT_DATA_DIR"), _env_path("KIT_DATA_DIR"), REPO_ROOT / "data",
-            REPO_ROOT.parent / "shared" / "data"]
-    return [d for d in dirs if d is not None]
+    """Folders searched, in order, for ``imdb/imdb_{train,test}.parquet`` when no variable of
+    ``DATA_DIR_VARS`` is set."""
+    return [REPO_ROOT / "data", REPO_ROOT.parent / "shared" / "data"]
 
 
 def data_source() -> str:

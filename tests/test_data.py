@@ -42,6 +42,8 @@ def test_corrupt_file_is_rejected(tmp_path, monkeypatch):
 
 
 def test_missing_data_error_says_where_and_how(tmp_path, monkeypatch):
+    for var in settings.DATA_DIR_VARS:  # an explicit folder is used alone: unset them to test the search
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(settings, "data_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
     with pytest.raises(data.DataNotFoundError) as err:
         data.load_imdb("offline")

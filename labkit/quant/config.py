@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .formats import NumberFormat, make_format
+from .formats import FORMATS, NumberFormat, make_format
 
 ROLES = ("data_in", "weight", "bias")
 
@@ -35,7 +35,8 @@ class LinearQuantConfig:
         if not isinstance(cfg, dict):
             raise TypeError(f"a Linear quantization config is a dict or LinearQuantConfig, got {type(cfg).__name__}")
         if "name" not in cfg:
-            raise KeyError(f"quantization config {cfg} has no 'name' (the number format)")
+            raise KeyError(f"quantization config {cfg} has no 'name' (the number format); allowed: "
+                           f"{', '.join(sorted(FORMATS))}")
         params: dict[str, dict] = {role: {} for role in ROLES}
         names = {role: cfg["name"] for role in ROLES}
         for key, value in cfg.items():

@@ -10,8 +10,8 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from ..select import select, set_submodule
-from .config import LinearQuantConfig
+from ..select import is_skip, select, set_submodule
+from .config import ROLES, LinearQuantConfig
 from .linear import QuantLinear
 
 
@@ -20,11 +20,18 @@ class TransformResult(NamedTuple):
     changed: dict  # layer name -> what was done to it
 
 
+def _is_flat(config: dict) -> bool:
+    """A flat course config (``name`` and/or ``<role>_...`` keys), not a selection spec."""
+    return "by" not in config and any(k == "name" or k.startswith(tuple(r + "_" for r in ROLES))
+                                      for k in config)
+
+
 def _as_spec(config) -> dict:
     if isinstance(config, LinearQuantConfig):
         return {"by": "type", "linear": config}
-    if isinstance(config, dict) and "by" not in config and "name" in config:
-        return {"by": "type", "linear": config}  # one flat config for every Linear
+    if isinstance(config, dict) and _is_flat(config):
+        # one flat config for every Linear, parsed once here so a mistake is reported once, not per layer
+        return {"by": "type", "linear": config if is_skip(config) else LinearQuantConfig.from_dict(config)}
     if isinstance(config, dict):
         return config
     raise TypeError(f"quantize config must be a LinearQuantConfig or dict, got {type(config).__name__}")

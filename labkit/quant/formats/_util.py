@@ -122,7 +122,7 @@ class Blocks:
 
     The last dimension is zero-padded to a multiple of ``size`` (zeros never change a block's max), so
     a ragged last block is simply a shorter block; ``restore`` drops the padding. A 0-d tensor is one
-    block of one element.
+    block of one element; an empty tensor has no blocks and comes back empty.
     """
 
     def __init__(self, x: torch.Tensor, size: int):
@@ -132,14 +132,15 @@ class Blocks:
         pad = (-self.n) % size
         if pad:
             flat = torch.nn.functional.pad(flat, (0, pad))
-        self.blocked = flat.reshape(*flat.shape[:-1], -1, size)
+        # explicit block count, not -1: reshape cannot infer -1 for a tensor with no elements
+        self.blocked = flat.reshape(*flat.shape[:-1], (self.n + pad) // size, size)
 
     def block_max(self) -> torch.Tensor:
         """max |x| of each block, NaN left out, shaped to broadcast against ``blocked`` (``.., n_blocks, 1``)."""
         return torch.nan_to_num(self.blocked.abs(), nan=0.0, posinf=math.inf).amax(dim=-1, keepdim=True)
 
     def restore(self, y: torch.Tensor) -> torch.Tensor:
-        y = y.reshape(*y.shape[:-2], -1)[..., : self.n]
+        y = y.reshape(*y.shape[:-2], y.shape[-2] * y.shape[-1])[..., : self.n]
         return y.reshape(self.shape)
 
 

@@ -83,6 +83,10 @@ class NumberFormat:
         raise NotImplementedError
 
     def fake_quantize(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            # integer tensors would come back in mixed dtypes, some formats rounding them, some not
+            raise TypeError(f"{self.name}: fake_quantize needs a floating-point tensor, got "
+                            + (f"a tensor of dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__))
         if not (torch.is_grad_enabled() and x.requires_grad):
             return self.quantize_values(x)  # no backward will run: skip computing the STE mask
         return _STE.apply(x, self)

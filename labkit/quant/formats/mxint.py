@@ -3,6 +3,7 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -29,7 +30,9 @@ def _as_groups(x: torch.Tensor, group_size: int) -> tuple[torch.Tensor, int]:
     The reference needs group_size to divide the last dimension; zeros never raise a group's max, so a
     ragged last group quantizes exactly as a group of its own elements would.
     """
-    flat = x.detach().float().reshape(1, -1) if x.dim() < 2 else x.detach().float().reshape(-1, x.shape[-1])
+    # explicit row count, not -1: reshape cannot infer -1 for a tensor with no elements
+    rows = math.prod(x.shape[:-1]) if x.dim() >= 2 else 1
+    flat = x.detach().float().reshape(rows, x.shape[-1] if x.dim() else 1)
     n = flat.shape[-1]
     pad = (-n) % group_size
     return (torch.nn.functional.pad(flat, (0, pad)) if pad else flat), n
@@ -67,8 +70,9 @@ class MXInt8Format(NumberFormat):
     def pass_mask(self, x):
         rows, n = _as_groups(x, self.group_size)
         _, e = _ref().quantize_mxint8(rows, self.group_size)
-        scale = torch.exp2(e.to(torch.float64).reshape(rows.shape[0], -1, 1) - 127) / 64
-        grouped = rows.to(torch.float64).reshape(rows.shape[0], -1, self.group_size).abs()
+        groups = rows.shape[1] // self.group_size
+        scale = torch.exp2(e.to(torch.float64).reshape(rows.shape[0], groups, 1) - 127) / 64
+        grouped = rows.to(torch.float64).reshape(rows.shape[0], groups, self.group_size).abs()
         inside = (grouped <= (MANTISSA_MAX + 0.5) * scale).reshape(rows.shape)
         return inside[..., :n].reshape(x.shape)
 

@@ -1,0 +1,420 @@
+"""Bad input gets a clear error, never a traceback or a silent pass (issue 16).
+
+One table of wrong inputs per public entry point: each case names the exception type and a pattern the
+message must contain (the key, the bad value and, where there is a list, the allowed values). The CLI
+cases check the exit status and the one-line ``labkit: error:`` message on stderr. A few legitimate
+edge inputs (empty tensors, an explicit skip-everything spec) have their documented behaviour tested
+below the tables. No training: a one-layer BERT with hidden size 32.
+"""
+import copy
+import functools
+import math
+import re
+
+import datasets
+import pytest
+import torch
+
+from labkit import cli, compress, data, models, overrides, profiles, prune, quant, search, select
+from labkit.kernels import dequant, mxint8_ref as ref, packed_linear
+from labkit.quant.formats import FORMATS, make_format
+from labkit.search.space import restrict
+
+FP8 = compress.fixed_point(8)
+W50 = {"weight": {"sparsity": 0.5}}
+
+
+@functools.cache
+def _model():
+    torch.manual_seed(0)
+    return models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+
+
+def tiny():
+    """A fresh copy of the tiny model for each case (transforms must never see a changed one)."""
+    return copy.deepcopy(_model())
+
+
+def _reviews(n=8):
+    return datasets.Dataset.from_dict({"text": [f"review {i}" for i in range(n)], "label": [i % 2 for i in range(n)]})
+
+
+def settings(lab, **over):
+    return lambda: profiles.lab_settings(lab, "smoke", **over)
+
+
+def case(fn, exc, match, id, env=None):
+    return pytest.param(fn, exc, match, env or {}, id=id)
+
+
+Q = quant.quantize
+P = prune.prune
+M8 = torch.zeros(4, 32, dtype=torch.int8)
+E8 = torch.zeros(4, 1, dtype=torch.uint8)
+
+CASES = [
+    # -- number formats -----------------------------------------------------------------------------------
+    case(lambda: make_format("int8"), KeyError, r"unknown number format 'int8'; allowed: .*integer", "fmt-name"),
+    case(lambda: make_format(None), KeyError, r"unknown number format None; allowed: ", "fmt-name-none"),
+    case(lambda: make_format("integer", bits=8), KeyError, r"no parameter\(s\) \['bits'\]; allowed: .*'width'",
+         "fmt-param"),
+    case(lambda: make_format("integer", width=0), ValueError, r"integer: width must be >= 1, got 0", "fmt-width-0"),
+    case(lambda: make_format("integer", width="8"), TypeError, r"width must be an int, got '8'", "fmt-width-str"),
+    case(lambda: make_format("integer", width=True), TypeError, r"width must be an int, got True", "fmt-width-bool"),
+    case(lambda: make_format("block_fp", block_size=0), ValueError,
+         r"block_size=0 is out of range; allowed: \[1, inf\]",
+         "fmt-block-size"),
+    case(lambda: make_format("minifloat_ieee", width=8, exponent_width=8), ValueError,
+         r"exponent_width=8 is out of range; allowed: \[1, 7\]", "fmt-minifloat-exponent"),
+    case(lambda: make_format("log", width=1), ValueError, r"log: width=1 is out of range; allowed: \[2, 11\]",
+         "fmt-log-width"),
+    case(lambda: make_format("mxint8", group_size=0), ValueError, r"group_size=0 is out of range", "fmt-mxint-group"),
+    case(lambda: make_format("binary", stochastic="yes"), TypeError, r"stochastic must be True or False, got 'yes'",
+         "fmt-bool"),
+    case(lambda: make_format("block_fp").bits_per_element((0,)), ValueError, r"empty tensor of shape \(0,\)",
+         "fmt-bits-empty"),
+    case(lambda: make_format("integer").fake_quantize(torch.arange(4)), TypeError,
+         r"integer: fake_quantize needs a floating-point tensor, got a tensor of dtype torch.int64", "fmt-int-tensor"),
+    case(lambda: make_format("block_log").fake_quantize([1.0]), TypeError, r"floating-point tensor, got list",
+         "fmt-list"),
+    case(lambda: quant.LinearQuantConfig(), ValueError, r"quantizes nothing: give data_in, weight or bias",
+         "fmt-config-empty"),
+    case(lambda: quant.LinearQuantConfig(weight=8), TypeError, r"LinearQuantConfig.weight must be a NumberFormat",
+         "fmt-config-type"),
+    # -- quantize -----------------------------------------------------------------------------------------
+    case(lambda: Q(tiny(), {}), ValueError, r"selection spec \{\} selects nothing", "quant-empty"),
+    case(lambda: Q(tiny(), {"weight_width": 8}), KeyError, r"has no 'name' \(the number format\); allowed: .*integer",
+         "quant-no-name"),
+    case(lambda: Q(tiny(), {"name": "integer"}), ValueError, r"quantizes nothing", "quant-name-only"),
+    case(lambda: Q(tiny(), {"by": "regex", "zzz.*": FP8}), KeyError,
+         r"regex key\(s\) \['zzz\.\*'\] not found: .*8 candidate Linear layers", "quant-regex-no-match"),
+    case(lambda: Q(tiny(), {"by": "type", "conv2d": FP8}), KeyError, r"layer type key\(s\) \['conv2d'\] not found",
+         "quant-type-no-match"),
+    case(lambda: Q(tiny(), {"by": "name", "clasifier": FP8}), KeyError,
+         r"layer name key\(s\) \['clasifier'\] not found.*e\.g\. bert\.", "quant-name-typo"),
+    case(lambda: Q(tiny(), {"by": "regex", "(": FP8}), ValueError, r"regex key '\(' does not compile",
+         "quant-regex-syntax"),
+    case(lambda: Q(tiny(), {"by": "shape", "linear": FP8}), ValueError,
+         r"'by'='shape': allowed values are 'type', 'name', 'regex'", "quant-by"),
+    case(lambda: Q(tiny(), {"by": "type", "lstm": FP8}), KeyError,
+         r"unknown layer type key\(s\) \['lstm'\].*allowed: \['conv2d', 'linear'\]", "quant-type-key"),
+    case(lambda: Q(tiny(), [FP8]), TypeError, r"LinearQuantConfig or dict, got list", "quant-list"),
+    case(lambda: Q(tiny(), None), TypeError, r"LinearQuantConfig or dict, got NoneType", "quant-none"),
+    case(lambda: Q(tiny(), {"name": "integer", "weights_width": 8}), KeyError,
+         r"key 'weights_width' does not start with one of \['data_in_', 'weight_', 'bias_'\]", "quant-role-typo"),
+    case(lambda: Q(tiny(), {"name": "int", "weight_width": 8}), KeyError,
+         r"weight: unknown number format 'int'; allowed:", "quant-format-name"),
+    case(lambda: Q(tiny(), {"name": "integer", "weight_width": 8, "weight_bits": 4}), KeyError,
+         r"weight: format 'integer' has no parameter\(s\) \['bits'\]", "quant-format-param"),
+    case(lambda: Q(tiny(), {"by": "type", "linear": 8}), TypeError,
+         r"layer 'bert\..*': a Linear quantization config is a dict or LinearQuantConfig, got int",
+         "quant-layer-config"),
+    case(lambda: Q(tiny(), FP8, filter_fn=lambda n, m: False), KeyError,
+         r"\['linear'\] not found: .*0 candidate Linear layers \(after filter_fn\)", "quant-filter-all"),
+    case(lambda: Q(tiny(), FP8, filter_fn=5), TypeError, r"filter_fn must be a callable", "quant-filter-type"),
+    case(lambda: Q("bert", FP8), TypeError, r"model must be a torch.nn.Module, got str", "quant-model-type"),
+    case(lambda: Q(Q(tiny(), FP8).model, FP8), ValueError, r"layer 'bert\..*' is already quantized", "quant-twice"),
+    # -- prune --------------------------------------------------------------------------------------------
+    case(lambda: P(tiny(), {}), ValueError, r"prune config \{\} prunes nothing: give 'weight' and/or 'activation'",
+         "prune-empty"),
+    case(lambda: P(tiny(), {"weight": None}), ValueError, r"prunes nothing", "prune-all-none"),
+    case(lambda: P(tiny(), None), TypeError, r"prune config must be a dict .*got NoneType", "prune-none"),
+    case(lambda: P(tiny(), {"sparsity": 0.5}), KeyError,
+         r"prune config key\(s\) \['sparsity'\] unknown; allowed: \['weight', 'activation'\]", "prune-flat"),
+    case(lambda: P(tiny(), {"weight": 0.5}), TypeError, r"weight: a prune config is a dict with keys from "
+         r"\['sparsity', 'method', 'scope', 'seed'\].*got 0.5", "prune-target-type"),
+    case(lambda: P(tiny(), {"weight": {"sparsity": "0.5"}}), ValueError,
+         r"weight: sparsity must be a number in \[0, 1\), got '0.5'", "prune-sparsity-str"),
+    case(lambda: P(tiny(), {"weight": {"sparsity": 1.0}}), ValueError,
+         r"sparsity must be a number in \[0, 1\), got 1.0",
+         "prune-sparsity-1"),
+    case(lambda: P(tiny(), {"activation": {"sparsity": True}}), ValueError, r"activation: sparsity .*got True",
+         "prune-sparsity-bool"),
+    case(lambda: P(tiny(), {"weight": {"method": "random"}}), KeyError, r"weight: prune config needs 'sparsity'",
+         "prune-no-sparsity"),
+    case(lambda: P(tiny(), {"weight": {"sparsity": 0.5, "seed": "a"}}), TypeError,
+         r"weight: seed must be an int, got 'a'",
+         "prune-seed"),
+    case(lambda: P(tiny(), {"weight": {"sparsity": 0.5, "method": "l2"}}), ValueError,
+         r"method='l2': allowed values are 'random', 'l1-norm'", "prune-method"),
+    case(lambda: P(tiny(), {"weight": {"sparsity": 0.5, "scope": "layer"}}), ValueError,
+         r"scope='layer': allowed values are 'local', 'global'", "prune-scope"),
+    case(lambda: P(tiny(), {"activation": {"sparsity": 0.5, "scope": "global"}}), ValueError,
+         r"scope must be 'local'; got 'global'", "prune-activation-scope"),
+    case(lambda: P(tiny(), {"by": "name", "classifer": W50}), KeyError, r"\['classifer'\] not found",
+         "prune-name-typo"),
+    case(lambda: P("model", W50), TypeError, r"model must be a torch.nn.Module, got str", "prune-model-type"),
+    case(lambda: P(P(tiny(), W50).model, W50), ValueError, r"already pruned", "prune-twice"),
+    # -- compress -----------------------------------------------------------------------------------------
+    case(lambda: compress.compress(tiny()), ValueError, r"compress needs a quant config, a prune config, or both",
+         "compress-nothing"),
+    case(lambda: compress.compress(tiny(), quant={}), ValueError, r"selects nothing", "compress-quant-empty"),
+    case(lambda: compress.compress(tiny(), quant=FP8, prune={"weights": {"sparsity": 0.5}}), KeyError,
+         r"\['weights'\] unknown; allowed: \['weight', 'activation'\]", "compress-prune-key"),
+    case(lambda: compress.fixed_point("8"), TypeError, r"fixed_point: width must be an int, got '8'",
+         "compress-fixed-point-type"),
+    case(lambda: compress.fixed_point(0), ValueError, r"fixed_point: width must be >= 1, got 0",
+         "compress-fixed-point-width"),
+    case(lambda: compress.fixed_point(8, 4.0), TypeError, r"fixed_point: frac_width must be an int, got 4.0",
+         "compress-fixed-point-frac"),
+    # -- layer selection ----------------------------------------------------------------------------------
+    case(lambda: list(select.select(tiny(), "linear")), TypeError, r"selection spec is a dict, got str", "select-type"),
+    case(lambda: list(select.select(tiny(), {"by": "kind", "linear": 1})), ValueError,
+         r"'by'='kind': allowed values are 'type', 'name', 'regex'", "select-by"),
+    case(lambda: list(select.select(tiny(), {"by": "name"})), ValueError,
+         r"selects nothing: give 'default' and/or name",
+         "select-nothing"),
+    case(lambda: list(select.select(tiny(), {"by": "regex", "classifier": 1, "pooler": 2})), KeyError,
+         r"regex key\(s\) \['pooler'\] not found", "select-regex-partial"),
+    # -- search (validation that lives in labkit.search) ----------------------------------------------------
+    case(lambda: search.make_sampler("bayes", 0), ValueError, r"sampler 'bayes': allowed values are 'random', 'grid', "
+         r"'tpe'", "search-sampler"),
+    case(lambda: search.make_sampler("grid", 0, None), ValueError, r"grid sampler needs a finite search space",
+         "search-grid-space"),
+    case(lambda: restrict({"layers": [2]}), KeyError, r"search space field\(s\) \['layers'\] unknown; allowed: "
+         r"\['num_hidden_layers'", "search-space-key"),
+    case(lambda: restrict({"hidden_size": [100]}), ValueError,
+         r"space\['hidden_size'\] must be a non-empty subset of \[128, 192, 256, 384, 512\], got \[100\]",
+         "search-space-value"),
+    case(lambda: restrict({"hidden_size": []}), ValueError, r"space\['hidden_size'\] must be a non-empty subset",
+         "search-space-empty"),
+    case(lambda: search.NASObjective(None, {}, mode="fast"), ValueError,
+         r"mode='fast': allowed values are 'none', 'compress', 'compress\+train'", "search-mode"),
+    case(lambda: search.NASObjective(None, {}, mode="compress"), ValueError,
+         r"mode='compress' needs a quant and/or prune config", "search-mode-config"),
+    case(lambda: search.build_model({"config": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                                    intermediate_size=64),
+                                     "linears": {"layer0.attention.self.query": "conv"}}), ValueError,
+         r"layer0.attention.self.query='conv': allowed values are \['linear', 'identity'\]", "search-linear-choice"),
+    # -- storage ------------------------------------------------------------------------------------------
+    case(lambda: search.make_storage("runs/lab2.db"), ValueError,
+         r"storage 'runs/lab2.db': give an RDB URL \(sqlite:///path.db", "storage-url"),
+    case(lambda: search.make_storage("lab2"), ValueError, r"storage 'lab2'.*journal:PATH", "storage-name"),
+    # -- data ---------------------------------------------------------------------------------------------
+    case(data.find_imdb_dir, data.DataNotFoundError,
+         r"LABKIT_DATA_DIR=/nonexistent/labkit-data is set, but .*imdb lacks imdb_train.parquet, "
+         r"imdb_test.parquet; labkit does not look elsewhere", "data-dir-missing",
+         env={"LABKIT_DATA_DIR": "/nonexistent/labkit-data"}),
+    case(data.find_imdb_dir, data.DataNotFoundError, r"LABKIT_DATA_DIR=.*partial is set, but .* lacks "
+         r"imdb_train.parquet;", "data-dir-partial", env={"LABKIT_DATA_DIR": "{tmp}/partial"}),
+    case(lambda: data.load_imdb("offline"), data.DataNotFoundError, r"KIT_DATA_DIR=/nonexistent/kit-data is set",
+         "data-kit-dir", env={"LABKIT_DATA_DIR": None, "KIT_DATA_DIR": "/nonexistent/kit-data"}),
+    case(data.load_imdb, ValueError, r"LABKIT_DATA_SOURCE='cloud': allowed values are 'offline', 'hub'",
+         "data-source-env", env={"LABKIT_DATA_SOURCE": "cloud"}),
+    case(lambda: data.load_imdb("somewhere"), ValueError, r"source='somewhere': allowed values are 'offline', 'hub'",
+         "data-source-arg"),
+    case(lambda: data.stratified_subset(_reviews(), 0, seed=0), ValueError, r"subset size must be positive or None, "
+         r"got 0", "data-subset-0"),
+    case(lambda: data.stratified_subset(_reviews(), -3, seed=0), ValueError, r"got -3", "data-subset-negative"),
+    # -- settings (profiles.lab_settings) -------------------------------------------------------------------
+    case(settings("lab9"), KeyError, r"unknown lab 'lab9'; allowed: lab0, lab1", "settings-lab"),
+    case(lambda: profiles.lab_settings("lab0", "medium"), ValueError,
+         r"profile='medium': allowed values are 'auto', 'smoke', 'quick', 'full'", "settings-profile"),
+    case(settings("lab0", trian_size=10), KeyError, r"unknown setting\(s\) \['trian_size'\] for lab0; allowed: .*"
+         r"'train_size'", "settings-key"),
+    case(settings("lab0", lr="abc"), TypeError, r"setting lr='abc': must be a number", "settings-lr-str"),
+    case(settings("lab0", lr=True), TypeError, r"setting lr=True: must be a number", "settings-lr-bool"),
+    case(settings("lab0", lr=-1), ValueError, r"setting lr=-1 is out of range; allowed: > 0", "settings-lr-range"),
+    case(settings("lab0", epochs=0), ValueError, r"setting epochs=0 is out of range; allowed: > 0",
+         "settings-epochs"),
+    case(settings("lab0", epochs=math.nan), ValueError, r"setting epochs=nan is out of range", "settings-nan"),
+    case(settings("lab0", train_size=1.5), TypeError, r"setting train_size=1.5: must be an int", "settings-int"),
+    case(settings("lab0", train_size=0), ValueError, r"setting train_size=0 is out of range; allowed: > 0",
+         "settings-size"),
+    case(settings("lab0", batch_size=None), TypeError, r"setting batch_size=None: must be an int", "settings-none"),
+    case(settings("lab0", seed=-1), ValueError, r"setting seed=-1 is out of range; allowed: >= 0", "settings-seed"),
+    case(settings("lab0", lora_dropout=1.0), ValueError, r"setting lora_dropout=1.0 is out of range; allowed: \[0, 1\)",
+         "settings-dropout"),
+    case(settings("lab0", model="gpt2"), KeyError, r"setting model: unknown model 'gpt2'; allowed: minilm-l2",
+         "settings-model"),
+    case(settings("lab0", device="tpu"), ValueError, r"setting device: device='tpu': allowed values are 'auto', 'cpu'",
+         "settings-device"),
+    case(settings("lab1", widths=[]), ValueError, r"setting widths=\[\]: must be a non-empty list of ints",
+         "settings-list-empty"),
+    case(settings("lab1", widths=8), TypeError, r"setting widths=8: must be a non-empty list of ints",
+         "settings-list-type"),
+    case(settings("lab1", widths=[4, "8"]), TypeError, r"setting widths\[1\]='8': must be an int",
+         "settings-list-element"),
+    case(settings("lab1", sparsities=[0.5, 1]), ValueError,
+         r"setting sparsities\[1\]=1 is out of range; allowed: \[0, 1\)", "settings-sparsity"),
+    case(settings("lab1", prune_scope="layer"), ValueError,
+         r"setting prune_scope: allowed values are 'local', 'global', got 'layer'", "settings-enum"),
+    case(settings("lab2", trials=0), ValueError, r"setting trials=0 is out of range", "settings-trials"),
+    case(settings("lab2", storage=5), TypeError, r"setting storage=5: must be a string", "settings-storage"),
+    case(settings("lab2", space=[128]), TypeError, r"setting space=\[128\]: must be a dict", "settings-space-type"),
+    case(settings("lab2", space={"hidden_size": [100]}), ValueError,
+         r"setting space: space\['hidden_size'\] must be a non-empty subset", "settings-space-value"),
+    case(settings("lab3", format_width=0), ValueError, r"setting format_width=0 is out of range", "settings-width"),
+    case(settings("lab4_perf", compile_repeats={"cpu": 3, "cuda": 0}), ValueError,
+         r"setting compile_repeats\['cuda'\]=0 is out of range", "settings-per-device"),
+    case(settings("lab4_perf", compile_variants={"fast": ["eval+no_grad"]}), KeyError,
+         r"setting compile_variants: unknown compile variant 'fast'; allowed: eager", "settings-variant"),
+    case(settings("lab4_perf", small_states=["x"]), KeyError, r"setting small_states: unknown state 'x'; allowed: ",
+         "settings-state"),
+    case(settings("lab4_perf", sdpa_dtype="float8"), KeyError,
+         r"setting sdpa_dtype: unknown dtype 'float8'; allowed: float32", "settings-dtype"),
+    case(settings("lab4_perf", devices="tpu"), ValueError, r"setting devices: device='tpu'", "settings-devices"),
+    case(settings("lab4_perf", devices=5), TypeError, r"setting devices=5: must be 'auto', a device type",
+         "settings-devices-type"),
+    case(settings("lab4_perf", sdpa_causal=1), TypeError, r"setting sdpa_causal=1: must be True or False",
+         "settings-bool"),
+    case(settings("lab4_mxint8", table_exponent=256), ValueError,
+         r"setting table_exponent=256 is out of range; allowed: \[0, 255\]", "settings-exponent"),
+    # -- models -------------------------------------------------------------------------------------------
+    case(lambda: models.load_model("gpt2"), KeyError, r"unknown model 'gpt2'; allowed: minilm-l2", "models-name"),
+    case(lambda: models.load_tokenizer("bert"), KeyError, r"unknown model 'bert'; allowed: ", "models-tokenizer"),
+    case(lambda: models.from_config(hidden_sise=32), KeyError, r"not BertConfig fields: \['hidden_sise'\]",
+         "models-field"),
+    case(lambda: models.from_config(hidden_size=30, num_attention_heads=4), ValueError,
+         r"hidden_size=30 is not divisible by num_attention_heads=4", "models-heads"),
+    case(lambda: models.from_config(num_attention_heads=0), ValueError, r"num_attention_heads=0: must be an int >= 1",
+         "models-zero"),
+    case(lambda: models.from_config(hidden_size=-32), ValueError, r"hidden_size=-32: must be an int >= 1",
+         "models-negative"),
+    case(lambda: models.from_config(num_hidden_layers="2"), TypeError, r"num_hidden_layers='2': must be an int",
+         "models-type"),
+    # -- kernels (MXINT8) ---------------------------------------------------------------------------------
+    case(lambda: ref.quantize_mxint8(torch.randn(4, 32), 0), ValueError, r"group_size=0: must be a positive int",
+         "kernels-group-0"),
+    case(lambda: ref.quantize_mxint8(torch.randn(4, 32), 5), ValueError,
+         r"group_size=5 does not divide the last dimension of w \(shape \(4, 32\)\); allowed values: divisors of 32",
+         "kernels-group-divides"),
+    case(lambda: ref.quantize_mxint8(torch.randn(4, 32), 32.0), ValueError, r"group_size=32.0", "kernels-group-float"),
+    case(lambda: ref.quantize_mxint8(torch.arange(32), 32), TypeError, r"floating-point tensor, got Tensor of dtype "
+         r"torch.int64", "kernels-dtype"),
+    case(lambda: ref.quantize_mxint8(torch.tensor(1.0), 1), ValueError, r"w is a scalar", "kernels-scalar"),
+    case(lambda: ref.dequantize_mxint8(M8.float(), E8, 32), TypeError, r"mantissa must be a torch.int8 tensor, got "
+         r"torch.float32", "kernels-mantissa-dtype"),
+    case(lambda: ref.dequantize_mxint8(M8, E8.float(), 32), TypeError, r"exponent must be a torch.uint8 tensor",
+         "kernels-exponent-dtype"),
+    case(lambda: ref.dequantize_mxint8(M8, torch.zeros(4, 2, dtype=torch.uint8), 32), ValueError,
+         r"exponent shape \(4, 2\) does not match mantissa shape \(4, 32\)", "kernels-exponent-shape"),
+    case(lambda: dequant.dequantize(M8, E8, 32, backend="gpu"), ValueError,
+         r"backend='gpu': allowed values are 'auto', 'cuda', 'reference'", "kernels-backend"),
+    case(lambda: dequant.dequantize(M8, E8, 32, impl="fast"), ValueError,
+         r"impl='fast': allowed values are 'auto', 'vec', 'tile'", "kernels-impl"),
+    case(lambda: dequant.dequantize(M8, E8, 32, backend="cuda"), RuntimeError,
+         r"backend='cuda' needs CUDA tensors, got mantissa on cpu", "kernels-cuda-on-cpu"),
+    case(lambda: packed_linear.MXINT8Linear(32, 4, backend="cuda")(torch.randn(2, 32)), RuntimeError,
+         r"backend='cuda' needs CUDA tensors", "kernels-linear-cuda"),
+    case(lambda: packed_linear.MXINT8Linear(30, 4, group_size=32), ValueError,
+         r"group_size=32 does not divide .*divisors of 30: 1, 2, 3, 5", "kernels-linear-group"),
+    case(lambda: packed_linear.MXINT8Linear.from_linear(torch.nn.Conv2d(1, 1, 1)), TypeError,
+         r"from_linear needs an nn.Linear, got Conv2d", "kernels-from-linear"),
+    case(lambda: packed_linear.convert_to_mxint8(tiny(), group_size=0), ValueError, r"group_size=0: must be a positive",
+         "kernels-convert-group"),
+    case(lambda: ref.decode_bits_table([1], 300), ValueError, r"exponent=300: allowed values are 0..255",
+         "kernels-table-exponent"),
+]
+
+
+@pytest.mark.parametrize("fn,exc,match,env", CASES)
+def test_bad_input_gives_a_clear_error(fn, exc, match, env, monkeypatch, tmp_path):
+    (tmp_path / "partial" / "imdb").mkdir(parents=True)
+    (tmp_path / "partial" / "imdb" / "imdb_test.parquet").write_bytes(b"")
+    for key, value in env.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value.format(tmp=tmp_path))
+    with pytest.raises(exc, match=match):
+        fn()
+
+
+# -- CLI: exit status and one line on stderr, never a traceback ------------------------------------------------
+
+def _cli(argv, capsys) -> tuple[int, str]:
+    try:
+        code = cli.main(argv)
+    except SystemExit as stop:  # argparse's own usage errors
+        code = stop.code
+    return code, capsys.readouterr().err
+
+
+CLI_CASES = [
+    pytest.param(["run", "lab9"], 2, r"labkit: error: unknown lab 'lab9'; allowed: lab0, lab1", id="cli-lab"),
+    pytest.param(["run", "lab0", "lab9"], 2, r"unknown lab 'lab9'", id="cli-lab-after-a-good-one"),
+    pytest.param(["run"], 2, r"labkit: error: run: name labs \(allowed: lab0", id="cli-no-lab"),
+    pytest.param(["run", "lab0", "--set", "not json"], 2,
+                 r"labkit: error: --set 'not json' is not valid JSON .*e\.g\. --set '\{\"train_size\": 500\}'",
+                 id="cli-set-json"),
+    pytest.param(["run", "lab0", "--set", "[1, 2]"], 2, r"--set '\[1, 2\]' is a JSON list; give a JSON object",
+                 id="cli-set-list"),
+    pytest.param(["run", "lab0", "--set", '{"unknown_key": 1}'], 2,
+                 r"labkit: error: unknown setting\(s\) \['unknown_key'\] for lab0; allowed: ", id="cli-set-key"),
+    pytest.param(["run", "lab0", "--set", '{"lr": "abc"}'], 2, r"labkit: error: setting lr='abc': must be a number",
+                 id="cli-set-type"),
+    pytest.param(["run", "lab0", "--set", '{"lr": NaN}'], 2, r"setting lr=nan is out of range", id="cli-set-nan"),
+    pytest.param(["run", "lab4", "--set", '{"train_size": 500}'], 2,
+                 r"unknown setting\(s\) \['train_size'\] for lab4_perf", id="cli-set-other-lab"),
+    pytest.param(["run", "lab0", "--profile", "medium"], 2, r"invalid choice: 'medium'", id="cli-profile"),
+    pytest.param(["bogus"], 2, r"invalid choice: 'bogus'", id="cli-command"),
+    pytest.param([], 2, r"required: command", id="cli-no-command"),
+    pytest.param(["data"], 2, r"required: action", id="cli-data-action"),
+    pytest.param(["data", "check"], 1, r"labkit: error: DataNotFoundError: LABKIT_DATA_DIR=/nonexistent/labkit-data "
+                 r"is set.*\n\(rerun with --debug for the traceback\)", id="cli-data-dir"),
+]
+
+
+@pytest.mark.parametrize("argv,code,match", CLI_CASES)
+def test_cli_bad_input_is_one_error_line(argv, code, match, capsys, monkeypatch):
+    monkeypatch.setenv("LABKIT_DATA_DIR", "/nonexistent/labkit-data")
+    got, err = _cli(argv, capsys)
+    assert got == code
+    assert "Traceback" not in err
+    assert re.search(match, err), err
+
+
+@pytest.mark.parametrize("argv", [["--debug", "run", "lab9"], ["run", "lab9", "--debug"]])
+def test_cli_debug_shows_the_exception(argv):
+    with pytest.raises(cli.UsageError, match="unknown lab 'lab9'"):
+        cli.main(argv)
+
+
+# -- legitimate edge inputs: documented behaviour ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("shape", [(0,), (0, 16), (4, 0), (2, 0, 3)])
+def test_empty_tensor_quantizes_to_an_empty_tensor(name, shape):
+    x = torch.empty(shape, requires_grad=True)
+    y = make_format(name).quantizer()(x)
+    y.sum().backward()
+    assert y.shape == x.shape and y.dtype == x.dtype and x.grad.shape == x.shape
+
+
+def test_explicit_skip_everything_leaves_the_model_unchanged():
+    # {"default": None} says "no layer" on purpose (unlike {}, an error): nothing changes, nothing is reported
+    res = Q(tiny(), {"default": None})
+    assert res.changed == {}
+    assert not any(isinstance(m, quant.QuantLinear) for m in res.model.modules())
+
+
+def test_a_set_data_dir_is_used_alone(tmp_path, monkeypatch):
+    # the repository's data/ and ../shared/data may hold the dataset: a wrong LABKIT_DATA_DIR must not reach them
+    monkeypatch.setenv("LABKIT_DATA_DIR", str(tmp_path))
+    with pytest.raises(data.DataNotFoundError, match="LABKIT_DATA_DIR"):
+        data.load_imdb("offline")
+
+
+def test_every_profile_value_is_a_valid_override_of_itself():
+    # the checks must never reject what the profiles themselves hold (ints stay ints, floats floats)
+    for lab in profiles.labs():
+        for profile in profiles.PROFILES:
+            base = profiles.lab_settings(lab, profile)
+            for key in set(base) - {"profile", "lab"}:
+                assert profiles.lab_settings(lab, profile, **{key: base[key]})[key] == base[key], (lab, profile, key)
+
+
+def test_every_setting_has_a_type():
+    # a key that is None in every profile needs overrides.NONE_TYPES, or its overrides go unchecked
+    for lab in profiles.labs():
+        every = [profiles.lab_settings(lab, p) for p in profiles.PROFILES]
+        for key in every[0]:
+            if all(s[key] is None for s in every):
+                assert key in overrides.NONE_TYPES, (lab, key)
+
+
+def test_an_int_override_of_a_float_setting_is_stored_as_a_float():
+    s = profiles.lab_settings("lab1", "smoke", lr=1, sparsities=[0, 0.5])
+    assert s["lr"] == 1.0 and isinstance(s["lr"], float) and s["sparsities"] == [0.0, 0.5]
+    assert profiles.lab_settings("lab2", "smoke", storage=None, train_size=None)["train_size"] is None
