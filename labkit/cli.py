@@ -1,4 +1,4 @@
-"""``labkit`` command line: run notebooks, check data, build the CUDA extension.
+"""``labkit`` command line: run notebooks, run search workers, check data, build the CUDA extension.
 
 Errors print ``labkit: error: ...`` (exit status 2 for bad input, 1 for a failure); ``--debug`` shows the
 Python traceback instead.
@@ -82,6 +82,66 @@ def _cmd_ext_status(args) -> int:
     return 0
 
 
+def _search_plans(args):
+    """The plans of ``--study`` names (or of every unfinished study) stored in ``--storage``."""
+    import optuna
+
+    from .search import StudyPlan, make_storage
+
+    if not args.storage:
+        raise UsageError("search worker: --storage URL is required to join stored studies (journal:PATH, "
+                         "postgresql://...)")
+    storage = make_storage(args.storage)
+    stored = {s.study_name: s.user_attrs.get("plan") for s in optuna.get_all_studies(storage)}
+    names = args.study or [n for n, p in stored.items() if p]
+    missing = [n for n in names if n not in stored]
+    if missing:
+        raise UsageError(f"search worker: no study {missing} in {args.storage}; it holds: "
+                         f"{', '.join(sorted(stored)) or '(none)'}")
+    noplan = [n for n in names if not stored[n]]
+    if noplan:
+        raise UsageError(f"search worker: studies {noplan} were not created by labkit (no stored plan); "
+                         "run them from their own code")
+    return [StudyPlan(**stored[n]) for n in names]
+
+
+def _cmd_search_worker(args) -> int:
+    from . import profiles, search
+
+    workers = args.workers if args.workers is not None else "auto"
+    if args.study or not args.lab:
+        plans = _search_plans(args)
+        search.run_studies(plans, storage=args.storage, workers=workers, progress="lines", mps=args.mps,
+                           first_worker=args.first_worker, desc="search worker")
+        return 0
+    if args.lab not in search.LAB_SEARCHES:
+        raise UsageError(f"search worker: lab {args.lab!r} has no search; allowed: {', '.join(search.LAB_SEARCHES)}")
+    try:
+        s = profiles.lab_settings(args.lab, args.profile, **(_parse_set(args.set) or {}))
+    except (KeyError, TypeError, ValueError) as err:
+        raise UsageError(_message(err)) from err
+    if args.mps:
+        s["mps"] = True
+    search.plan.resolve_objective(search.LAB_SEARCHES[args.lab])(
+        s, storage=args.storage, progress="lines", workers=workers, first_worker=args.first_worker)
+    return 0
+
+
+def _cmd_search_status(args) -> int:
+    import optuna
+
+    from .search import counts, make_storage
+
+    storage = make_storage(args.storage)
+    for summary in sorted(optuna.get_all_studies(storage), key=lambda s: s.study_name):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        c, plan = counts(study), summary.user_attrs.get("plan") or {}
+        best = f"{study.best_value:.4f}" if c["complete"] else "-"
+        print(f"{summary.study_name}: {c['complete'] + c['pruned']}/{plan.get('n_trials', '?')} finished, "
+              f"{c['running']} running, {c['waiting']} queued, {c['fail']} failed, best {best}")
+    return 0
+
+
 def _add_debug(parser: argparse.ArgumentParser) -> None:
     """Accept ``--debug`` after any subcommand too (``labkit run lab9 --debug``), not only before it."""
     for action in parser._actions:
@@ -129,6 +189,24 @@ def main(argv=None) -> int:
     ext.add_parser("build", help="build (or load the cached build of) the extension now").set_defaults(
         func=_cmd_ext_build)
     ext.add_parser("status", help="say which MXINT8 path runs here").set_defaults(func=_cmd_ext_status)
+
+    search_cmd = sub.add_parser("search", help="Optuna search workers and studies").add_subparsers(
+        dest="action", required=True)
+    worker = search_cmd.add_parser(
+        "worker", help="run trial workers here on a lab's studies (or on stored studies) in shared storage")
+    worker.add_argument("lab", nargs="?", help="run this lab's studies (e.g. lab2), built from --profile/--set")
+    worker.add_argument("--study", action="append", help="join this stored study (repeatable); needs --storage")
+    worker.add_argument("--storage", help="journal:PATH (one host) or postgresql://... (several machines)")
+    worker.add_argument("--workers", type=int, help="trial processes here (default: 8 per GPU, 1 on a CPU)")
+    worker.add_argument("--first-worker", type=int, default=0,
+                        help="id of the first worker here; give each machine its own range (seeds differ)")
+    worker.add_argument("--profile", default="auto", choices=["auto", "smoke", "quick", "full"])
+    worker.add_argument("--set", help="JSON overrides of the lab's settings")
+    worker.add_argument("--mps", action="store_true", help="run the workers under a private CUDA MPS daemon")
+    worker.set_defaults(func=_cmd_search_worker)
+    status = search_cmd.add_parser("status", help="trials per study in a storage")
+    status.add_argument("--storage", required=True, help="journal:PATH or an RDB URL")
+    status.set_defaults(func=_cmd_search_status)
 
     _add_debug(parser)
     args = parser.parse_args(argv)

@@ -6,6 +6,7 @@ tokenisation is cached on disk by ``datasets`` (its fingerprint covers the token
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 
 import datasets
@@ -129,7 +130,10 @@ def sort_by_length(ds: datasets.Dataset) -> datasets.Dataset:
     """Order rows by token count, so evaluation batches carry little padding (cached by ``datasets``)."""
     with_len = ds.map(lambda b: {"n_tokens": [len(x) for x in b["input_ids"]]}, batched=True,
                       desc="lengths")
-    return with_len.sort("n_tokens")
+    with warnings.catch_warnings():
+        # datasets passes pyarrow a deprecated sort option (null_placement); harmless, and not ours to fix
+        warnings.filterwarnings("ignore", message=".*null_placement.*", category=FutureWarning)
+        return with_len.sort("n_tokens")
 
 
 def dataloader(ds: datasets.Dataset, tokenizer, batch_size: int, shuffle: bool = False,

@@ -35,7 +35,7 @@ RANGES = {
         "sdpa_seqs", "sdpa_profile_seq", "sdpa_repeats",
         "group_size", "bench_sizes", "bench_groups", "bench_reps", "memory_batch", "memory_seq",  # lab4_mxint8
         "big_hidden", "big_layers", "big_heads", "big_intermediate"), _POSITIVE),
-    **dict.fromkeys(("seed", "compile_warmup", "sdpa_warmup"), _NON_NEGATIVE),
+    **dict.fromkeys(("seed", "seeds", "workers", "compile_warmup", "sdpa_warmup"), _NON_NEGATIVE),
     **dict.fromkeys(("lora_dropout", "sparsities", "prune_sparsity"), _FRACTION),
     "table_exponent": (0, True, 255, True),  # a uint8 exponent field
 }

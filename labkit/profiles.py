@@ -46,21 +46,29 @@ _LABS: dict[str, dict[str, dict]] = {
                      sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], qat_epochs=0.5,
                      prune_epochs=0.5, finetune_lr=5e-5, prune_scope="local"),
     },
-    # Lab 2: models from random init (so a higher lr than fine-tuning); trials per sampler and per
-    # compression mode; compression = fixed point (frac = width // 2) + L1 pruning inside each trial.
+    # Lab 2: models from random init (so a higher lr than fine-tuning); `trials` per sampler and seed
+    # (`seeds`: one study per sampler per seed), `compression_trials` per compression mode (first seed);
+    # compression = fixed point (frac = width // 2) + L1 pruning inside each trial. `workers`: trial
+    # processes (0: 8 per GPU, 1 on a CPU); `mps`: run them under a private CUDA MPS daemon.
     "lab2": {
-        "smoke": dict(train_size=64, test_size=64, max_length=32, lr=5e-4, trials=2, compression_trials=2,
-                      post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None,
+        "smoke": dict(train_size=64, test_size=64, max_length=32, lr=5e-4, trials=2, seeds=[0, 1],
+                      compression_trials=2, post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5,
+                      storage=None, workers=0, mps=False,
                       space={"num_hidden_layers": [2], "hidden_size": [128, 192], "intermediate_size": [512]}),
-        # quick: a model from random init needs more than one pass over a small subset to leave chance
-        # (measured on 2 CPU cores: 2 layers x 128 reach 0.75 after 2 epochs of 4,000 reviews at 96 tokens,
-        # about 50 s); the space is narrowed to the smaller models; the notebook takes about 40 minutes there
-        "quick": dict(train_size=4000, test_size=500, max_length=96, lr=1e-3, epochs=2.0, trials=5,
+        # quick: a CPU approximation that runs the whole lab in about 15 minutes on 2 cores: a model from
+        # random init needs several passes over a small subset to leave chance (2 layers x 128 reach about
+        # 0.6-0.7 after 2 epochs of 2,000 reviews at 64 tokens, ~20 s there), the space is narrowed to the
+        # smaller models, and 4 trials x 2 seeds per sampler cannot tell samplers apart (the full profile can)
+        "quick": dict(train_size=2000, test_size=500, max_length=64, lr=2e-3, epochs=2.0, trials=4, seeds=[0, 1],
                       compression_trials=3, post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5,
-                      storage=None, space={"num_hidden_layers": [2, 4], "hidden_size": [128, 192],
-                                           "intermediate_size": [512, 768]}),
-        "full": dict(max_length=256, lr=5e-4, trials=20, compression_trials=20, post_epochs=0.5, post_lr=1e-4,
-                     quant_width=8, prune_sparsity=0.5, storage=None, space=None),
+                      storage=None, workers=0, mps=False,
+                      space={"num_hidden_layers": [2], "num_attention_heads": [2, 4], "hidden_size": [128, 192],
+                             "intermediate_size": [512, 768]}),
+        # full: the lab's settings (25k/25k, one epoch per trial) at 256 tokens; 3 seeds x 20 trials per
+        # sampler and 20 per compression mode
+        "full": dict(max_length=256, lr=5e-4, trials=20, seeds=[0, 1, 2], compression_trials=20, post_epochs=0.5,
+                     post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None, workers=0, mps=False,
+                     space=None),
     },
     # Lab 3 (formats): every registered Linear format at format_width bits (fixed-width formats at their
     # own), PTQ then qat_epochs of QAT at qat_lr from the SFT model; weight SNR swept over snr_widths.

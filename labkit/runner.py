@@ -6,6 +6,7 @@ writes the executed copy to ``runs/<profile>/`` and leaves figures where the not
 """
 from __future__ import annotations
 
+import io
 import os
 import time
 from pathlib import Path
@@ -64,6 +65,16 @@ def check_parameters_cell(path: Path) -> None:
         raise ValueError(f"{path}: no cell tagged 'parameters'; papermill could not inject the profile")
 
 
+class _LabkitLines(io.TextIOBase):
+    """A stdout sink for papermill that prints only the notebook's ``[labkit]`` lines."""
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            if line.startswith("[labkit]"):
+                print("  " + line, flush=True)
+        return len(text)
+
+
 def run_notebook(path: Path, profile: str, overrides: dict | None = None, output_dir: Path | None = None,
                  progress: bool = True, timeout: int | None = None) -> Path:
     import papermill
@@ -80,9 +91,13 @@ def run_notebook(path: Path, profile: str, overrides: dict | None = None, output
     if os.environ.get("LABKIT_DATA_SOURCE", "offline") == "offline":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    # Long cells (a search) report progress as "[labkit] ..." lines: echo those to this console, not the
+    # whole notebook output (os.environ is inherited by the kernel papermill starts).
+    os.environ.setdefault("LABKIT_PROGRESS", "lines")
     try:
         papermill.execute_notebook(str(path), str(out), parameters=params, kernel_name="python3",
-                                   progress_bar=progress, cwd=str(path.parent), execution_timeout=timeout)
+                                   progress_bar=progress, cwd=str(path.parent), execution_timeout=timeout,
+                                   stdout_file=_LabkitLines())
     except papermill.PapermillExecutionError as err:
         raise NotebookError(f"{path.name} failed in cell [{err.exec_count}]: {err.ename}: {err.evalue}; the "
                             f"executed copy, traceback included: {out}") from err

@@ -3,13 +3,14 @@ concurrent workers (N per GPU, any number of machines), a result cache, progress
 from .cache import ResultCache, config_key
 from .curves import band, best_so_far
 from .objectives import MODES, NASObjective
-from .plan import OBJECTIVES, StudyPlan, register_objective
+from . import plan
+from .plan import LAB_SEARCHES, OBJECTIVES, StudyPlan, register_objective
 from .run import resolve_workers, run_studies, run_study
 from .samplers import SAMPLERS, grid_order, grid_points, make_sampler, worker_seed
 from .space import SPACE, build_model, grid_space, is_valid, sample_architecture
 from .storage import counts, default_url, finished, make_storage, reap_stale
 
-__all__ = ["ResultCache", "config_key", "band", "best_so_far", "MODES", "NASObjective", "OBJECTIVES",
+__all__ = ["ResultCache", "config_key", "band", "best_so_far", "MODES", "NASObjective", "LAB_SEARCHES", "OBJECTIVES",
            "StudyPlan", "register_objective", "resolve_workers", "run_studies", "run_study", "SAMPLERS",
            "grid_order", "grid_points", "make_sampler", "worker_seed", "SPACE", "build_model", "grid_space",
            "is_valid", "sample_architecture", "counts", "default_url", "finished", "make_storage", "reap_stale"]

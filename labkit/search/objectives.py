@@ -69,6 +69,7 @@ class NASObjective:
         torch.manual_seed(s["seed"])
         model = build_model(arch)
         trial.set_user_attr("parameters", count_parameters(model))
+        trial.set_user_attr("n_test", self.dl.sizes["test"])
         start = time.perf_counter()
         fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
                           seed=s["seed"], progress=False)
@@ -113,7 +114,13 @@ def lab2_objective(settings: dict, **options) -> NASObjective:
     """The registered ``"lab2"`` objective factory: loaders built once per process and settings."""
     key = json.dumps({k: settings[k] for k in recipes.DATA_KEYS if k in settings}, sort_keys=True)
     if key not in _LOADERS:
-        _LOADERS[key] = recipes.loaders(settings)
+        import datasets
+
+        datasets.disable_progress_bars()  # a worker's tokenising bars are noise in the notebook or log
+        try:
+            _LOADERS[key] = recipes.loaders(settings)
+        finally:
+            datasets.enable_progress_bars()
     if options.get("best_dir"):
         options = {**options, "best_dir": Path(options["best_dir"])}
     return NASObjective(_LOADERS[key], settings, **options)

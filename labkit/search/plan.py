@@ -15,6 +15,9 @@ from .samplers import SAMPLERS
 
 # Objective factories: name -> "module:function"; factory(settings, **options) -> callable(trial) -> float.
 OBJECTIVES = {"lab2": "labkit.search.objectives:lab2_objective"}
+# Labs whose searches `labkit search worker LAB` runs: "module:function"(settings, storage, progress, workers,
+# first_worker).
+LAB_SEARCHES = {"lab2": "labkit.search.lab2:run_all"}
 IN_PROCESS = "in-process"  # a callable handed to run_study directly: runs in that process only
 
 

@@ -90,14 +90,16 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int | str = "auto",
                 progress: bool | str = True, desc: str = "search", objectives: dict | None = None,
-                mps: bool = False, poll: float | None = None, log_dir: Path | None = None) -> dict[str, optuna.Study]:
+                mps: bool = False, poll: float | None = None, log_dir: Path | None = None,
+                first_worker: int = 0) -> dict[str, optuna.Study]:
     """Run every plan to completion; returns ``{name: study}``.
 
     ``storage``: ``journal:PATH`` (default ``runs/optuna/<first study>.journal``) or an RDB URL.
     ``workers``: processes in all (``auto``: ``WORKERS_PER_GPU`` per visible GPU, 1 on a CPU). One worker
     runs in this process (``objectives`` may then give callables by study name); more run as processes
     that rebuild each objective from its plan. ``mps``: run the workers under a private CUDA MPS daemon
-    so their small kernels share the GPU instead of taking turns.
+    so their small kernels share the GPU instead of taking turns. ``first_worker``: the id of the first
+    worker here (give each machine its own range, so their sampler seeds differ).
     """
     if not plans:
         raise ValueError("run_studies: no plans given")
@@ -115,11 +117,11 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     bar = SearchProgress(plans, store, desc=desc, progress=progress)
     try:
         if n == 1:
-            Worker(plans, store, worker=0, objectives=objectives, on_trial=bar.update).run()
+            Worker(plans, store, worker=first_worker, objectives=objectives, on_trial=bar.update).run()
         else:
             if not isinstance(url, str):
                 raise ValueError("workers > 1 need a storage URL (journal:PATH or an RDB URL), not an object")
-            _run_processes(plans, url, n, bar, poll, mps, log_dir)
+            _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker)
     finally:
         bar.close()
     out = {}
@@ -132,10 +134,10 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     return out
 
 
-def _run_processes(plans, url, n, bar, poll, mps, log_dir):
+def _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker):
     log_dir = Path(log_dir or _settings.runs_dir() / "optuna" / "logs" / plans[0].name)
     with _mps.daemon(log_dir / "mps", enabled=mps) as env:
-        procs = launch(plans, url, n, log_dir, extra_env=env)
+        procs = launch(plans, url, n, log_dir, first_worker=first_worker, extra_env=env)
         crashed = set()
         try:
             while True:

@@ -7,6 +7,8 @@ same seed, so a resume is reproducible).
 """
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import optuna
 
@@ -14,8 +16,10 @@ SAMPLERS = ("random", "grid", "tpe")
 TPE_STARTUP = 5  # random trials before TPE models the results
 
 
-def worker_seed(seed: int, worker: int, done: int = 0) -> int:
-    return int(np.random.SeedSequence([seed, worker, done]).generate_state(1)[0])
+def worker_seed(seed: int, worker: int, done: int = 0, salt: str = "") -> int:
+    """``salt`` (the sampler's name) gives each sampler its own stream: with one seed, TPE's random
+    startup would otherwise replay Random's draws exactly."""
+    return int(np.random.SeedSequence([seed, worker, done, zlib.crc32(salt.encode())]).generate_state(1)[0])
 
 
 def make_sampler(name: str, seed: int, search_space: dict | None = None) -> optuna.samplers.BaseSampler:

@@ -114,7 +114,7 @@ class Worker:
             mine = sum(t.user_attrs.get(WORKER_ATTR, {}).get("worker") == self.worker
                        for t in study.get_trials(deepcopy=False))
             study.sampler = make_sampler(plan.sampler if not plan.queue_only else "random",
-                                         worker_seed(plan.seed, self.worker, mine), plan.grid)
+                                         worker_seed(plan.seed, self.worker, mine, plan.sampler), plan.grid)
             self._studies[plan.name] = study
         return self._studies[plan.name]
 

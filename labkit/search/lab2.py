@@ -1,0 +1,109 @@
+"""Lab 2's studies as plans: Task 1 (each sampler x each seed) and Task 2 (three compression-aware TPE
+searches that start from Task 1's best architecture), run by the shared workers.
+
+The notebook and ``labkit search worker lab2`` build the same plans from the same settings, so workers
+started by hand (here or on other machines) and the notebook fill the same studies.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import optuna
+
+from .. import settings as _paths
+from ..compress import fixed_point
+from .plan import StudyPlan
+from .space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space
+
+SAMPLERS = ("random", "grid", "tpe")
+MODES = {"no compression": "none", "compressed": "compress", "compressed + post-training": "compress+train"}
+# Settings that do not change what a study computes, only how it is run: not part of study names.
+RUN_ONLY = ("storage", "workers", "mps")
+
+
+def study_tag(s: dict) -> str:
+    """A digest of the settings: changed settings start new studies, the same ones resume."""
+    kept = {k: v for k, v in s.items() if k not in RUN_ONLY}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def compression_configs(s: dict) -> tuple[dict, dict]:
+    quant = fixed_point(s["quant_width"])
+    prune = {"weight": {"sparsity": s["prune_sparsity"], "method": "l1-norm", "scope": "local"},
+             "activation": {"sparsity": s["prune_sparsity"], "method": "l1-norm", "scope": "local"}}
+    return quant, prune
+
+
+def _best_dir(s: dict, label: str) -> str:
+    return str(_paths.runs_dir() / "lab2" / f"{s['profile']}-{label}-{study_tag(s)}")
+
+
+def task1_plans(s: dict) -> list[StudyPlan]:
+    """One study per sampler and seed, ``s["trials"]`` trials each."""
+    tag, plans = study_tag(s), []
+    for sampler in SAMPLERS:
+        grid = sampler == "grid"
+        for seed in s["seeds"]:
+            plans.append(StudyPlan(
+                name=f"lab2-{s['profile']}-{sampler}-s{seed}-{tag}", objective="lab2", settings=s,
+                options={"identity_choices": not grid, "space": s["space"],
+                         "best_dir": _best_dir(s, f"{sampler}-s{seed}")},
+                sampler=sampler, seed=seed, n_trials=s["trials"], grid=grid_space(s["space"]) if grid else None))
+    return plans
+
+
+def full_params(params: dict) -> dict:
+    """Parameters with every per-layer choice explicit (a Grid trial keeps all Linear layers), so the
+    architecture can be queued in a search that also chooses Identity layers."""
+    out = dict(params)
+    for i in range(params["num_hidden_layers"]):
+        for name in SQUARE_LINEARS:
+            out.setdefault(f"layer{i}.{name}", LINEAR_CHOICES[0])
+    return out
+
+
+def by_sampler(task1: dict[str, optuna.Study]) -> dict[str, list[optuna.Study]]:
+    """Task 1's studies grouped by sampler (seed order)."""
+    return {sampler: [st for name, st in task1.items() if f"-{sampler}-s" in name] for sampler in SAMPLERS}
+
+
+def by_objective(task2: dict[str, optuna.Study]) -> dict[str, optuna.Study]:
+    """Task 2's studies by objective label (``MODES``)."""
+    return {label: next(st for name, st in task2.items() if f"-cas-{mode}-" in name) for label, mode in MODES.items()}
+
+
+def best_trial(studies: dict[str, optuna.Study]) -> tuple[str, optuna.trial.FrozenTrial]:
+    name = max(studies, key=lambda n: studies[n].best_value)
+    return name, studies[name].best_trial
+
+
+def task2_plans(s: dict, start: dict) -> list[StudyPlan]:
+    """Three TPE searches (one per objective) from the same first trial, ``start`` (Task 1's best)."""
+    quant, prune = compression_configs(s)
+    tag, seed = study_tag(s), s["seeds"][0]
+    return [StudyPlan(name=f"lab2-{s['profile']}-cas-{mode}-{tag}", objective="lab2", settings=s,
+                      options={"mode": mode, "quant": quant, "prune": prune, "space": s["space"],
+                               "best_dir": _best_dir(s, mode)},
+                      sampler="tpe", seed=seed, n_trials=s["compression_trials"], enqueue=[full_params(start)])
+            for mode in MODES.values()]
+
+
+def run_all(s: dict, storage: str | None = None, progress=True, workers=None, first_worker: int = 0):
+    """Task 1, then Task 2 from Task 1's best: ``(task1 studies, task2 studies, (best study, best trial))``."""
+    from .run import run_studies
+
+    workers = workers if workers is not None else (s["workers"] or "auto")
+    url = storage or s["storage"] or default_storage(s)
+    task1 = run_studies(task1_plans(s), storage=url, workers=workers, progress=progress, desc="Lab 2 task 1",
+                        mps=s["mps"], first_worker=first_worker)
+    best = best_trial(task1)
+    task2 = run_studies(task2_plans(s, best[1].params), storage=url, workers=workers, progress=progress,
+                        desc="Lab 2 task 2", mps=s["mps"], first_worker=first_worker)
+    return task1, task2, best
+
+
+def default_storage(s: dict) -> str:
+    folder = _paths.runs_dir() / "optuna"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"journal:{folder / 'lab2.journal'}"
