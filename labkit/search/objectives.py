@@ -44,7 +44,7 @@ class NASObjective:
     prune), ``compress+train`` (after a further ``post_epochs`` of training with compression in place)."""
 
     def __init__(self, dl, s: dict, mode: str = "none", quant=None, prune=None, best_dir: Path | None = None,
-                 identity_choices: bool = True, space: dict | None = None):
+                 identity_choices: bool = True, space: dict | None = None, use_cache: bool = True):
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: allowed values are {', '.join(map(repr, MODES))}")
         if mode != "none" and quant is None and prune is None:
@@ -55,13 +55,14 @@ class NASObjective:
         self.identity_choices = identity_choices
         self.space = space
         self.cache = None  # a search.cache.ResultCache, set by the worker
+        self.use_cache = use_cache  # False: always train (benchmarks)
 
     def __call__(self, trial: optuna.Trial) -> float:
         arch = sample_architecture(trial, self.identity_choices, self.space)
         key = config_key({"objective": "lab2", "architecture": canonical(arch), "settings": trial_settings(self.s),
                           "mode": self.mode, "quant": self.quant if self.mode != "none" else None,
                           "prune": self.prune if self.mode != "none" else None})
-        return cached_or_run(trial, self.cache, key, lambda: self._run(trial, arch))
+        return cached_or_run(trial, self.cache if self.use_cache else None, key, lambda: self._run(trial, arch))
 
     def _run(self, trial: optuna.Trial, arch: dict) -> float:
         s = self.s

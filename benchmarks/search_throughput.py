@@ -1,0 +1,243 @@
+"""Search throughput: Lab 2 trials per minute and GPU busy fraction for 1, 2, 4, 8 ... trial workers,
+beside the serial loop labkit had before (collating DataLoader with 4 loader processes, a host sync and
+a progress update every step, non-fused AdamW), measured in one run.
+
+Every configuration trains the same architectures (a fixed random sample of the Lab 2 space, queued in
+order; a configuration with W workers runs the list ceil(2W / len) times so every worker has work), with
+the result cache off. Rates: ``sustained`` = trials / (last finish - first start), i.e. with workers warm;
+``wall`` also counts worker start-up (imports, data loading). The serial baseline is timed on the first
+``--serial-trials`` architectures and compared with the 1-worker lean loop on the same ones.
+
+    python benchmarks/search_throughput.py [--profile full|quick] [--workers 1,2,4,8] [--mps 8]
+        [--serial-trials 4] [--archs 8] [--out benchmarks/search_throughput.json]
+
+Each configuration's numbers are written to ``--out`` as soon as it ends (``--resume`` keeps those
+already there), so a run cut short keeps what it measured.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import optuna
+import torch
+
+from labkit import recipes, train
+from labkit.profiles import lab_settings
+from labkit.results import provenance
+from labkit.search import StudyPlan, build_model, run_studies, sample_architecture
+from labkit.search.space import restrict
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+class BusySampler:
+    """GPU utilisation (% of time a kernel ran) sampled every ``interval`` s through NVML."""
+
+    def __init__(self, interval: float = 0.2):
+        self.samples, self.interval, self._stop = [], interval, threading.Event()
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            self._nvml = pynvml
+        except Exception:  # no NVML (CPU machine): no busy fraction
+            self._nvml = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append([self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._handles])
+            time.sleep(self.interval)
+
+    def __enter__(self):
+        if self._nvml:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._nvml:
+            self._thread.join()
+
+    def busy(self) -> float | None:
+        return float(np.mean(self.samples)) / 100 if self.samples else None
+
+
+def architectures(n: int, space, seed: int = 0) -> list[dict]:
+    """``n`` Lab 2 architectures (full parameter dicts) drawn at random from ``space``."""
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    out = []
+    while len(out) < n:
+        trial = study.ask()
+        try:
+            sample_architecture(trial, True, space)
+        except optuna.TrialPruned:
+            continue
+        out.append(dict(trial.params))
+    return out
+
+
+def legacy_train(model, loader, epochs, lr, device):
+    """labkit's training loop before the lean loop (commit 41237f2), kept here as the baseline."""
+    from tqdm.auto import tqdm
+
+    train.seed_everything(0)
+    loader.generator.manual_seed(0)
+    model.to(device).train()
+    total = max(1, round(len(loader) * epochs))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: max(0.0, 1 - step / total))
+    losses, step = [], 0
+    bar = tqdm(total=total, disable=True)
+    while step < total:
+        for batch in loader:
+            with train.autocast(device):
+                loss = model(**{k: v.to(device, non_blocking=True) for k, v in batch.items()}).loss
+            loss.backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())  # a host sync every step
+            step += 1
+            bar.update()
+            bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+            if step >= total:
+                break
+
+
+@torch.no_grad()
+def legacy_evaluate(model, loader, device):
+    model.to(device).eval()
+    correct = seen = 0
+    for batch in loader:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with train.autocast(device):
+            out = model(**batch)
+        correct += (out.logits.argmax(-1) == batch["labels"]).sum().item()
+        seen += batch["labels"].numel()
+    return correct / seen
+
+
+def serial_baseline(s: dict, archs: list[dict]) -> dict:
+    dl = recipes.loaders(s, lean=False)
+    dev = train.pick_device(s["device"])
+    seconds = []
+    with BusySampler() as busy:
+        for params in archs:
+            start = time.perf_counter()
+            torch.manual_seed(s["seed"])
+            model = build_model(_arch(params))
+            legacy_train(model, dl.train, s["epochs"], s["lr"], dev)
+            legacy_evaluate(model, dl.test, dev)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - start)
+    return {"config": "serial (old loop)", "workers": 1, "trials": len(archs), "trial_seconds": seconds,
+            "trials_per_min_sustained": 60 * len(seconds) / sum(seconds), "gpu_busy": busy.busy()}
+
+
+def _arch(params: dict) -> dict:
+    sizes = {k: v for k, v in params.items() if "." not in k}
+    return {"config": sizes, "linears": {k: v for k, v in params.items() if "." in k}}
+
+
+def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Path) -> dict:
+    reps = max(1, math.ceil(2 * workers / len(archs)))
+    queue = archs * reps
+    name = f"bench-w{workers}{'-mps' if mps else ''}"
+    plan = StudyPlan(name=name, objective="lab2", settings=s, options={"use_cache": False}, sampler="random",
+                     seed=0, n_trials=len(queue), enqueue=queue)
+    url = f"journal:{folder / (name + '.journal')}"
+    start = time.time()
+    with BusySampler() as busy:
+        study = run_studies([plan], storage=url, workers=workers, progress="lines", mps=mps,
+                            log_dir=folder / name)[name]
+    wall = time.time() - start
+    done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+    first = min(t.datetime_start for t in done)
+    last = max(t.datetime_complete for t in done)
+    sustained = (last - first).total_seconds()
+    per_arch = {}
+    for t in done:
+        per_arch.setdefault(str(queue.index(t.params) % len(archs)), []).append(t.user_attrs["trial_seconds"])
+    return {"config": f"lean, {workers} worker(s)" + (" + MPS" if mps else ""), "workers": workers, "mps": mps,
+            "trials": len(done), "wall_seconds": wall, "sustained_seconds": sustained,
+            "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
+            "gpu_busy": busy.busy(), "trial_seconds_by_arch": per_arch,
+            "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in done}}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="full" if torch.cuda.is_available() else "quick")
+    parser.add_argument("--workers", default="1,2,4,8", help="comma-separated worker counts (lean loop)")
+    parser.add_argument("--mps", default="", help="comma-separated worker counts to run under CUDA MPS too")
+    parser.add_argument("--serial-trials", type=int, default=4, help="0 skips the old serial loop")
+    parser.add_argument("--archs", type=int, default=8)
+    parser.add_argument("--commit", default=os.environ.get("LABKIT_COMMIT"), help="the code's git commit")
+    parser.add_argument("--out", default="benchmarks/search_throughput.json")
+    parser.add_argument("--resume", action="store_true", help="keep configurations already in --out")
+    args = parser.parse_args(argv)
+
+    s = lab_settings("lab2", args.profile)
+    archs = architectures(args.archs, s["space"])
+    out = Path(args.out)
+    report = json.loads(out.read_text()) if args.resume and out.is_file() else {"results": []}
+    prov = provenance()
+    if args.commit and prov.get("git_commit") in (None, "HEAD"):
+        prov["git_commit"] = args.commit
+    report.update({"benchmark": "search_throughput", "profile": args.profile, "settings": s, "archs": archs,
+                   "provenance": prov, "cpu_count": os.cpu_count()})
+    have = {r["config"] for r in report["results"]}
+
+    def save(result):
+        report["results"] = [r for r in report["results"] if r["config"] != result["config"]] + [result]
+        out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+        print(f"{result['config']}: {result['trials_per_min_sustained']:.2f} trials/min sustained"
+              + (f", {result['trials_per_min_wall']:.2f} with start-up" if "trials_per_min_wall" in result else "")
+              + (f", GPU busy {result['gpu_busy']:.0%}" if result.get("gpu_busy") is not None else ""), flush=True)
+
+    recipes.loaders(s)  # tokenise once here, so workers read the datasets cache
+    if args.serial_trials and "serial (old loop)" not in have:
+        save(serial_baseline(s, archs[: args.serial_trials]))
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [(int(w), False) for w in args.workers.split(",") if w] + \
+               [(int(w), True) for w in args.mps.split(",") if w]
+        for workers, mps in runs:
+            label = f"lean, {workers} worker(s)" + (" + MPS" if mps else "")
+            if label in have:
+                continue
+            try:
+                save(lean_config(s, archs, workers, mps, Path(tmp)))
+            except RuntimeError as err:  # e.g. no MPS control binary: report, measure the rest
+                print(f"{label}: not measured: {err}", flush=True)
+
+    rows = report["results"]
+    serial = next((r for r in rows if r["config"] == "serial (old loop)"), None)
+    one = next((r for r in rows if r["config"] == "lean, 1 worker(s)"), None)
+    print(f"\nLab 2 {args.profile} profile on {prov['device']}, torch {torch.__version__}, {os.cpu_count()} CPUs")
+    print(f"{'config':28s} {'trials/min':>10s} {'x serial':>9s} {'GPU busy':>9s}")
+    for r in rows:
+        ratio = r["trials_per_min_sustained"] / serial["trials_per_min_sustained"] if serial else float("nan")
+        busy = f"{r['gpu_busy']:.0%}" if r.get("gpu_busy") is not None else "-"
+        print(f"{r['config']:28s} {r['trials_per_min_sustained']:10.2f} {ratio:9.2f} {busy:>9s}")
+    if serial and one:
+        same = [statistics.median(one["trial_seconds_by_arch"][str(i)]) for i in range(len(serial["trial_seconds"]))]
+        print(f"same architectures, one process: old loop {sum(serial['trial_seconds']):.1f} s, lean loop "
+              f"{sum(same):.1f} s ({sum(serial['trial_seconds']) / sum(same):.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
