@@ -194,14 +194,18 @@ def main(argv=None) -> int:
     archs = architectures(args.archs, s["space"])
     out = Path(args.out)
     report = json.loads(out.read_text()) if args.resume and out.is_file() else {"results": []}
+    if args.commit:
+        os.environ["LABKIT_COMMIT"] = args.commit
     prov = provenance()
-    if args.commit and prov.get("git_commit") in (None, "HEAD"):
-        prov["git_commit"] = args.commit
+    if report.get("archs") not in (None, archs):
+        raise SystemExit(f"--resume: {out} was measured on other architectures; start a new file")
+    runs_before = report.get("runs", [])
     report.update({"benchmark": "search_throughput", "profile": args.profile, "settings": s, "archs": archs,
-                   "provenance": prov, "cpu_count": os.cpu_count()})
+                   "runs": runs_before + [prov], "provenance": prov, "cpu_count": os.cpu_count()})
     have = {r["config"] for r in report["results"]}
 
     def save(result):
+        result["provenance"] = prov
         report["results"] = [r for r in report["results"] if r["config"] != result["config"]] + [result]
         out.write_text(json.dumps(report, indent=1, default=str) + "\n")
         print(f"{result['config']}: {result['trials_per_min_sustained']:.2f} trials/min sustained"

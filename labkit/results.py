@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -22,14 +23,22 @@ LIBRARIES = ("torch", "transformers", "datasets", "peft", "optuna", "numpy", "ma
 
 
 def git_commit() -> str | None:
+    """The code's commit: ``$LABKIT_COMMIT`` when set (a copy without its history, e.g. on a GPU machine,
+    is told the commit it was made from), else ``git rev-parse HEAD`` plus ``+dirty`` when tracked files
+    differ; None outside a git checkout (never a placeholder such as "HEAD")."""
+    if os.environ.get("LABKIT_COMMIT"):
+        return os.environ["LABKIT_COMMIT"]
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_settings.REPO_ROOT, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=_settings.REPO_ROOT,
+                              capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=_settings.REPO_ROOT, capture_output=True, text=True, timeout=10).stdout
+                               cwd=_settings.REPO_ROOT, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    return (sha + ("+dirty" if dirty.strip() else "")) if sha else None
+    sha = head.stdout.strip()
+    if head.returncode != 0 or len(sha) != 40:
+        return None
+    return sha + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
 
 
 def device_name() -> str:

@@ -53,8 +53,9 @@ class StudyPlan:
 
     @property
     def queue_only(self) -> bool:
-        """Grid plans run only their queued points."""
-        return self.sampler == "grid"
+        """Grid plans, and plans that queue all their trials, run only their queued points (a worker that
+        finds the queue empty never samples a point of its own)."""
+        return self.sampler == "grid" or len(self.enqueue) >= self.n_trials
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
