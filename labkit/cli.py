@@ -92,7 +92,7 @@ def _search_plans(args):
         raise UsageError("search worker: --storage URL is required to join stored studies (journal:PATH, "
                          "postgresql://...)")
     storage = make_storage(args.storage)
-    stored = {s.study_name: s.user_attrs.get("plan") for s in optuna.get_all_studies(storage)}
+    stored = {s.study_name: s.user_attrs.get("plan") for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     names = args.study or [n for n, p in stored.items() if p]
     missing = [n for n in names if n not in stored]
     if missing:
@@ -133,7 +133,7 @@ def _cmd_search_status(args) -> int:
     from .search import counts, make_storage
 
     storage = make_storage(args.storage)
-    for summary in sorted(optuna.get_all_studies(storage), key=lambda s: s.study_name):
+    for summary in sorted(optuna.get_all_study_summaries(storage, include_best_trial=False), key=lambda s: s.study_name):
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         c, plan = counts(study), summary.user_attrs.get("plan") or {}
         best = f"{study.best_value:.4f}" if c["complete"] else "-"

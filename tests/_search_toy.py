@@ -15,3 +15,14 @@ def factory(settings, sleep=0.2, log=None, fail_x=None):
                 fh.write(f"{os.getpid()} {trial.number} {x} {y}\n")
         return x / 50 + (0.01 if y == "b" else 0.0)
     return objective
+
+
+def architecture(settings, sleep=0.2):
+    """Samples a real Lab 2 architecture (no training): a score from its sizes."""
+    from labkit.search import sample_architecture
+
+    def objective(trial):
+        arch = sample_architecture(trial)
+        time.sleep(sleep)
+        return arch["config"]["hidden_size"] / 1000
+    return objective

@@ -56,7 +56,9 @@ def test_sampler_names_and_grid():
         search.make_sampler("cmaes", 0)
     with pytest.raises(ValueError, match="finite search space"):
         search.make_sampler("grid", 0)
-    assert len(list(search.storage._grid_points(search.grid_space()))) == 300
+    assert len(search.grid_points(search.grid_space())) == 300
+    order = search.grid_order(search.grid_space(), seed=3)
+    assert len({tuple(p.values()) for p in order}) == 300 and order != search.grid_points(search.grid_space())
 
 
 def test_best_so_far_is_monotone_and_matches_values(tmp_path):

@@ -59,7 +59,7 @@ def _die_with_parent():  # runs in the child before exec: no orphaned workers if
 
 def launch(plans: list[StudyPlan], url: str, workers: int, log_dir: Path, first_worker: int = 0,
            extra_env: dict | None = None) -> list[tuple[subprocess.Popen, Path]]:
-    """Start ``workers`` processes (``python -m labkit.search.worker``), spread round-robin over the
+    """Start ``workers`` processes (``python -m labkit.search``), spread round-robin over the
     visible GPUs; returns (process, log file) pairs."""
     log_dir.mkdir(parents=True, exist_ok=True)
     plan_file = log_dir / "plans.json"
@@ -74,7 +74,7 @@ def launch(plans: list[StudyPlan], url: str, workers: int, log_dir: Path, first_
             env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
         log = log_dir / f"worker{i}.log"
         with open(log, "ab") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "labkit.search.worker", "--plans", str(plan_file),
+            proc = subprocess.Popen([sys.executable, "-m", "labkit.search", "--plans", str(plan_file),
                                      "--storage", url, "--worker", str(i), "--threads", str(threads)],
                                     stdout=fh, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         procs.append((proc, log))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+import warnings
 from pathlib import Path
 
 import optuna
@@ -52,9 +53,12 @@ def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_per
     kwargs = {}
     if url.startswith("sqlite"):
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}  # concurrent writers wait, not fail
-    return RDBStorage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
-                      heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
-                      **kwargs)
+    with warnings.catch_warnings():
+        # Optuna marks heartbeats "experimental" (since v2.8); labkit relies on them deliberately
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
+                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+                          **kwargs)
 
 
 def is_journal(storage) -> bool:
@@ -87,10 +91,9 @@ def identity(worker: int | None = None) -> dict:
             "worker": worker}
 
 
-def _is_dead(record: dict | None, trial: optuna.trial.FrozenTrial, journal: bool, now) -> bool:
-    if not record:
-        return (trial.datetime_start is not None
-                and (now - trial.datetime_start).total_seconds() > UNCLAIMED_GRACE_S)
+def _is_dead(record: dict | None, trial: optuna.trial.FrozenTrial, journal: bool, now, grace: float) -> bool:
+    if not record:  # created, but its process never said who it is: dead once that is overdue
+        return trial.datetime_start is not None and (now - trial.datetime_start).total_seconds() > grace
     if record.get("host") != socket.gethostname():
         return journal  # a journal is one host's; across hosts, RDB heartbeats decide
     if record.get("boot") != _boot_id():
@@ -106,14 +109,19 @@ def reap_stale(study: optuna.Study) -> list[int]:
     if getattr(storage, "heartbeat_interval", None):
         optuna.storages.fail_stale_trials(study)  # other machines' dead trials (RDB heartbeat)
     journal = is_journal(storage)
+    grace = getattr(storage, "grace_period", None) or UNCLAIMED_GRACE_S
     now = datetime.datetime.now()
     reaped = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not _is_dead(trial.user_attrs.get(WORKER_ATTR), trial, journal, now):
+        if not _is_dead(trial.user_attrs.get(WORKER_ATTR), trial, journal, now, grace):
             continue
-        if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
-            continue  # someone else finished or failed it first
-        storage.set_trial_user_attr(trial._trial_id, "failed_because", "its worker process died")
+        try:  # the reason first (a finished trial takes no attributes), then the state, which only one
+            # reaper can change: the others get False or UpdateFinishedTrialError and leave it
+            storage.set_trial_user_attr(trial._trial_id, "failed_because", "its worker process died")
+            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # it finished (or another reaper failed it) since we looked
         reaped.append(trial.number)
         retries = trial.user_attrs.get("retries", 0)
         if trial.params and retries < MAX_RETRIES:

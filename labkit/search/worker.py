@@ -3,7 +3,7 @@
 Many workers (processes, here or on other machines) may run the same plans at once; Optuna's storage is
 the only thing they share: no scheduler. A worker takes, each time, a study that still has room (fewest
 running trials first, so concurrent workers spread over the studies), runs one trial there, and stops when
-every study is done. ``python -m labkit.search.worker --plans FILE --storage URL --worker N`` runs one.
+every study is done. ``python -m labkit.search --plans FILE --storage URL --worker N`` runs one.
 """
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ class Worker:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.search.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m labkit.search", description=__doc__)
     parser.add_argument("--plans", required=True, help="JSON file: a list of StudyPlan objects")
     parser.add_argument("--storage", required=True, help="journal:PATH or an RDB URL")
     parser.add_argument("--worker", type=int, default=0, help="worker id (seeds this worker's samplers)")

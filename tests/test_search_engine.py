@@ -1,0 +1,212 @@
+"""The search engine: concurrent workers on shared storage, per-worker seeds, queued grids, dead-worker
+reaping, the result cache, progress lines, and the CLI. Objectives here are toys (no training), so the
+tests exercise the engine, not the models; tests/test_search.py covers the Lab 2 objective."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from labkit import cli, search
+from labkit.search import StudyPlan, run_studies
+from labkit.search.cache import ResultCache, cached_or_run
+from labkit.search.progress import SearchProgress
+from labkit.search.storage import WORKER_ATTR, identity
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+HERE = Path(__file__).resolve().parent
+TOY = "_search_toy:factory"  # tests/_search_toy.py, importable by worker processes (PYTHONPATH below)
+
+
+@pytest.fixture(autouse=True)
+def toy_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+
+
+def complete(study):
+    return [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+
+
+def test_worker_seeds_differ_by_worker_sampler_and_history():
+    seeds = {search.worker_seed(0, w, d, s) for w in range(4) for d in range(3) for s in ("random", "tpe")}
+    assert len(seeds) == 24
+    assert search.worker_seed(5, 1, 2, "tpe") == search.worker_seed(5, 1, 2, "tpe")  # stable on resume
+
+
+def test_two_workers_started_together_never_sample_the_same_architecture(tmp_path):
+    # Both workers start at once on one random-sampler study; with a shared seed they would draw the same
+    # architectures in the same order.
+    plan = StudyPlan("nas", "_search_toy:architecture", {}, {"sleep": 0.3}, "random", 0, 12)
+    study = run_studies([plan], storage=f"journal:{tmp_path / 's.journal'}", workers=2, progress=False,
+                        poll=0.2, log_dir=tmp_path / "logs")["nas"]
+    trials = complete(study)
+    assert len(trials) >= 12
+    archs = [json.dumps(t.params, sort_keys=True) for t in trials]
+    assert len(set(archs)) == len(archs)
+    assert {t.user_attrs[WORKER_ATTR]["worker"] for t in trials} == {0, 1}
+
+
+def test_concurrent_grid_runs_each_queued_point_once(tmp_path):
+    grid = {"x": list(range(10)), "y": ["a", "b"]}
+    plan = StudyPlan("grid", TOY, {}, {"sleep": 0.1}, "grid", 4, 12, grid=grid)
+    study = run_studies([plan], storage=f"journal:{tmp_path / 'g.journal'}", workers=3, progress=False,
+                        poll=0.2, log_dir=tmp_path / "logs")["grid"]
+    points = [(t.params["x"], t.params["y"]) for t in complete(study)]
+    assert len(points) == 12 and len(set(points)) == 12
+    expected = [(p["x"], p["y"]) for p in search.grid_order(grid, 4)[:12]]
+    assert sorted(points) == sorted(expected)  # exactly the first 12 points of the seeded order
+
+
+def test_plans_fill_together_and_queue_first(tmp_path):
+    plans = [StudyPlan("a", TOY, {}, {"sleep": 0.05}, "tpe", 0, 6, enqueue=[{"x": 7, "y": "b"}]),
+             StudyPlan("b", TOY, {}, {"sleep": 0.05}, "random", 1, 4)]
+    studies = run_studies(plans, storage=f"journal:{tmp_path / 'p.journal'}", workers=1, progress=False)
+    assert len(complete(studies["a"])) == 6 and len(complete(studies["b"])) == 4
+    first = min(complete(studies["a"]), key=lambda t: t.number)
+    assert first.params == {"x": 7, "y": "b"}
+
+
+def _launcher(url, plan, workers, tmp_path):
+    code = (f"from labkit.search import StudyPlan, run_studies\n"
+            f"plan = StudyPlan(**{json.loads(plan.to_json())!r})\n"
+            f"run_studies([plan], storage={url!r}, workers={workers}, progress=False, poll=0.2, "
+            f"log_dir={str(tmp_path / 'logs')!r})\n")
+    return subprocess.Popen([sys.executable, "-c", code], env=os.environ.copy())
+
+
+def test_kill_9_of_one_worker_loses_no_finished_trial_and_the_study_completes(tmp_path):
+    url = f"journal:{tmp_path / 'k.journal'}"
+    plan = StudyPlan("kill", TOY, {}, {"sleep": 1.0}, "random", 0, 10)
+    launcher = _launcher(url, plan, 2, tmp_path)
+    storage = search.make_storage(url)
+    victim, deadline, before = None, time.time() + 120, {}
+    while time.time() < deadline:
+        try:
+            study = optuna.load_study(study_name="kill", storage=storage)
+        except KeyError:  # not created yet
+            time.sleep(0.2)
+            continue
+        before = {t.number: t.value for t in complete(study)}
+        running = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                   if WORKER_ATTR in t.user_attrs]
+        if len(before) >= 2 and running:
+            victim = running[0]
+            break
+        time.sleep(0.1)
+    assert victim is not None, "the workers made no progress"
+    os.kill(victim.user_attrs[WORKER_ATTR]["pid"], signal.SIGKILL)
+    assert launcher.wait(timeout=180) == 0  # the other worker finished the study
+    study = optuna.load_study(study_name="kill", storage=storage)
+    done = {t.number: t.value for t in complete(study)}
+    assert len(done) >= 10
+    assert all(done[n] == v for n, v in before.items())  # finished trials kept, unchanged
+    killed = study.trials[victim.number]
+    assert killed.state == TrialState.FAIL and killed.user_attrs["failed_because"] == "its worker process died"
+    assert not study.get_trials(states=(TrialState.RUNNING,))
+    retried = [t for t in study.trials if t.user_attrs.get("retry_of") == victim.number]
+    assert retried and retried[0].params == killed.params  # its point was queued again
+
+
+def test_a_dead_workers_trial_is_failed_at_once_and_a_live_ones_is_not(tmp_path):
+    storage = search.make_storage(f"journal:{tmp_path / 'r.journal'}")
+    study = optuna.create_study(study_name="r", storage=storage, direction="maximize")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        for pid in (sleeper.pid, dead.pid):
+            trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+            me = identity(0)
+            me.update(pid=pid, started=search.storage._process_start(pid) if pid == sleeper.pid else 1.0)
+            trial.set_user_attr(WORKER_ATTR, me)
+        reaped = search.reap_stale(study)  # no grace period: the dead pid is known dead now
+        states = [t.state for t in study.get_trials(deepcopy=False) if t.number < 2]
+        assert reaped == [1] and states == [TrialState.RUNNING, TrialState.FAIL]
+        assert study.trials[-1].state == TrialState.WAITING  # its point queued again
+    finally:
+        sleeper.kill()
+
+
+def test_a_trial_from_another_boot_is_dead(tmp_path):
+    storage = search.make_storage(f"journal:{tmp_path / 'b.journal'}")
+    study = optuna.create_study(study_name="b", storage=storage)
+    trial = study.ask()
+    trial.set_user_attr(WORKER_ATTR, {**identity(0), "boot": "another-boot"})
+    assert search.reap_stale(study) == [0]
+
+
+def test_result_cache_reuses_a_configuration_across_studies(tmp_path):
+    storage = search.make_storage(f"journal:{tmp_path / 'c.journal'}")
+    cache, runs = ResultCache(storage), []
+
+    def objective(trial):
+        x = trial.suggest_int("x", 0, 2)
+        return cached_or_run(trial, cache, f"key-{x}", lambda: runs.append(x) or x / 10 + 0.05)
+
+    first = optuna.create_study(study_name="one", storage=storage, direction="maximize")
+    for x in (0, 1):
+        first.enqueue_trial({"x": x})
+    first.optimize(objective, n_trials=2)
+    second = optuna.create_study(study_name="two", storage=storage, direction="maximize")
+    for x in (1, 2):
+        second.enqueue_trial({"x": x})
+    second.optimize(objective, n_trials=2)
+    assert runs == [0, 1, 2]  # x=1 trained once
+    hit = second.trials[0]
+    assert hit.user_attrs["cached"] is True and hit.user_attrs["cached_from"] == "one#1"
+    assert hit.value == first.trials[1].value
+    assert "cached" not in second.trials[1].user_attrs
+
+
+def test_a_different_plan_under_an_existing_name_is_refused(tmp_path):
+    url = f"journal:{tmp_path / 'd.journal'}"
+    run_studies([StudyPlan("d", TOY, {}, {"sleep": 0}, "random", 0, 2)], storage=url, workers=1, progress=False)
+    with pytest.raises(ValueError, match=r"study 'd' exists in this storage with a different plan \(keys \['seed'\]\)"):
+        run_studies([StudyPlan("d", TOY, {}, {"sleep": 0}, "random", 1, 2)], storage=url, workers=1, progress=False)
+
+
+def test_progress_lines_say_done_total_best_and_time(tmp_path, capsys):
+    url = f"journal:{tmp_path / 'l.journal'}"
+    plan = StudyPlan("l", TOY, {}, {"sleep": 0}, "random", 0, 3)
+    best = run_studies([plan], storage=url, workers=1, progress="lines", desc="toy")["l"].best_value
+    out = capsys.readouterr().out
+    last = [line for line in out.splitlines() if line.startswith("[labkit] toy:")][-1]
+    assert "3/3 trials" in last and f"best {best:.4f} (l)" in last and "trials/min" in last
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(n_trials=-1), r"n_trials must be an integer >= 1, got -1"),
+    (dict(n_trials=0), r"n_trials must be an integer >= 1, got 0"),
+    (dict(sampler="cmaes"), r"sampler='cmaes'; allowed values are 'random', 'grid', 'tpe'"),
+    (dict(sampler="grid"), r"the grid sampler needs a finite search space"),
+    (dict(objective="nowhere"), r"objective 'nowhere' unknown; allowed: lab2"),
+])
+def test_bad_plans_are_refused_before_any_worker_starts(bad, match):
+    with pytest.raises((ValueError, KeyError), match=match):
+        StudyPlan(**{**dict(name="x", objective=TOY, settings={}), **bad})
+
+
+def test_run_study_refuses_negative_trials_and_bad_workers(tmp_path):
+    with pytest.raises(ValueError, match="n_trials must be an integer >= 1, got -1"):
+        search.run_study("x", lambda t: 0.0, -1, storage=f"journal:{tmp_path / 'x.journal'}")
+    with pytest.raises(ValueError, match="workers=0: allowed values are 'auto' or an integer >= 1"):
+        search.resolve_workers(0)
+
+
+def test_cli_worker_joins_stored_studies_and_status_lists_them(tmp_path, capsys):
+    url = f"journal:{tmp_path / 'cli.journal'}"
+    plan = StudyPlan("joinme", TOY, {}, {"sleep": 0}, "random", 0, 4)
+    search.worker.ensure_study(search.make_storage(url), plan)  # created elsewhere, no trial run yet
+    assert cli.main(["search", "worker", "--storage", url, "--study", "joinme", "--workers", "1"]) == 0
+    assert cli.main(["search", "status", "--storage", url]) == 0
+    best = optuna.load_study(study_name="joinme", storage=search.make_storage(url)).best_value
+    assert f"joinme: 4/4 finished, 0 running, 0 queued, 0 failed, best {best:.4f}" in capsys.readouterr().out
+    assert cli.main(["search", "worker", "--storage", url, "--study", "nope"]) == 2
+    assert "no study ['nope']" in capsys.readouterr().err
