@@ -80,3 +80,42 @@ def test_finetuned_model_is_cached(tmp_path, monkeypatch):
     assert "cached" in m2 and m2["accuracy"] == m1["accuracy"]
     for (k, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
         assert torch.equal(a.cpu(), b), k
+
+
+def test_lean_batches_match_the_loader_path(tiny_loaders):
+    # The lean path (padded tensors, gathered per batch) must give the DataLoader's batches in the same
+    # order for the same seed, and so the same training losses and evaluation metrics.
+    from labkit import batches
+
+    tok, enc = tiny_loaders
+    loader = data.dataloader(enc["train"], tok, batch_size=16, shuffle=True, seed=3)
+    lean = batches.TensorBatches(batches.pack(enc["train"], tok.pad_token_id), 16, shuffle=True, seed=3)
+    assert len(lean) == len(loader)
+    for _ in range(2):  # two whole epochs (an exhausted sampler draws once more): the shuffle advances alike
+        for a, b in zip(list(lean), list(loader), strict=True):
+            assert a.keys() == b.keys()
+            for k in b:
+                assert torch.equal(a[k], b[k]), k
+    test_loader = data.dataloader(data.sort_by_length(enc["test"]), tok, 10)
+    test_lean = batches.TensorBatches(batches.pack(data.sort_by_length(enc["test"]), tok.pad_token_id), 10)
+    runs = []
+    for train_batches, test_batches in ((loader, test_loader), (lean, test_lean)):
+        torch.manual_seed(0)
+        model = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+        fit = train.train(model, train_batches, epochs=2, lr=3e-3, seed=4, device="cpu", progress=False)
+        ev = train.evaluate(model, test_batches, device="cpu", progress=False)
+        runs.append((fit["losses"], ev["accuracy"], ev["loss"]))
+    assert runs[0] == runs[1]
+
+
+def test_pack_pads_like_the_collator_and_rejects_untokenised_data(tiny_loaders):
+    from labkit import batches
+
+    tok, enc = tiny_loaders
+    p = batches.pack(enc["test"], tok.pad_token_id)
+    lengths = [len(x) for x in enc["test"]["input_ids"]]
+    assert p.lengths.tolist() == lengths and p.columns["input_ids"].shape == (64, max(lengths))
+    row = p.columns["input_ids"][0]
+    assert row[: lengths[0]].tolist() == enc["test"][0]["input_ids"] and (row[lengths[0]:] == tok.pad_token_id).all()
+    with pytest.raises(KeyError, match=r"pack: dataset lacks column\(s\) \['input_ids', 'labels'\]"):
+        batches.pack(data.imdb_splits(8, 8, seed=0)["train"])
