@@ -10,6 +10,12 @@
 #   mkdir -p .carry/runs && tar xzf <files_at>/results.tgz -C .carry runs/optuna
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The copy on the GPU machine has no git history of its own: results must name the code that made them.
+if [[ -z "${LABKIT_COMMIT:-}" ]]; then
+  echo "gpu_full_run.sh: set LABKIT_COMMIT to the commit of this tree (git rev-parse HEAD where it came from)" >&2
+  exit 2
+fi
+export LABKIT_COMMIT
 source .gpu-kit/setup.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
 export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
