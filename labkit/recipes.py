@@ -62,7 +62,8 @@ def freeze_embeddings(model: torch.nn.Module) -> int:
     return frozen
 
 
-def _cache_path(s: dict):
+def checkpoint_path(s: dict):
+    """Where the SFT model of settings ``s`` is cached."""
     key = json.dumps({k: s[k] for k in SFT_KEYS}, sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return _paths.cache_dir() / "checkpoints" / f"sft-{s['model']}-{digest}.pt"
@@ -73,7 +74,7 @@ def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False) -
 
     Cached on disk under ``.cache/checkpoints``; ``retrain=True`` ignores the cache.
     """
-    path = _cache_path(s)
+    path = checkpoint_path(s)
     model = models.load_model(s["model"])
     if path.is_file() and not retrain:
         saved = torch.load(path, map_location="cpu", weights_only=True)

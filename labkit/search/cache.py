@@ -40,8 +40,11 @@ class ResultCache:
         return None
 
 
-def cached_or_run(trial: optuna.Trial, cache: ResultCache | None, key: str, run) -> float:
-    """Return a cached result for ``key`` (copying its user attributes) or ``run()``'s."""
+def cached_or_run(trial: optuna.Trial, cache: ResultCache | None, key: str, run, from_attrs=None):
+    """Return a cached result for ``key`` (copying its user attributes) or ``run()``'s.
+
+    ``from_attrs(user_attrs)``: compute the objective value from the cached trial's measurements instead of
+    reusing its value (e.g. several studies weigh the same accuracy and bits differently)."""
     trial.set_user_attr("config_key", key)
     found = cache.find(key) if cache is not None else None
     if found is None:
@@ -52,4 +55,6 @@ def cached_or_run(trial: optuna.Trial, cache: ResultCache | None, key: str, run)
             trial.set_user_attr(name, value)
     trial.set_user_attr("cached", True)
     trial.set_user_attr("cached_from", f"{study_name}#{hit.number}")
-    return hit.value
+    if from_attrs is not None:
+        return from_attrs(hit.user_attrs)
+    return hit.value if len(hit.values) == 1 else hit.values

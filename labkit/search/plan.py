@@ -28,7 +28,8 @@ class StudyPlan:
     ``sampler``/``seed``: each worker derives its own sampler seed from ``seed``. ``grid``: the finite
     space of the grid sampler (its first ``n_trials`` points in a seeded order are queued once, so
     concurrent workers never run a point twice). ``enqueue``: parameter sets to run first (e.g. the best
-    architecture of an earlier search).
+    architecture of an earlier search). ``directions``: one per objective value (several: a multi-objective
+    study, e.g. ``["maximize", "minimize"]`` for accuracy and bits).
     """
     name: str
     objective: str
@@ -39,6 +40,7 @@ class StudyPlan:
     n_trials: int = 20
     grid: dict | None = None
     enqueue: list = field(default_factory=list)
+    directions: list = field(default_factory=lambda: ["maximize"])
 
     def __post_init__(self):
         if not isinstance(self.n_trials, int) or isinstance(self.n_trials, bool) or self.n_trials < 1:
@@ -46,6 +48,10 @@ class StudyPlan:
         if self.sampler not in SAMPLERS:
             raise ValueError(f"study {self.name!r}: sampler={self.sampler!r}; allowed values are "
                              f"{', '.join(map(repr, SAMPLERS))}")
+        bad = [d for d in self.directions if d not in ("maximize", "minimize")]
+        if not self.directions or bad:
+            raise ValueError(f"study {self.name!r}: directions={self.directions!r}; each must be 'maximize' or "
+                             "'minimize'")
         if self.sampler == "grid" and not self.grid:
             raise ValueError(f"study {self.name!r}: the grid sampler needs a finite search space (grid=...)")
         if self.objective != IN_PROCESS:

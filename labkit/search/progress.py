@@ -49,7 +49,8 @@ class SearchProgress:
             fin = c["complete"] + c["pruned"]
             done += min(fin, plan.n_trials) if not plan.queue_only else fin
             running += c["running"]
-            if c["complete"] and (best is None or study.best_value > best[0]):
+            single = len(study.directions) == 1  # a multi-objective study has a front, not a best value
+            if c["complete"] and single and (best is None or study.best_value > best[0]):
                 best = (study.best_value, plan.name)
         return {"done": done, "running": running, "best": best}
 

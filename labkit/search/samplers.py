@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import optuna
 
-SAMPLERS = ("random", "grid", "tpe")
+SAMPLERS = ("random", "grid", "tpe", "nsga2")
 TPE_STARTUP = 5  # random trials before TPE models the results
 
 
@@ -22,15 +22,20 @@ def worker_seed(seed: int, worker: int, done: int = 0, salt: str = "") -> int:
     return int(np.random.SeedSequence([seed, worker, done, zlib.crc32(salt.encode())]).generate_state(1)[0])
 
 
-def make_sampler(name: str, seed: int, search_space: dict | None = None) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int, search_space: dict | None = None, n_trials: int | None = None
+                 ) -> optuna.samplers.BaseSampler:
     """``random``, ``tpe`` (constant liar: a running trial counts as a bad result, so concurrent workers
-    spread out) or ``grid`` (needs ``search_space``; concurrent plans queue the grid instead, see
-    ``StudyPlan``)."""
+    spread out; single- or multi-objective), ``nsga2`` (multi-objective genetic search; population of a
+    quarter of ``n_trials``, 8 to 50) or ``grid`` (needs ``search_space``; concurrent plans queue the grid
+    instead, see ``StudyPlan``)."""
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "tpe":
         # TPE reads the finished trials from storage, so a resumed study continues its model
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True)
+    if name == "nsga2":
+        population = min(50, max(8, (n_trials or 200) // 4))
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=population)
     if name == "grid":
         if not search_space:
             raise ValueError("the grid sampler needs a finite search space")

@@ -39,7 +39,7 @@ def ensure_study(storage, plan: StudyPlan) -> optuna.Study:
     plan is an error, not silently reused.
     """
     try:
-        study = optuna.create_study(study_name=plan.name, storage=storage, direction="maximize")
+        study = optuna.create_study(study_name=plan.name, storage=storage, directions=plan.directions)
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=plan.name, storage=storage)
         deadline = time.time() + READY_TIMEOUT_S
@@ -114,7 +114,8 @@ class Worker:
             mine = sum(t.user_attrs.get(WORKER_ATTR, {}).get("worker") == self.worker
                        for t in study.get_trials(deepcopy=False))
             study.sampler = make_sampler(plan.sampler if not plan.queue_only else "random",
-                                         worker_seed(plan.seed, self.worker, mine, plan.sampler), plan.grid)
+                                         worker_seed(plan.seed, self.worker, mine, plan.sampler), plan.grid,
+                                         plan.n_trials)
             self._studies[plan.name] = study
         return self._studies[plan.name]
 

@@ -1,0 +1,195 @@
+"""Lab 3's mixed-precision space: for every Linear layer, a number format and that format's own parameters,
+and the objective that quantizes the fine-tuned model accordingly and measures accuracy and bits.
+
+Every role of a layer (input, weight, bias) gets the layer's format with the same parameters, except
+that the binary family keeps biases in fp32 (as in Lab 3's format study). Parameter names are
+``<layer>:format`` and ``<layer>:<format>.<param>``: each format's parameters have their own names, so
+Optuna sees one fixed distribution per name whichever formats a study allows.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import optuna
+import torch
+
+from .. import recipes, train
+from ..quant import average_bits, make_format, quantize
+from ..quant.study import BINARY, ROLES, flat_config
+from .cache import cached_or_run, config_key
+from .objectives import trial_settings
+
+# Each format's searched parameters: natural ranges (integer: the sheet's width x frac). A choice a
+# format rejects for a given width (e.g. exponent bits >= width - 1) is never sampled: see ``_valid``.
+FORMAT_SPACE: dict[str, dict[str, list]] = {
+    "integer": {"width": [8, 16, 32], "frac_width": [2, 4, 8]},
+    "minifloat_denorm": {"width": [4, 5, 6, 8], "exponent_width": [2, 3, 4]},
+    "minifloat_ieee": {"width": [4, 5, 6, 8], "exponent_width": [2, 3, 4, 5]},
+    "log": {"width": [3, 4, 5, 6, 8]},
+    "block_fp": {"width": [3, 4, 5, 6, 8], "block_size": [16, 32]},
+    "block_minifloat": {"width": [4, 5, 6, 8], "exponent_width": [2, 3], "block_size": [16, 32]},
+    "block_log": {"width": [3, 4, 5, 6, 8], "block_size": [16, 32]},
+    "mxint8": {},
+    "binary": {},
+    "binary_scaling": {},
+    "binary_residual_sign": {},
+}
+# Parameters that are not searched but fixed for the format (block shared fields: 8 bits, as in Lab 3).
+FIXED = {"block_fp": {"exponent_width": 8}, "block_minifloat": {"exponent_bias_width": 8},
+         "block_log": {"exponent_bias_width": 8}, "mxint8": {"group_size": 32}, "binary": {"stochastic": False},
+         "binary_scaling": {"per_channel": True}, "binary_residual_sign": {"levels": 2}}
+OBJECTIVES = ("accuracy", "cost", "pareto")
+MODES = ("ptq", "qat")
+
+
+def check_formats(formats) -> list[str]:
+    formats = list(formats)
+    bad = [f for f in formats if f not in FORMAT_SPACE]
+    if not formats or bad:
+        raise ValueError(f"formats {bad or formats}: allowed values are {', '.join(FORMAT_SPACE)} (at least one)")
+    return formats
+
+
+def _valid(name: str, params: dict) -> bool:
+    """Whether a sampled parameter set is a format the registry accepts (exponent bits leave a mantissa)."""
+    if "exponent_width" in params and name in ("minifloat_denorm", "minifloat_ieee", "block_minifloat"):
+        return params["exponent_width"] <= params["width"] - 2
+    return True
+
+
+def sample_layer(trial: optuna.Trial, layer: str, formats: list[str]) -> tuple[str, dict]:
+    name = formats[0] if len(formats) == 1 else trial.suggest_categorical(f"{layer}:format", formats)
+    params = {k: trial.suggest_categorical(f"{layer}:{name}.{k}", v) for k, v in FORMAT_SPACE[name].items()}
+    if not _valid(name, params):
+        raise optuna.TrialPruned(f"{layer}: {name} {params} leaves no mantissa bit")
+    return name, {**FIXED.get(name, {}), **params}
+
+
+def layer_config(name: str, params: dict) -> dict:
+    """The course's flat dict for one layer: every role in the format (binary family: bias stays fp32)."""
+    roles = ("data_in", "weight") if name in BINARY else ROLES
+    return flat_config(name, {role: dict(params) for role in roles})
+
+
+def sample_config(trial: optuna.Trial, layers: list[str], formats: list[str]) -> dict[str, tuple[str, dict]]:
+    return {layer: sample_layer(trial, layer, formats) for layer in layers}
+
+
+def selection(config: dict[str, tuple[str, dict]]) -> dict:
+    """A by-name selection spec for ``quantize``: every layer of ``config`` and nothing else."""
+    return {"by": "name", **{layer: {"config": layer_config(name, params)} for layer, (name, params) in config.items()}}
+
+
+def params_of(config: dict[str, tuple[str, dict]], formats: list[str]) -> dict:
+    """Optuna parameters that make ``config`` (to queue it, e.g. a uniform-format point)."""
+    out = {}
+    for layer, (name, params) in config.items():
+        if len(formats) > 1:
+            out[f"{layer}:format"] = name
+        out.update({f"{layer}:{name}.{k}": params[k] for k in FORMAT_SPACE[name]})
+    return out
+
+
+def uniform(layers: list[str], name: str, **params) -> dict[str, tuple[str, dict]]:
+    """Every layer in one format (``params`` fill the searched ones; defaults: each range's largest)."""
+    chosen = {k: params.get(k, v[-1]) for k, v in FORMAT_SPACE[name].items()}
+    return {layer: (name, {**FIXED.get(name, {}), **chosen}) for layer in layers}
+
+
+def linear_layers(model: torch.nn.Module) -> list[str]:
+    return [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def format_counts(config: dict[str, tuple[str, dict]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name, _ in config.values():
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+class PrecisionObjective:
+    """Quantize the fine-tuned model per a sampled per-layer config; PTQ accuracy (``mode="qat"``: after
+    ``qat_epochs`` of QAT) and average weight bits.
+
+    ``objective``: ``accuracy`` (maximize accuracy), ``cost`` (maximize accuracy - ``lam`` x average weight
+    bits) or ``pareto`` (two values: accuracy up, average weight bits down). The measurements are cached
+    per configuration, so the same config costs nothing in another study whatever it optimises.
+    """
+
+    def __init__(self, dl, s: dict, base: torch.nn.Module, formats=("integer",), objective: str = "accuracy",
+                 lam: float = 0.0, mode: str = "ptq"):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective={objective!r}: allowed values are {', '.join(map(repr, OBJECTIVES))}")
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}: allowed values are {', '.join(map(repr, MODES))}")
+        if not lam >= 0:
+            raise ValueError(f"lam={lam!r}: must be a number >= 0 (accuracy per average weight bit)")
+        self.dl, self.s, self.base = dl, s, base
+        self.formats, self.objective, self.lam, self.mode = check_formats(formats), objective, lam, mode
+        self.layers = linear_layers(base)
+        self.cache = None  # set by the worker
+
+    def value(self, attrs: dict):
+        acc, bits = attrs["accuracy"], attrs["weight_bits"]
+        if self.objective == "pareto":
+            return acc, bits
+        return acc - self.lam * bits if self.objective == "cost" else acc
+
+    def __call__(self, trial: optuna.Trial):
+        config = sample_config(trial, self.layers, self.formats)
+        key = config_key({"objective": "lab3", "config": {k: list(v) for k, v in config.items()},
+                          "settings": trial_settings(self.s), "mode": self.mode})
+        return cached_or_run(trial, self.cache, key, lambda: self._measure(trial, config), from_attrs=self.value)
+
+    def _measure(self, trial: optuna.Trial, config: dict):
+        start = time.perf_counter()
+        model = quantize(copy.deepcopy(self.base), selection(config), inplace=True).model
+        for layer, (name, params) in config.items():  # what was built must be what was sampled
+            built = model.get_submodule(layer).config.weight
+            if built != make_format(name, **params):
+                raise RuntimeError(f"{layer}: sampled {name} {params} but the model holds {built}")
+        bits = average_bits(model)
+        attrs = {"weight_bits": bits["weight_bits"], "data_in_bits": bits["data_in_bits"],
+                 "formats": format_counts(config), "n_test": self.dl.sizes["test"]}
+        dev = self.s["device"]
+        attrs["accuracy_ptq"] = train.evaluate(model, self.dl.test, device=dev, progress=False)["accuracy"]
+        attrs["accuracy"] = attrs["accuracy_ptq"]
+        if self.mode == "qat":
+            recipes.freeze_embeddings(model)
+            train.train(model, self.dl.train, epochs=self.s["qat_epochs"], lr=self.s["qat_lr"], device=dev,
+                        seed=self.s["seed"], progress=False)
+            attrs["accuracy"] = train.evaluate(model, self.dl.test, device=dev, progress=False)["accuracy"]
+        attrs["trial_seconds"] = time.perf_counter() - start
+        for k, v in attrs.items():
+            trial.set_user_attr(k, v)
+        return self.value(attrs)
+
+
+_BASE: dict[str, tuple] = {}
+
+
+def lab3_objective(settings: dict, **options) -> PrecisionObjective:
+    """The registered ``"lab3"`` objective factory: loaders and the cached SFT model, once per process.
+
+    The SFT model must already be in the checkpoint cache (the notebook trains it before the search), so
+    concurrent workers never train it at the same time.
+    """
+    key = json.dumps({k: settings[k] for k in recipes.DATA_KEYS if k in settings}, sort_keys=True)
+    if key not in _BASE:
+        import datasets
+
+        path = recipes.checkpoint_path(settings)
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"the SFT model for these settings is not cached ({path}); run "
+                                    "labkit.recipes.finetuned_model(settings) once before starting workers")
+        datasets.disable_progress_bars()
+        try:
+            dl = recipes.loaders(settings)
+        finally:
+            datasets.enable_progress_bars()
+        _BASE[key] = (dl, recipes.finetuned_model(settings, dl)[0])
+    dl, base = _BASE[key]
+    return PrecisionObjective(dl, settings, base, **options)
