@@ -11,6 +11,7 @@ is stated.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 
 import numpy as np
@@ -158,17 +159,28 @@ def ref_sign(x):
     return np.where(x >= 0, 1.0, -1.0)
 
 
-def ref_residual(x: np.ndarray, levels: int):
+def ref_greedy_scales(x: np.ndarray, levels: int) -> np.ndarray:
+    """ReBNet's greedy fit: g_i = mean|r_(i-1)|, r_i = r_(i-1) - g_i * sign(r_(i-1)), r_0 = x."""
     r = x.astype(np.float64)
-    q = np.zeros_like(r)
-    scales, signs = [], []
+    scales = []
     for _ in range(levels):
         g = np.abs(r).mean()
-        b = ref_sign(r)
-        q, r = q + g * b, r - g * b
+        r = r - g * ref_sign(r)
         scales.append(g)
-        signs.append(b)
-    return q, np.array(scales), signs
+    return np.array(scales)
+
+
+def ref_nearest_level(x: np.ndarray, scales):
+    """Brute force: every level sum_i e_i |g_i| (e in {-1, +1}^L), the nearest one to each x, a tie to the
+    larger level. Returns q and the chosen e_i (one array per level)."""
+    g = np.abs(np.asarray(scales, dtype=np.float64))
+    patterns = np.array(list(itertools.product((-1.0, 1.0), repeat=len(g))))
+    sums = patterns @ g
+    order = np.argsort(-sums, kind="stable")  # descending: argmin's first hit is the larger of a tie
+    patterns, sums = patterns[order], sums[order]
+    xf = x.astype(np.float64)
+    pick = np.argmin(np.abs(xf[..., None] - sums), axis=-1)
+    return sums[pick], [patterns[pick][..., i] for i in range(len(g))]
 
 
 # ---------------------------------------------------------------- inputs
@@ -424,14 +436,75 @@ def test_binary_scaling_matches_reference(shape, per_channel):
     assert torch.equal(zero_rows, torch.zeros(2, 4))
 
 
-@pytest.mark.parametrize("levels", [1, 2, 3])
+@pytest.mark.parametrize("levels", [1, 2, 3, 4])
 @pytest.mark.parametrize("shape", [(6, 10), (2, 3, 8), (5,)])
 def test_residual_sign_stateless_matches_reference(levels, shape):
     x = torch.randn(shape, generator=torch.Generator().manual_seed(levels))
-    q_ref, scales, _ = ref_residual(x.numpy(), levels)
     fmt = make_format("binary_residual_sign", levels=levels)
+    scales = ref_greedy_scales(x.numpy(), levels)
+    # float32 greedy fit against the float64 one
+    np.testing.assert_allclose(fmt.greedy_scales(x).numpy(), scales, rtol=1e-6)
+    q_ref, _ = ref_nearest_level(x.numpy(), scales)
     np.testing.assert_allclose(fmt.quantize_values(x).numpy(), q_ref, rtol=1e-6, atol=1e-7)
     check_grad(fmt, x, np.ones(shape))  # identity STE (see the docstring: clipping stalled QAT)
+
+
+def outlier_tensor(seed: int, n: int = 20000) -> torch.Tensor:
+    """Gaussian values with 1% of them x100 (the issue's case: the greedy fit gives g_2 > g_1)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, generator=gen)
+    x[torch.randperm(n, generator=gen)[: n // 100]] *= 100
+    return x
+
+
+def assert_monotone_and_signed(x: torch.Tensor, q: torch.Tensor):
+    order = torch.argsort(x.reshape(-1))
+    qs = q.reshape(-1)[order]
+    assert (qs[1:] >= qs[:-1]).all(), "not monotone"
+    assert (torch.sign(q) * torch.sign(x) >= 0).all(), "a value changed sign"
+
+
+@pytest.mark.parametrize("levels", [1, 2, 3, 4])
+def test_residual_sign_is_monotone_and_keeps_signs_on_outlier_tensors(levels):
+    fmt = make_format("binary_residual_sign", levels=levels)
+    for seed in SEEDS:
+        x = outlier_tensor(seed)
+        g = fmt.greedy_scales(x)
+        if levels == 2:  # the failing case: greedy levels out of order (before: 87.6% of signs flipped)
+            assert g[1] > g[0]
+        for q in (fmt.quantize_values(x), fmt.quantizer()(x).detach()):
+            assert_monotone_and_signed(x, q)
+            # no level is 0 here, so every non-zero value keeps its sign strictly
+            assert (torch.sign(q) == torch.sign(x))[x != 0].all()
+            q_ref, _ = ref_nearest_level(x.numpy(), g.numpy())
+            np.testing.assert_allclose(q.numpy(), q_ref, rtol=1e-6)
+
+
+def test_residual_sign_encodes_to_the_nearest_level_exactly():
+    # dyadic scales out of order and not superincreasing (0.5 < 1.25 + 0.125...): every level sum and
+    # midpoint is exact in float32, so the comparison is exact, ties (midpoints, 0) included
+    module = make_format("binary_residual_sign", levels=3).quantizer()
+    with torch.no_grad():
+        module.scales.copy_(torch.tensor([0.5, -1.25, 0.125]))  # the forward uses |g|
+        module.initialized.fill_(True)
+    sums = np.unique([sum(e * g for e, g in zip(es, (0.5, 1.25, 0.125)))
+                      for es in itertools.product((-1, 1), repeat=3)])
+    mids = (sums[1:] + sums[:-1]) / 2
+    x = torch.tensor(np.concatenate([sums, mids, mids - 2.0 ** -20, [0.0, -0.0, 5.0, -5.0]]),
+                     dtype=torch.float32)
+    x = torch.cat([x, torch.randint(-1024, 1025, (500,), generator=torch.Generator().manual_seed(0)) / 256.0])
+    q = module(x).detach()
+    q_ref, _ = ref_nearest_level(x.numpy(), [0.5, 1.25, 0.125])
+    check_equal(q, q_ref)
+    assert_monotone_and_signed(x, q)
+    assert torch.equal(module(q).detach(), q)  # fixed scales: idempotent
+    # a zero level (|g_1| = |g_2|): small values go to 0, never to the other sign
+    zero = make_format("binary_residual_sign", levels=2).quantizer()
+    with torch.no_grad():
+        zero.scales.copy_(torch.tensor([1.0, 1.0]))
+        zero.initialized.fill_(True)
+    assert zero(torch.tensor([-1.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5])).tolist() == [
+        -2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 2.0]
 
 
 def test_residual_sign_module_learns_its_scales():
@@ -440,14 +513,16 @@ def test_residual_sign_module_learns_its_scales():
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(8, 16, generator=gen) * 2).requires_grad_(True)
     q = module(x)
-    q_ref, scales, signs = ref_residual(x.detach().numpy(), 3)
+    scales = ref_greedy_scales(x.detach().numpy(), 3)
     # initialised from the first batch by the greedy fit (float32 parameters: rtol 1e-6)
     np.testing.assert_allclose(module.scales.detach().numpy(), scales, rtol=1e-6)
+    q_ref, signs = ref_nearest_level(x.detach().numpy(), scales)
     np.testing.assert_allclose(q.detach().numpy(), q_ref, rtol=1e-5, atol=1e-6)
     upstream = torch.randn(8, 16, generator=gen)
     q.backward(upstream)
-    # real gradients for the scales: dL/dg_i = sum(upstream * b_i); straight through for x
-    expect = [float((upstream.numpy() * b).sum()) for b in signs]
+    # real gradients for the scales: dL/dg_i = sum(upstream * e_i) (the chosen level's signs);
+    # straight through for x
+    expect = [float((upstream.numpy() * e).sum()) for e in signs]
     np.testing.assert_allclose(module.scales.grad.numpy(), expect, rtol=1e-5)
     np.testing.assert_array_equal(x.grad.numpy(), upstream.numpy())
     # not re-initialised by the next batch; the state survives a state_dict round trip
