@@ -350,6 +350,42 @@ def test_block_log_matches_reference(w, B, size):
         check_grad(fmt, x, blockwise(x.numpy(), size, mask))
 
 
+def snr_db(x: torch.Tensor, q: torch.Tensor) -> float:
+    return float(10 * torch.log10((x.double() ** 2).sum() / ((x.double() - q.double()) ** 2).sum()))
+
+
+@pytest.mark.parametrize("size", [16, 5])
+def test_log_and_block_log_coincide_at_8_bits_where_both_windows_hold_the_data(size):
+    # magnitudes 2^-62 .. 2^62: inside log's 2^-63 .. 2^63 and, as max/min < 2^125, inside every block's
+    # 127-exponent window, so both are 2^round(log2|x|) (the Lab 3 model's tensors lie well inside)
+    gen = torch.Generator().manual_seed(size)
+    x = torch.exp2(torch.rand(9, 40, generator=gen) * 124 - 62) * torch.randn(9, 40, generator=gen).sign()
+    x[0, :7] = 0.0
+    lg, bl = make_format("log", width=8), make_format("block_log", width=8, block_size=size)
+    q = lg.quantize_values(x)
+    assert torch.equal(q, bl.quantize_values(x))
+    check_equal(q, signed(log_ref(np.abs(x.numpy()).astype(np.float64), lg.emin, lg.emax), x.numpy()))
+
+
+def test_block_log_differs_from_log_where_the_window_does_not_fit():
+    # width 8, blocks far outside 2^+-63: log saturates / flushes them, each block's own bias keeps them
+    x = torch.tensor([[3.0 * 2.0 ** 80, 2.0 ** 79, -(2.0 ** 75), 2.0 ** 70],
+                      [3.0 * 2.0 ** -80, -(2.0 ** -82), 2.0 ** -90, 2.0 ** -81]])
+    lg, bl = make_format("log", width=8), make_format("block_log", width=8, block_size=4)
+    check_equal(bl.quantize_values(x), ref_block_log(x.numpy(), 8, 8, 4))
+    assert (lg.quantize_values(x)[0].abs() == 2.0 ** 63).all() and (lg.quantize_values(x)[1] == 0).all()
+    assert (bl.quantize_values(x) != lg.quantize_values(x)).all()
+    # small widths: log's fixed 2^-3 .. 2^3 (width 4) flushes 79% of weight-like values, block_log's
+    # per-block windows keep 98.6% of them
+    w = torch.randn(64, 256, generator=torch.Generator().manual_seed(0)) * 0.05
+    for width, min_gain_db in ((3, 10.0), (4, 8.0)):
+        lg, bl = make_format("log", width=width), make_format("block_log", width=width)
+        ql, qb = lg.quantize_values(w), bl.quantize_values(w)
+        check_equal(qb, ref_block_log(w.numpy(), width, 8, 16))
+        assert snr_db(w, qb) > snr_db(w, ql) + min_gain_db, width
+        assert (qb == 0).float().mean() < (ql == 0).float().mean() - 0.5, width
+
+
 def test_block_minifloat_keeps_small_blocks_precise():
     # the reference flushed every |x| < 1 to zero; here a block of ~1e-3 keeps M+1 significant bits
     x = (torch.rand(8, 64, generator=torch.Generator().manual_seed(0)) + 0.1) * 1e-3
