@@ -94,11 +94,18 @@ class BinaryScalingFormat(NumberFormat):
         return f"{{-alpha, +alpha}}, alpha = mean|x| per {per}, fp32"
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
-        """alpha in float32 (float64 for float64 inputs), as stored."""
-        a = x.detach().to(torch.promote_types(x.dtype, torch.float32)).abs()
+        """alpha in float32 (float64 for float64 inputs), as stored.
+
+        The mean accumulates in float64: a float32 mean of n copies of alpha can be an ulp off alpha,
+        and then quantizing alpha * sign(x) again moved it (not idempotent); in float64 it is exact for
+        float32 (and narrower) inputs. float64 inputs have no wider accumulator: there it can stay an ulp off.
+        """
+        a = x.detach().abs()
         if self.per_channel and x.dim() > 0:
-            return a.mean(dim=-1, keepdim=True)
-        return a.mean()
+            mean = a.mean(dim=-1, keepdim=True, dtype=torch.float64)
+        else:
+            mean = a.mean(dtype=torch.float64)
+        return mean.to(torch.promote_types(x.dtype, torch.float32))
 
     def quantize_values(self, x):
         return (self.scale(x) * _sign(x.detach())).to(x.dtype)
