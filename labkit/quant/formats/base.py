@@ -89,6 +89,11 @@ class NumberFormat:
                             + (f"a tensor of dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__))
         if not (torch.is_grad_enabled() and x.requires_grad):
             return self.quantize_values(x)  # no backward will run: skip computing the STE mask
+        return self.differentiable(x)
+
+    def differentiable(self, x: torch.Tensor) -> torch.Tensor:
+        """x fake-quantized with autograd: the clipped STE of ``pass_mask``. A format computed by another
+        module with its own STE (mxint8) returns that module's result instead, so there is one gradient."""
         return _STE.apply(x, self)
 
     def quantizer(self) -> torch.nn.Module:

@@ -94,11 +94,18 @@ class BinaryScalingFormat(NumberFormat):
         return f"{{-alpha, +alpha}}, alpha = mean|x| per {per}, fp32"
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
-        """alpha in float32 (float64 for float64 inputs), as stored."""
-        a = x.detach().to(torch.promote_types(x.dtype, torch.float32)).abs()
+        """alpha in float32 (float64 for float64 inputs), as stored.
+
+        The mean accumulates in float64: a float32 mean of n copies of alpha can be an ulp off alpha,
+        and then quantizing alpha * sign(x) again moved it (not idempotent); in float64 it is exact for
+        float32 (and narrower) inputs. float64 inputs have no wider accumulator: there it can stay an ulp off.
+        """
+        a = x.detach().abs()
         if self.per_channel and x.dim() > 0:
-            return a.mean(dim=-1, keepdim=True)
-        return a.mean()
+            mean = a.mean(dim=-1, keepdim=True, dtype=torch.float64)
+        else:
+            mean = a.mean(dtype=torch.float64)
+        return mean.to(torch.promote_types(x.dtype, torch.float32))
 
     def quantize_values(self, x):
         return (self.scale(x) * _sign(x.detach())).to(x.dtype)
@@ -115,19 +122,26 @@ class BinaryScalingFormat(NumberFormat):
 @register
 @dataclass(frozen=True)
 class ResidualSignFormat(NumberFormat):
-    """Residual binarization with ``levels`` = L scales g_i (ReBNet): r_0 = x and, for i = 1..L,
-    b_i = sign(r_{i-1}) (sign(0) = +1), r_i = r_{i-1} - |g_i| * b_i; q = sum_i |g_i| * b_i.
+    """Residual binarization with ``levels`` = L scales g_i (ReBNet).
 
     Value set: ``{ sum_i e_i * |g_i| : e_i in {-1, +1} }`` (2^L values, L bits per element), one set of
-    L fp32 scales per tensor. The quantizer module (``quantizer()``) owns the g_i as an ``nn.Parameter``,
-    initialised on its first forward from that data by the greedy fit g_i = mean|r_{i-1}| (the L2-optimal
-    scale of each residual's signs), then trained with its real gradient dq/dg_i = b_i; the forward uses
-    |g_i|, so a step through zero cannot flip a whole tensor. The STE passes x's gradient everywhere
-    (pass_mask None), as for ``binary_scaling``: the levels follow the data, and clipping at the largest
-    level sum|g_i| zeroes the gradient of exactly the largest activations (for L = 2 and Gaussian data the
-    greedy fit gives sum g_i = 1.6 mean|x|, beyond which lie 20% of the values), and with it QAT of
-    quantized activations stalled (tests/test_formats.py's synthetic task stayed at chance; the identity
-    STE learns it). The stateless ``fake_quantize`` uses the greedy scales of its own input.
+    L fp32 scales per tensor. Each value is encoded to the *nearest* level sum (a tie goes to the larger
+    level, so 0 -> the smallest non-negative level, as sign(0) = +1), which makes the quantizer monotone
+    and, the set being symmetric, sign-preserving. ReBNet's greedy encoding (b_i = sign(r_(i-1)),
+    r_i = r_(i-1) - |g_i| b_i) gives the same codes only when each |g_i| exceeds the sum of the later
+    ones; greedy scales need not: with 1% of a Gaussian tensor's values x100, g_2 = 1.04 g_1, and the
+    greedy code sent 87.6% of the elements to the wrong sign (x = 0.1 -> g_1 - g_2 < 0).
+
+    The quantizer module (``quantizer()``) owns the g_i as an ``nn.Parameter``, initialised on its first
+    forward from that data by the greedy fit g_i = mean|r_(i-1)| (the L2-optimal scale of each greedy
+    residual's signs), then trained with its real gradient dq/dg_i = e_i (the chosen level's signs); the
+    forward uses |g_i|, so a step through zero cannot flip a whole tensor. The STE passes x's gradient
+    everywhere (pass_mask None), as for ``binary_scaling``: the levels follow the data, and clipping at
+    the largest level sum|g_i| zeroes the gradient of exactly the largest activations (for L = 2 and
+    Gaussian data the greedy fit gives sum g_i = 1.6 mean|x|, beyond which lie 20% of the values), and
+    with it QAT of quantized activations stalled (tests/test_formats.py's synthetic task stayed at
+    chance; the identity STE learns it). The stateless ``fake_quantize`` uses the greedy scales of its own
+    input, so it is not idempotent (q's own greedy scales differ from x's); for fixed scales it is.
     """
 
     name = "binary_residual_sign"
@@ -150,20 +164,23 @@ class ResidualSignFormat(NumberFormat):
         return torch.stack(scales)
 
     @staticmethod
-    def apply_scales(x: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """q = sum_i g_i * b_i (differentiable in ``scales``) and the signs b_i (constants)."""
-        r = x.detach().to(scales.dtype)
-        q, signs = 0, []
-        # |g|: a scale that an optimizer step pushes through zero must not flip every sign of the tensor
-        for g in scales.abs():
-            b = _sign(r)
-            r = r - g.detach() * b
-            q = q + g * b
-            signs.append(b)
-        return q, signs
+    def apply_scales(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        """x encoded to the nearest level sum of |scales| (differentiable in ``scales``: dq/dg_i = e_i)."""
+        g = scales.abs()  # a scale pushed through zero by an optimizer step must not flip the tensor
+        bits = torch.arange(g.numel(), device=g.device)
+        codes = torch.arange(2 ** g.numel(), device=g.device)
+        signs = (((codes[:, None] >> bits) & 1) * 2 - 1).to(g.dtype)  # (2^L, L): every e in {-1, +1}^L
+        # sorted level sums; negating e negates its sum exactly, so the set is exactly symmetric
+        levels, _ = torch.sort((signs * g).sum(-1))
+        lv = levels.detach()
+        r = x.detach().to(g.dtype)
+        # index of the nearest level: how many midpoints lie at or below r (a tie goes up)
+        idx = torch.searchsorted((lv[1:] + lv[:-1]) / 2, r.contiguous(), right=True)
+        q = levels[idx]  # gathering from `levels` carries d level / d g_i = e_i back to the scales
+        return torch.where(torch.isnan(r), r, q)
 
     def quantize_values(self, x):
-        return self.apply_scales(x, self.greedy_scales(x))[0].to(x.dtype)
+        return self.apply_scales(x, self.greedy_scales(x)).to(x.dtype)
 
     def bits_per_element(self, shape):
         numel = 1
@@ -196,8 +213,8 @@ class ResidualSignQuantizer(torch.nn.Module):
                 self.scales.copy_(self.fmt.greedy_scales(x).to(self.scales.dtype))
                 self.initialized.fill_(True)
         self._ready = True
-        q, _ = self.fmt.apply_scales(x, self.scales)
-        # forward value is exactly q; d/dx = 1 (STE), d/dscales_i = b_i through q
+        q = self.fmt.apply_scales(x, self.scales)
+        # forward value is exactly q; d/dx = 1 (STE), d/dscales_i = e_i through q
         return _Through.apply(x, q.to(x.dtype))
 
     def extra_repr(self):

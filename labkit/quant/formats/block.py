@@ -198,6 +198,13 @@ class BlockLog(NumberFormat):
     exponents t - 2^n + 2 .. t. Block value set: ``{0} U { +-2^e : t - 2^n + 2 <= e <= t }``. Rounding as
     in ``log``: 2^round(log2|x|) in the log domain, |x| below half the block's smallest magnitude flushes
     to zero, saturating at 2^t (only reached by the block max's own rounding or a clamped t).
+
+    Same as ``log`` wherever both windows hold the data: a log element has no mantissa, so the block bias
+    only slides the window of 2^n - 1 exponents, and inside both windows both give 2^round(log2|x|). At
+    width 8 (127 exponents) ``log``'s fixed 2^-63 .. 2^63 already holds every weight and activation of
+    the Lab 3 models (pretrained minilm-l2 weights: 2^-27 .. 2^3), so the two agree bit for bit there
+    (Lab 3's equal 8-bit PTQ accuracy and SNR); they differ where ``log``'s window does not fit: at small
+    widths (width 4: 2^-3 .. 2^3, which flushes most weights) or for blocks beyond 2^+-63.
     """
 
     name = "block_log"

@@ -1,5 +1,8 @@
 """``mxint8``: OCP-microscaling-style int8 groups, computed by the Lab 4 reference in
 ``labkit.kernels.mxint8_ref`` (imported when first used, so this module never depends on it at import).
+
+Values and gradients both come from ``mxint8_ref.fake_quantize_mxint8``: this module only pads ragged
+groups and reshapes, so ``make_format("mxint8")`` and ``kernels.fake_quantize_mxint8`` cannot drift apart.
 """
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ import torch
 from ._util import blocks_per_element, check_range
 from .base import NumberFormat, register
 
-MANTISSA_MAX = 127
 SHARED_BITS = 8
 
 
@@ -19,23 +21,26 @@ def _ref():
     try:
         from labkit.kernels import mxint8_ref
     except ImportError as err:
-        raise ImportError("the mxint8 format computes with labkit.kernels.mxint8_ref (quantize_mxint8, "
-                          f"dequantize_mxint8, fake_quantize_mxint8), which did not import: {err}") from err
+        raise ImportError("the mxint8 format computes with labkit.kernels.mxint8_ref "
+                          f"(fake_quantize_mxint8), which did not import: {err}") from err
     return mxint8_ref
 
 
-def _as_groups(x: torch.Tensor, group_size: int) -> tuple[torch.Tensor, int]:
-    """x as float32 rows ``(-1, n_padded)``, the last dim zero-padded to a multiple of ``group_size``.
+def _through_reference(x: torch.Tensor, group_size: int) -> torch.Tensor:
+    """The reference's fake quantization of x as rows ``(-1, n_padded)``, the last dim zero-padded to a
+    multiple of ``group_size``; differentiable (pad, reshape and slice pass gradients unchanged).
 
     The reference needs group_size to divide the last dimension; zeros never raise a group's max, so a
     ragged last group quantizes exactly as a group of its own elements would.
     """
     # explicit row count, not -1: reshape cannot infer -1 for a tensor with no elements
     rows = math.prod(x.shape[:-1]) if x.dim() >= 2 else 1
-    flat = x.detach().float().reshape(rows, x.shape[-1] if x.dim() else 1)
+    flat = x.reshape(rows, x.shape[-1] if x.dim() else 1)
     n = flat.shape[-1]
     pad = (-n) % group_size
-    return (torch.nn.functional.pad(flat, (0, pad)) if pad else flat), n
+    if pad:
+        flat = torch.nn.functional.pad(flat, (0, pad))
+    return _ref().fake_quantize_mxint8(flat, group_size)[..., :n].reshape(x.shape)
 
 
 @register
@@ -48,7 +53,7 @@ class MXInt8Format(NumberFormat):
     E = the group max's float exponent, m = sign * clamp(round(|x| / 2^(E-127) * 64), 0, 127), so the
     group max uses the full 7 magnitude bits and saturates at 127 only by rounding. Ragged last groups
     are zero-padded (the reference itself needs group_size to divide the last dimension). STE: the
-    gradient passes where |x| <= 127.5 * 2^(E-127) / 64 (the top rounding cell), zero beyond.
+    reference's, identity everywhere (see ``mxint8_ref.fake_quantize_mxint8``).
     Bits per element: 8 + 8 * ceil(n / group_size) / n for a last dimension n.
     """
 
@@ -63,18 +68,11 @@ class MXInt8Format(NumberFormat):
                 "float32 exponent field (uint8)")
 
     def quantize_values(self, x):
-        rows, n = _as_groups(x, self.group_size)
-        q = _ref().fake_quantize_mxint8(rows, self.group_size)
-        return q[..., :n].reshape(x.shape).to(x.dtype)
+        with torch.no_grad():
+            return _through_reference(x.detach(), self.group_size)
 
-    def pass_mask(self, x):
-        rows, n = _as_groups(x, self.group_size)
-        _, e = _ref().quantize_mxint8(rows, self.group_size)
-        groups = rows.shape[1] // self.group_size
-        scale = torch.exp2(e.to(torch.float64).reshape(rows.shape[0], groups, 1) - 127) / 64
-        grouped = rows.to(torch.float64).reshape(rows.shape[0], groups, self.group_size).abs()
-        inside = (grouped <= (MANTISSA_MAX + 0.5) * scale).reshape(rows.shape)
-        return inside[..., :n].reshape(x.shape)
+    def differentiable(self, x):
+        return _through_reference(x, self.group_size)
 
     def bits_per_element(self, shape):
         return 8.0 + SHARED_BITS * blocks_per_element(shape, self.group_size)
