@@ -3,7 +3,7 @@ concurrent workers (N per GPU, any number of machines), a result cache, progress
 from .cache import ResultCache, config_key
 from .curves import band, best_so_far
 from .objectives import MODES, NASObjective
-from . import plan
+from . import plan, precision
 from .plan import LAB_SEARCHES, OBJECTIVES, StudyPlan, register_objective
 from .run import resolve_workers, run_studies, run_study
 from .samplers import SAMPLERS, grid_order, grid_points, make_sampler, worker_seed

@@ -39,8 +39,11 @@ def default_url(name: str = "lab2") -> str:
 def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_period: int = 90,
                  max_retry: int = MAX_RETRIES):
     url = url or default_url()
+    if isinstance(url, optuna.storages.BaseStorage):
+        return url
     if not isinstance(url, str):
-        return url  # already a storage
+        raise TypeError(f"storage must be a URL string (journal:PATH, postgresql://..., sqlite:///...) or an "
+                        f"Optuna storage, got {url!r}")
     if url.startswith("journal:"):
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
