@@ -29,13 +29,15 @@ RANGES = {
         "lora_rank", "lora_alpha", "lora_lr",                                                 # lab0
         "widths", "qat_epochs", "prune_epochs", "finetune_lr",                                # lab1
         "trials", "compression_trials", "post_epochs", "post_lr", "quant_width",              # lab2
-        "format_width", "qat_lr", "snr_widths",                                               # lab3
+        "format_width", "qat_lr", "snr_widths", "search_trials", "format_trials", "cost_trials",  # lab3
+        "pareto_trials", "front_qat",
         "threads", "compile_batch", "compile_image", "compile_repeats", "compile_timeout_s",  # lab4_perf
         "small_batch", "small_image", "small_timeout_s", "sdpa_batch", "sdpa_heads", "sdpa_head_dim",
         "sdpa_seqs", "sdpa_profile_seq", "sdpa_repeats",
         "group_size", "bench_sizes", "bench_groups", "bench_reps", "memory_batch", "memory_seq",  # lab4_mxint8
         "big_hidden", "big_layers", "big_heads", "big_intermediate"), _POSITIVE),
-    **dict.fromkeys(("seed", "seeds", "workers", "compile_warmup", "sdpa_warmup"), _NON_NEGATIVE),
+    **dict.fromkeys(("seed", "seeds", "search_seed", "workers", "lambdas", "compile_warmup", "sdpa_warmup"),
+                    _NON_NEGATIVE),
     **dict.fromkeys(("lora_dropout", "sparsities", "prune_sparsity"), _FRACTION),
     "table_exponent": (0, True, 255, True),  # a uint8 exponent field
 }

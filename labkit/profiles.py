@@ -75,11 +75,21 @@ _LABS: dict[str, dict[str, dict]] = {
     # full: 256 tokens and a quarter epoch of QAT per format keep 11 formats x (2 evals of 25k + QAT) at an
     # estimated 3-4 minutes on an H100 (from memory traffic; not yet timed); the SFT model is trained at
     # 256 tokens too, so the fp32 baseline matches. quick: ~8 min measured on 2 busy CPU cores.
+    # Lab 3 search (labkit.search.lab3): trials of the per-layer integer search and of the all-formats search
+    # (search_trials), of each per-format search (format_trials), of each cost search (one per lambda, in
+    # accuracy per average weight bit), of the multi-objective search (pareto_trials); front_qat front
+    # configurations get qat_epochs of QAT. Trials are PTQ evaluations (full: 25k reviews, seconds on a GPU).
     "lab3": {
-        "smoke": dict(test_size=32, format_width=8, qat_epochs=0.5, qat_lr=3e-4, snr_widths=[8]),
-        "quick": dict(test_size=200, format_width=8, qat_epochs=0.1, qat_lr=1e-4, snr_widths=[2, 4, 6, 8]),
+        "smoke": dict(test_size=32, format_width=8, qat_epochs=0.5, qat_lr=3e-4, snr_widths=[8],
+                      search_trials=3, format_trials=2, cost_trials=2, lambdas=[0.01], pareto_trials=4,
+                      front_qat=1, search_seed=0, storage=None, workers=0, mps=False),
+        "quick": dict(test_size=200, format_width=8, qat_epochs=0.1, qat_lr=1e-4, snr_widths=[2, 4, 6, 8],
+                      search_trials=12, format_trials=6, cost_trials=10, lambdas=[0.002, 0.01], pareto_trials=24,
+                      front_qat=2, search_seed=0, storage=None, workers=0, mps=False),
         "full": dict(max_length=256, format_width=8, qat_epochs=0.25, qat_lr=5e-5,
-                     snr_widths=[2, 3, 4, 5, 6, 7, 8]),
+                     snr_widths=[2, 3, 4, 5, 6, 7, 8], search_trials=40, format_trials=25, cost_trials=30,
+                     lambdas=[0.001, 0.003, 0.01, 0.03], pareto_trials=100, front_qat=4, search_seed=0,
+                     storage=None, workers=0, mps=False),
     },
     # Labs that do not train on IMDb set "imdb": False and get none of the common keys.
     # Lab 4 parts 1-2 (labkit.perf). A value may be {"cpu": ..., "cuda": ...} (per measured device).

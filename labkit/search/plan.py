@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from .samplers import SAMPLERS
 
 # Objective factories: name -> "module:function"; factory(settings, **options) -> callable(trial) -> float.
-OBJECTIVES = {"lab2": "labkit.search.objectives:lab2_objective"}
+OBJECTIVES = {"lab2": "labkit.search.objectives:lab2_objective", "lab3": "labkit.search.precision:lab3_objective"}
 # Labs whose searches `labkit search worker LAB` runs: "module:function"(settings, storage, progress, workers,
 # first_worker).
-LAB_SEARCHES = {"lab2": "labkit.search.lab2:run_all"}
+LAB_SEARCHES = {"lab2": "labkit.search.lab2:run_all", "lab3": "labkit.search.lab3:run_all"}
 IN_PROCESS = "in-process"  # a callable handed to run_study directly: runs in that process only
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+import warnings
 from pathlib import Path
 
 import optuna
@@ -20,10 +21,20 @@ from .. import recipes, train
 from ..quant import average_bits, make_format, quantize
 from ..quant.study import BINARY, ROLES, flat_config
 from .cache import cached_or_run, config_key
-from .objectives import trial_settings
+from .objectives import trial_settings as _lab2_trial_settings
+
+# The settings that determine one Lab 3 measurement: the SFT model, the test batches, QAT.
+MEASURE_KEYS = tuple(dict.fromkeys(recipes.SFT_KEYS + recipes.DATA_KEYS + ("qat_epochs", "qat_lr")))
+
+
+def trial_settings(s: dict) -> dict:
+    """What the cache key holds of the settings (trial counts, lambdas and the like are left out, so a
+    longer or differently weighted search reuses every measurement)."""
+    return _lab2_trial_settings({k: s[k] for k in MEASURE_KEYS if k in s})
 
 # Each format's searched parameters: natural ranges (integer: the sheet's width x frac). A choice a
-# format rejects for a given width (e.g. exponent bits >= width - 1) is never sampled: see ``_valid``.
+# format rejects for a given width (more exponent bits than the width holds) is cut to the widest valid
+# one: see ``_effective``.
 FORMAT_SPACE: dict[str, dict[str, list]] = {
     "integer": {"width": [8, 16, 32], "frac_width": [2, 4, 8]},
     "minifloat_denorm": {"width": [4, 5, 6, 8], "exponent_width": [2, 3, 4]},
@@ -53,19 +64,22 @@ def check_formats(formats) -> list[str]:
     return formats
 
 
-def _valid(name: str, params: dict) -> bool:
-    """Whether a sampled parameter set is a format the registry accepts (exponent bits leave a mantissa)."""
-    if "exponent_width" in params and name in ("minifloat_denorm", "minifloat_ieee", "block_minifloat"):
-        return params["exponent_width"] <= params["width"] - 2
-    return True
+# Bits a format needs beside its exponent field: sign + at least one mantissa bit (denorm), sign (IEEE-style).
+_NON_EXPONENT_BITS = {"minifloat_denorm": 2, "minifloat_ieee": 1, "block_minifloat": 1}
+
+
+def _effective(name: str, params: dict) -> dict:
+    """The format a sampled parameter set means: an exponent field wider than the width allows is cut to
+    the widest valid one (so every sample is a real format and no trial is thrown away)."""
+    if name in _NON_EXPONENT_BITS:
+        params = {**params, "exponent_width": min(params["exponent_width"], params["width"] - _NON_EXPONENT_BITS[name])}
+    return params
 
 
 def sample_layer(trial: optuna.Trial, layer: str, formats: list[str]) -> tuple[str, dict]:
     name = formats[0] if len(formats) == 1 else trial.suggest_categorical(f"{layer}:format", formats)
     params = {k: trial.suggest_categorical(f"{layer}:{name}.{k}", v) for k, v in FORMAT_SPACE[name].items()}
-    if not _valid(name, params):
-        raise optuna.TrialPruned(f"{layer}: {name} {params} leaves no mantissa bit")
-    return name, {**FIXED.get(name, {}), **params}
+    return name, {**FIXED.get(name, {}), **_effective(name, params)}
 
 
 def layer_config(name: str, params: dict) -> dict:
@@ -95,7 +109,7 @@ def params_of(config: dict[str, tuple[str, dict]], formats: list[str]) -> dict:
 
 def uniform(layers: list[str], name: str, **params) -> dict[str, tuple[str, dict]]:
     """Every layer in one format (``params`` fill the searched ones; defaults: each range's largest)."""
-    chosen = {k: params.get(k, v[-1]) for k, v in FORMAT_SPACE[name].items()}
+    chosen = _effective(name, {k: params.get(k, v[-1]) for k, v in FORMAT_SPACE[name].items()})
     return {layer: (name, {**FIXED.get(name, {}), **chosen}) for layer in layers}
 
 
@@ -145,6 +159,13 @@ class PrecisionObjective:
         return cached_or_run(trial, self.cache, key, lambda: self._measure(trial, config), from_attrs=self.value)
 
     def _measure(self, trial: optuna.Trial, config: dict):
+        with warnings.catch_warnings():
+            # A format warns when most values fall outside its range; a search samples such configurations
+            # on purpose, and the measured accuracy records what they cost.
+            warnings.filterwarnings("ignore", message=".*flush to zero or saturate.*", category=RuntimeWarning)
+            return self._measure_quietly(trial, config)
+
+    def _measure_quietly(self, trial: optuna.Trial, config: dict):
         start = time.perf_counter()
         model = quantize(copy.deepcopy(self.base), selection(config), inplace=True).model
         for layer, (name, params) in config.items():  # what was built must be what was sampled

@@ -54,7 +54,7 @@ def ensure_study(storage, plan: StudyPlan) -> optuna.Study:
         return study
     study.set_user_attr("plan", json.loads(plan.to_json()))
     study.set_user_attr("sampler", plan.sampler)
-    if plan.queue_only:
+    if plan.sampler == "grid":
         for params in grid_order(plan.grid, plan.seed)[: plan.n_trials]:
             study.enqueue_trial(params)
     for params in plan.enqueue:

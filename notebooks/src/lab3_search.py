@@ -1,0 +1,192 @@
+# %% [markdown]
+# # Lab 3 (part 2): mixed-precision search over formats and widths
+#
+# Lab 3's task is a search: for every Linear layer of the fine-tuned classifier, choose a number format and
+# its widths, and find how accuracy trades against bits. Each trial quantizes the model per its per-layer
+# configuration (input, weight and bias of a layer in the layer's format; the binary family keeps biases in
+# fp32) and evaluates it without training (PTQ); the best trade-offs then get a short QAT.
+#
+# - **Task 1**: the sheet's per-layer integer search: width in {8, 16, 32} and frac width in {2, 4, 8} per
+#   layer, TPE, best-so-far accuracy.
+# - **Task 2**: one search per format (every Linear in that format, its own parameters per layer: minifloat
+#   exponent widths, block sizes, ...; fixed-width formats have one configuration) and one over all formats,
+#   with the format counts of its best trial.
+# - **Cost**: accuracy - lambda x average weight bits (labkit's bit accounting: what is stored, shared
+#   exponents and fp32 scales included), for a few lambdas; and a multi-objective search (accuracy up,
+#   average weight bits down) whose Pareto front is drawn beside the uniform-format points.
+#
+# The studies run on the same engine as Lab 2 (`runs/optuna/lab3.journal`, concurrent workers, resumable;
+# a configuration measured once is reused by every study, whatever it optimises). Part 1
+# (`lab3_formats`) checks each format alone; run it first on a new machine, it trains the SFT model.
+
+# %% tags=["parameters"]
+PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
+OVERRIDES = {}     # any setting of the profile, e.g. {"pareto_trials": 200, "workers": 4}
+
+# %%
+import time
+
+import matplotlib.pyplot as plt
+import optuna
+
+from labkit import recipes, search, train
+from labkit.answers import lab3 as answers
+from labkit.profiles import lab_settings
+from labkit.report import say, table
+from labkit.results import provenance, save_figure
+from labkit.search import lab3
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+S = lab_settings("lab3", PROFILE, **OVERRIDES)
+print(S)
+print("device:", provenance()["device"])
+dl = recipes.loaders(S)
+base, sft = recipes.finetuned_model(S, dl)  # cached after part 1; workers load it from the cache
+fp32 = train.evaluate(base, dl.test, device=S["device"], progress=False)["accuracy"]
+layers = search.precision.linear_layers(base)
+storage = S["storage"] or lab3.default_storage(S)
+workers = search.resolve_workers(S["workers"] or "auto")
+n_test = dl.sizes["test"]
+say(f"Base: the SFT model, fp32 accuracy **{fp32:.4f}** on {n_test:,} test reviews; {len(layers)} Linear layers "
+    f"searched. Studies in `{storage}` (tag `{lab3.study_tag(S)}`), {workers} worker process(es).")
+
+# %% [markdown]
+# ## The searches
+#
+# All of them are handed to the workers at once (each worker takes the study with the fewest running trials),
+# then the QAT of the front follows.
+
+# %%
+start = time.time()
+plans = lab3.phase1_plans(S, layers)
+done = search.run_studies(list(plans.values()), storage=storage, workers=workers, desc="Lab 3 search", mps=S["mps"])
+studies = {role: done[p.name] for role, p in plans.items()}
+search_seconds = time.time() - start
+
+
+def completed(study):
+    return [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+
+
+# %% [markdown]
+# ## Task 1: per-layer integer widths
+
+# %%
+int_study = studies["integer"]
+int_curve = search.best_so_far(int_study, key="accuracy", limit=S["search_trials"])
+best_int = int_study.best_trial
+widths = {answers.short(layer): best_int.params[f"{layer}:integer.width"] for layer in layers}
+fracs = {answers.short(layer): best_int.params[f"{layer}:integer.frac_width"] for layer in layers}
+uniform_trials = {next(iter(t.user_attrs["formats"])): t for t in completed(studies["uniform"])}  # one format each
+say(table([{"layer": k, "width": widths[k], "frac": fracs[k]} for k in widths]))
+fig, ax = plt.subplots(figsize=(6.5, 4))
+ax.plot(range(1, len(int_curve) + 1), int_curve, marker="o", ms=3, label="per-layer integer (TPE)")
+ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
+if "integer" in uniform_trials:
+    ax.axhline(uniform_trials["integer"].values[0], color="grey", ls="--", label="int8, frac 4, every layer")
+ax.set_xlabel("trial")
+ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+ax.set_ylabel("best accuracy so far")
+ax.set_title("Task 1: per-layer integer width and frac width")
+ax.legend(loc="lower right")
+save_figure(fig, "lab3", "search_integer", {
+    "best_so_far": int_curve, "best": best_int.user_attrs["accuracy"], "widths": widths, "fracs": fracs,
+    "fp32": fp32, "trials": [{"number": t.number, **t.user_attrs} for t in completed(int_study)]}, S)
+
+# %% [markdown]
+# ## Task 2: one search per format, and all formats together
+
+# %%
+per_format, curves = {}, {}
+for name in search.precision.FORMAT_SPACE:
+    st = studies[f"format:{name}"]
+    curves[name] = search.best_so_far(st, key="accuracy", limit=S["format_trials"])
+    best = max(completed(st), key=lambda t: t.user_attrs["accuracy"])
+    per_format[name] = {"best": best.user_attrs["accuracy"], "bits": best.user_attrs["weight_bits"],
+                        "trials": len(curves[name])}
+all_best = studies["all"].best_trial
+all_formats = {"best": all_best.user_attrs["accuracy"], "bits": all_best.user_attrs["weight_bits"],
+               "counts": all_best.user_attrs["formats"]}
+curves["all formats"] = search.best_so_far(studies["all"], key="accuracy", limit=S["search_trials"])
+rows = answers.format_rows(per_format, fp32)
+say(table(rows))
+fig, ax = plt.subplots(figsize=(7.5, 4.5))
+for name, ys in curves.items():
+    ax.plot(range(1, len(ys) + 1), ys, marker="o" if len(ys) > 1 else "s", ms=3,
+            lw=2.5 if name == "all formats" else 1.2, label=name)
+ax.axhline(fp32, color="k", ls=":", label="fp32")
+ax.set_xlabel("trial")
+ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+ax.set_ylabel("best accuracy so far")
+ax.set_title("Task 2: per-format searches (fixed-width formats: one configuration)")
+ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+save_figure(fig, "lab3", "search_formats", {"best_so_far": curves, "rows": rows, "all_formats": all_formats,
+                                            "fp32": fp32}, S)
+
+# %% [markdown]
+# ## Cost: accuracy - lambda x bits, and the Pareto front
+
+# %%
+per_lambda = {}
+for lam in S["lambdas"]:
+    t = studies[f"cost:{lam:g}"].best_trial
+    per_lambda[lam] = {"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"],
+                       "counts": t.user_attrs["formats"]}
+crows = answers.cost_rows(per_lambda)
+say(table(crows))
+
+candidates = lab3.qat_candidates(studies["pareto"], S["front_qat"])
+qplan = lab3.qat_plan(S, candidates)
+start = time.time()
+qat_study = search.run_studies([qplan], storage=storage, workers=workers, desc="Lab 3 QAT of the front",
+                               mps=S["mps"])[qplan.name]
+qat_seconds = time.time() - start
+
+
+def point(t):
+    return {"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"],
+            "formats": t.user_attrs["formats"], "ptq": t.user_attrs["accuracy_ptq"]}
+
+
+front = [point(t) for t in lab3.front(studies["pareto"])]
+uniform = [{"format": name, **point(t)} for name, t in uniform_trials.items()]
+qat = [point(t) for t in completed(qat_study)]
+fig, ax = plt.subplots(figsize=(7.5, 4.8))
+cloud = [point(t) for t in completed(studies["pareto"])]
+ax.scatter([p["bits"] for p in cloud], [p["accuracy"] for p in cloud], s=8, color="0.75", label="trials (PTQ)")
+ax.step([p["bits"] for p in front], [p["accuracy"] for p in front], where="post", marker="o", ms=4,
+        label="Pareto front (PTQ)")
+for u in uniform:
+    ax.scatter(u["bits"], u["accuracy"], marker="x", color="C3", zorder=3)
+    ax.annotate(u["format"], (u["bits"], u["accuracy"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+for q in qat:
+    ax.annotate("", xy=(q["bits"], q["accuracy"]), xytext=(q["bits"], q["ptq"]),
+                arrowprops=dict(arrowstyle="->", color="C2"))
+ax.scatter([q["bits"] for q in qat], [q["accuracy"] for q in qat], marker="*", s=80, color="C2", zorder=4,
+           label="front after QAT")
+ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
+ax.set_xscale("log", base=2)
+ax.set_xlabel("average weight bits (log scale)")
+ax.set_ylabel("accuracy")
+ax.set_title("Accuracy vs average weight bits: mixed formats (front) and uniform formats (x)")
+ax.legend(fontsize=7, loc="lower right")
+save_figure(fig, "lab3", "search_pareto", {
+    "front": front, "uniform": uniform, "qat": qat, "cost": crows, "fp32": fp32, "search_seconds": search_seconds,
+    "qat_seconds": qat_seconds, "front_configs": [t.params for t in lab3.front(studies["pareto"])]}, S)
+say(table([{"bits": p["bits"], "accuracy": p["accuracy"],
+            "formats": ", ".join(f"{k} x{v}" for k, v in p["formats"].items())} for p in front]))
+
+# %% [markdown]
+# ## Answers from the numbers
+
+# %%
+say("- **Task 1.** " + answers.integer_answer(best_int.user_attrs["accuracy"], fp32, len(int_curve),
+                                              uniform_trials["integer"].values[0] if "integer" in uniform_trials
+                                              else None, n_test, widths))
+say("- **Task 2.** " + answers.formats_answer(rows, fp32, n_test, all_formats))
+say("- **Cost.** " + answers.cost_answer(crows))
+say("- **Pareto front.** " + answers.pareto_answer(front, uniform, qat, fp32, n_test))
+trials = sum(len(st.trials) for st in list(studies.values()) + [qat_study])
+cached = sum(bool(t.user_attrs.get("cached")) for st in list(studies.values()) + [qat_study] for t in st.trials)
+say(f"- **Cost of the search.** {search_seconds / 60:.1f} min for the searches and {qat_seconds / 60:.1f} min for "
+    f"the QAT here, with {workers} worker(s); {cached} of {trials} trials reused a measured configuration.")

@@ -1,0 +1,108 @@
+"""Lab 3's mixed-precision search: the sampled per-layer config is what the model holds, the objectives
+are computed from the model actually built, measurements are shared through the cache, and a
+multi-objective study resumes."""
+import copy
+
+import optuna
+import pytest
+import torch
+
+from labkit import models, profiles, recipes, search
+from labkit.quant import QuantLinear, average_bits, make_format, quantize
+from labkit.search import precision
+from labkit.search.precision import FORMAT_SPACE, PrecisionObjective
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    s = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
+    torch.manual_seed(0)
+    base = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    return s, recipes.loaders(s), base
+
+
+def sampled_configs(layers, formats, n, seed=0):
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for _ in range(n):
+        yield precision.sample_config(study.ask(), layers, formats)
+
+
+def test_every_sampled_config_is_what_the_model_holds(setup):
+    _, _, base = setup
+    layers = precision.linear_layers(base)
+    seen = set()
+    for config in sampled_configs(layers, list(FORMAT_SPACE), 30):
+        model = quantize(copy.deepcopy(base), precision.selection(config), inplace=True).model
+        for layer, (name, params) in config.items():
+            q = model.get_submodule(layer)
+            assert isinstance(q, QuantLinear)
+            fmt = make_format(name, **params)
+            assert q.config.weight == fmt and q.config.data_in == fmt  # format and widths read back
+            assert (q.config.bias is None) == (name in ("binary", "binary_scaling", "binary_residual_sign"))
+            for key, choices in FORMAT_SPACE[name].items():
+                assert getattr(fmt, key) in choices or key == "exponent_width"
+            seen.add(name)
+        assert set(dict(model.named_modules())) == set(dict(base.named_modules())) | {
+            f"{layer}.{q}" for layer in layers for q in ("q_data_in", "q_weight", "q_bias")
+            if getattr(model.get_submodule(layer), q) is not None}
+    assert seen == set(FORMAT_SPACE)  # 30 random configs of 4 layers cover every format
+
+
+def test_an_exponent_wider_than_the_width_allows_is_cut_not_pruned():
+    study = optuna.create_study()
+    study.enqueue_trial({"l:format": "minifloat_denorm", "l:minifloat_denorm.width": 4,
+                         "l:minifloat_denorm.exponent_width": 4})
+    name, params = precision.sample_layer(study.ask(), "l", list(FORMAT_SPACE))
+    assert (name, params["width"], params["exponent_width"]) == ("minifloat_denorm", 4, 2)
+    make_format(name, **params)  # valid
+
+
+def test_objectives_are_computed_from_the_model_actually_built(setup, tmp_path):
+    s, dl, base = setup
+    layers = precision.linear_layers(base)
+    storage = search.make_storage(f"journal:{tmp_path / 'p.journal'}")
+    results = {}
+    for objective, directions in (("cost", ["maximize"]), ("pareto", ["maximize", "minimize"])):
+        obj = PrecisionObjective(dl, s, base, formats=["integer", "block_fp", "binary"], objective=objective,
+                                 lam=0.01)
+        obj.cache = search.ResultCache(storage)
+        study = optuna.create_study(study_name=objective, storage=storage, directions=directions,
+                                    sampler=optuna.samplers.RandomSampler(seed=1))
+        study.optimize(obj, n_trials=3)
+        results[objective] = study
+        for t in study.trials:
+            config = {layer: precision.sample_layer(optuna.trial.FixedTrial(t.params), layer, obj.formats)
+                      for layer in layers}
+            model = quantize(copy.deepcopy(base), precision.selection(config), inplace=True).model
+            bits = average_bits(model)["weight_bits"]
+            assert t.user_attrs["weight_bits"] == pytest.approx(bits, rel=1e-12)
+            from labkit import train
+
+            acc = train.evaluate(model, dl.test, device="cpu", progress=False)["accuracy"]
+            assert t.user_attrs["accuracy"] == acc
+            expected = [acc - 0.01 * bits] if objective == "cost" else [acc, bits]
+            assert t.values == pytest.approx(expected, rel=1e-12)
+    # the same three configurations (same sampler seed): the Pareto study measured nothing again
+    assert all(t.user_attrs.get("cached") for t in results["pareto"].trials)
+
+
+def test_a_multi_objective_study_resumes(setup, tmp_path, monkeypatch):
+    s, dl, base = setup
+    monkeypatch.setattr(precision, "_BASE", {})
+    url = f"journal:{tmp_path / 'mo.journal'}"
+    plan = dict(name="mo", objective="in-process", settings={}, sampler="tpe", seed=0,
+                directions=["maximize", "minimize"])
+
+    def objective():
+        return PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), objective="pareto")
+
+    first = search.run_studies([search.StudyPlan(**plan, n_trials=3)], storage=url, progress=False,
+                               objectives={"mo": objective()})["mo"]
+    before = {t.number: t.values for t in first.trials}
+    again = search.run_studies([search.StudyPlan(**plan, n_trials=5)], storage=url, progress=False,
+                               objectives={"mo": objective()})["mo"]
+    done = [t for t in again.trials if t.state.name == "COMPLETE"]
+    assert len(done) == 5 and all(again.trials[n].values == v for n, v in before.items())
+    assert again.best_trials  # a Pareto front
