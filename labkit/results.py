@@ -54,6 +54,10 @@ def versions() -> dict:
             out[lib] = metadata.version(lib)
         except metadata.PackageNotFoundError:
             out[lib] = None
+    if out.get("labkit") is None:  # run from a copy on PYTHONPATH (e.g. a GPU machine), not installed
+        from . import __version__
+
+        out["labkit"] = __version__
     out["cuda"] = torch.version.cuda
     return out
 

@@ -28,3 +28,16 @@ def test_full_profile_writes_to_lab_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
     path = results.save_results("labY", "n", {"x": 1}, {"profile": "full"})
     assert path == tmp_path / "labY" / "n.json"
+
+
+def test_git_commit_is_real_or_given_never_a_placeholder(monkeypatch, tmp_path):
+    from labkit import results, settings
+
+    sha = results.git_commit()
+    assert sha is None or (len(sha.split("+")[0]) == 40 and sha.split("+")[1:] in ([], ["dirty"]))
+    monkeypatch.setenv("LABKIT_COMMIT", "0123abc")
+    assert results.git_commit() == "0123abc" and results.provenance()["git_commit"] == "0123abc"
+    monkeypatch.delenv("LABKIT_COMMIT")
+    monkeypatch.setattr(settings, "REPO_ROOT", tmp_path)  # a copy without git: None, not "HEAD"
+    assert results.git_commit() is None
+    assert results.versions()["labkit"]  # the package's own version even when not installed
