@@ -5,6 +5,7 @@ tokenisation is cached on disk by ``datasets`` (its fingerprint covers the token
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import warnings
 from pathlib import Path
@@ -124,6 +125,16 @@ def tokenize(dsd: datasets.DatasetDict, tokenizer, max_length: int = 512) -> dat
 
     return dsd.map(encode, batched=True, remove_columns=dsd["train"].column_names,
                    desc=f"tokenize (max_length={max_length})")
+
+
+@contextlib.contextmanager
+def quiet():
+    """No ``datasets`` progress bars inside (a worker's or launcher's bars are noise in a log or notebook)."""
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        datasets.enable_progress_bars()
 
 
 def sort_by_length(ds: datasets.Dataset) -> datasets.Dataset:

@@ -28,6 +28,21 @@ class Loaders:
     sizes: dict
 
 
+def tokenized(s: dict):
+    """(tokenizer, tokenised splits, test split sorted by length) for settings ``s``; ``datasets`` caches
+    them on disk, so a call here before starting worker processes saves each of them the work."""
+    tok = models.load_tokenizer(s["model"])
+    splits = data.imdb_splits(s["train_size"], s["test_size"], seed=s["seed"])
+    enc = data.tokenize(splits, tok, s["max_length"])
+    return tok, enc, data.sort_by_length(enc["test"])  # evaluation batches then carry little padding
+
+
+def prepare_data(s: dict) -> None:
+    """Tokenise once (quietly) in a launcher, so worker processes only read the cache."""
+    with data.quiet():
+        tokenized(s)
+
+
 def loaders(s: dict, lean: bool = True) -> Loaders:
     """Tokenised train (shuffled with ``s["seed"]``) and test (sorted by length) batches for settings ``s``.
 
@@ -35,10 +50,7 @@ def loaders(s: dict, lean: bool = True) -> Loaders:
     gathered there (``labkit.batches``); ``lean=False``: collating DataLoaders (worker processes on CUDA).
     Both give the same batches in the same order.
     """
-    tok = models.load_tokenizer(s["model"])
-    splits = data.imdb_splits(s["train_size"], s["test_size"], seed=s["seed"])
-    enc = data.tokenize(splits, tok, s["max_length"])
-    test = data.sort_by_length(enc["test"])  # evaluation batches then carry little padding
+    tok, enc, test = tokenized(s)
     eval_batch = s.get("eval_batch_size") or 2 * s["batch_size"]  # no gradients: a larger batch fits
     sizes = {"train": len(enc["train"]), "test": len(enc["test"])}
     dev = train.pick_device(s["device"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import recipes, train
+from .. import data, recipes, train
 from ..compress import compress
 from ..models import count_parameters
 from .cache import cached_or_run, config_key
@@ -115,13 +115,11 @@ def lab2_objective(settings: dict, **options) -> NASObjective:
     """The registered ``"lab2"`` objective factory: loaders built once per process and settings."""
     key = json.dumps({k: settings[k] for k in recipes.DATA_KEYS if k in settings}, sort_keys=True)
     if key not in _LOADERS:
-        import datasets
-
-        datasets.disable_progress_bars()  # a worker's tokenising bars are noise in the notebook or log
-        try:
+        with data.quiet():  # a worker's tokenising bars are noise in the notebook or log
             _LOADERS[key] = recipes.loaders(settings)
-        finally:
-            datasets.enable_progress_bars()
     if options.get("best_dir"):
         options = {**options, "best_dir": Path(options["best_dir"])}
     return NASObjective(_LOADERS[key], settings, **options)
+
+
+lab2_objective.prepare = recipes.prepare_data

@@ -90,5 +90,19 @@ def resolve_objective(name: str):
         raise KeyError(f"objective {name!r}: cannot import {target!r} ({err})") from err
 
 
+def prepare(plans: list[StudyPlan]) -> None:
+    """Run each objective factory's ``prepare(settings)`` (if it has one) once per distinct settings, in
+    this process, before workers start (e.g. tokenise the data once instead of in every worker)."""
+    done = set()
+    for plan in plans:
+        if plan.objective == IN_PROCESS:
+            continue
+        factory = resolve_objective(plan.objective)
+        key = (plan.objective, json.dumps(plan.settings, sort_keys=True, default=str))
+        if hasattr(factory, "prepare") and key not in done:
+            factory.prepare(plan.settings)
+            done.add(key)
+
+
 def build_objective(plan: StudyPlan):
     return resolve_objective(plan.objective)(plan.settings, **plan.options)

@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import recipes, train
+from .. import data, recipes, train
 from ..quant import average_bits, make_format, quantize
 from ..quant.study import BINARY, ROLES, flat_config
 from .cache import cached_or_run, config_key
@@ -200,17 +200,15 @@ def lab3_objective(settings: dict, **options) -> PrecisionObjective:
     """
     key = json.dumps({k: settings[k] for k in recipes.DATA_KEYS if k in settings}, sort_keys=True)
     if key not in _BASE:
-        import datasets
-
         path = recipes.checkpoint_path(settings)
         if not Path(path).is_file():
             raise FileNotFoundError(f"the SFT model for these settings is not cached ({path}); run "
                                     "labkit.recipes.finetuned_model(settings) once before starting workers")
-        datasets.disable_progress_bars()
-        try:
+        with data.quiet():
             dl = recipes.loaders(settings)
-        finally:
-            datasets.enable_progress_bars()
         _BASE[key] = (dl, recipes.finetuned_model(settings, dl)[0])
     dl, base = _BASE[key]
     return PrecisionObjective(dl, settings, base, **options)
+
+
+lab3_objective.prepare = recipes.prepare_data

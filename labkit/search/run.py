@@ -18,7 +18,7 @@ import optuna
 
 from .. import settings as _settings
 from . import mps as _mps
-from .plan import IN_PROCESS, StudyPlan
+from .plan import IN_PROCESS, StudyPlan, prepare
 from .progress import SearchProgress
 from .storage import default_url, make_storage
 from .worker import Worker, ensure_study, plan_state
@@ -121,6 +121,7 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
         else:
             if not isinstance(url, str):
                 raise ValueError("workers > 1 need a storage URL (journal:PATH or an RDB URL), not an object")
+            prepare(plans)
             _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker)
     finally:
         bar.close()
