@@ -144,3 +144,17 @@ def test_resume_fails_a_trial_that_died_before_its_first_heartbeat(tmp_path):
     assert states[0] == optuna.trial.TrialState.FAIL
     assert states.count(optuna.trial.TrialState.COMPLETE) == 3
     assert optuna.trial.TrialState.RUNNING not in states
+
+
+def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
+    from labkit import profiles
+    from labkit.search import lab2, lab3
+
+    s = profiles.lab_settings("lab2", "smoke", workers=0)
+    other = profiles.lab_settings("lab2", "smoke", workers=4, mps=True, storage="journal:/elsewhere")
+    assert [p.to_json() for p in lab2.task1_plans(s)] == [p.to_json() for p in lab2.task1_plans(other)]
+    assert lab2.study_tag(s) != lab2.study_tag(profiles.lab_settings("lab2", "smoke", lr=1e-3))
+    s3 = profiles.lab_settings("lab3", "smoke")
+    plans = lab3.phase1_plans(s3, ["a", "b"])
+    assert len({p.name for p in plans.values()}) == len(plans) and "workers" not in plans["pareto"].settings
+    assert plans["pareto"].directions == ["maximize", "minimize"] and plans["uniform"].queue_only

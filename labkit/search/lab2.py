@@ -22,10 +22,14 @@ MODES = {"no compression": "none", "compressed": "compress", "compressed + post-
 RUN_ONLY = ("storage", "workers", "mps")
 
 
+def study_settings(s: dict) -> dict:
+    """The settings a study stores in its plan (how it is run, e.g. the worker count, may change)."""
+    return {k: v for k, v in s.items() if k not in RUN_ONLY}
+
+
 def study_tag(s: dict) -> str:
     """A digest of the settings: changed settings start new studies, the same ones resume."""
-    kept = {k: v for k, v in s.items() if k not in RUN_ONLY}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:8]
+    return hashlib.sha256(json.dumps(study_settings(s), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def compression_configs(s: dict) -> tuple[dict, dict]:
@@ -46,7 +50,7 @@ def task1_plans(s: dict) -> list[StudyPlan]:
         grid = sampler == "grid"
         for seed in s["seeds"]:
             plans.append(StudyPlan(
-                name=f"lab2-{s['profile']}-{sampler}-s{seed}-{tag}", objective="lab2", settings=s,
+                name=f"lab2-{s['profile']}-{sampler}-s{seed}-{tag}", objective="lab2", settings=study_settings(s),
                 options={"identity_choices": not grid, "space": s["space"],
                          "best_dir": _best_dir(s, f"{sampler}-s{seed}")},
                 sampler=sampler, seed=seed, n_trials=s["trials"], grid=grid_space(s["space"]) if grid else None))
@@ -82,7 +86,7 @@ def task2_plans(s: dict, start: dict) -> list[StudyPlan]:
     """Three TPE searches (one per objective) from the same first trial, ``start`` (Task 1's best)."""
     quant, prune = compression_configs(s)
     tag, seed = study_tag(s), s["seeds"][0]
-    return [StudyPlan(name=f"lab2-{s['profile']}-cas-{mode}-{tag}", objective="lab2", settings=s,
+    return [StudyPlan(name=f"lab2-{s['profile']}-cas-{mode}-{tag}", objective="lab2", settings=study_settings(s),
                       options={"mode": mode, "quant": quant, "prune": prune, "space": s["space"],
                                "best_dir": _best_dir(s, mode)},
                       sampler="tpe", seed=seed, n_trials=s["compression_trials"], enqueue=[full_params(start)])

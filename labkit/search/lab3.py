@@ -15,16 +15,15 @@ import optuna
 
 from .. import settings as _paths
 from ..quant.study import STUDY_ORDER
+from .lab2 import study_settings
 from .plan import StudyPlan
 from .precision import FORMAT_SPACE, params_of, uniform
 
-RUN_ONLY = ("storage", "workers", "mps")
 PARETO = ["maximize", "minimize"]  # accuracy, average weight bits
 
 
 def study_tag(s: dict) -> str:
-    kept = {k: v for k, v in s.items() if k not in RUN_ONLY}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:8]
+    return hashlib.sha256(json.dumps(study_settings(s), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def default_storage(s: dict) -> str:
@@ -39,7 +38,7 @@ def _name(s: dict, what: str) -> str:
 
 def _plan(s: dict, what: str, formats, n: int, objective: str = "accuracy", lam: float = 0.0, mode: str = "ptq",
           enqueue=(), sampler: str = "tpe", directions=None) -> StudyPlan:
-    return StudyPlan(name=_name(s, what), objective="lab3", settings=s,
+    return StudyPlan(name=_name(s, what), objective="lab3", settings=study_settings(s),
                      options={"formats": list(formats), "objective": objective, "lam": lam, "mode": mode},
                      sampler=sampler, seed=s["search_seed"], n_trials=n, enqueue=list(enqueue),
                      directions=directions or (PARETO if objective == "pareto" else ["maximize"]))
