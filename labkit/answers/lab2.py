@@ -79,6 +79,11 @@ def compression_answer(best: dict[str, float], effects: dict[str, dict], start: 
             f"before and after is the cleaner measure: compression changed accuracy by {c['mean']:+.4f} on average "
             f"over {c['trials']} trials ({c['min']:+.4f} to {c['max']:+.4f}), and post-training then changed it by "
             f"{r['mean']:+.4f} ({r['min']:+.4f} to {r['max']:+.4f}). ")
+    if abs(r["mean"]) >= se:
+        text += (f"Post-training {'raised' if r['mean'] > 0 else 'lowered'} accuracy on average by more than one "
+                 "standard error" + (": at this learning rate and length it moved the compressed models away from "
+                                     "what they had learnt rather than adapting them to compression. "
+                                     if r["mean"] < 0 else ", recovering what compression cost. "))
     if abs(c["mean"]) < se:
         text += ("On average that is within one standard error: compression costs these models little, so "
                  "objectives measured before and after it rank architectures alike, and the compression-aware "
