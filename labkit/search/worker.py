@@ -28,7 +28,7 @@ READY_TIMEOUT_S = 120
 
 
 class QueueEmpty(Exception):
-    """A grid study's last queued point was taken by another worker between our check and our ask."""
+    """A queue-only study's last queued point was taken by another worker between our check and our ask."""
 
 
 def ensure_study(storage, plan: StudyPlan) -> optuna.Study:
@@ -151,7 +151,7 @@ class Worker:
         def wrapped(trial: optuna.Trial) -> float:
             trial.set_user_attr(WORKER_ATTR, self.me)
             if plan.queue_only and "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
-                trial.set_user_attr("failed_because", "queue empty: another worker took the last grid point")
+                trial.set_user_attr("failed_because", "queue empty: another worker took the last queued point")
                 raise QueueEmpty(plan.name)
             return objective(trial)
 
