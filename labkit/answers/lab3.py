@@ -65,7 +65,8 @@ def formats_answer(rows: list[dict], fp32: float, n_test: int, all_formats: dict
     se = accuracy_se(fp32, n_test)
     keep = [r for r in rows if r["vs fp32"] >= -2 * se]
     fail = [r for r in rows if r["vs fp32"] < -0.05]
-    text = ("Searched one format at a time (every Linear in it, its parameters chosen per layer), "
+    text = ("Searched one format at a time (every Linear in it, its parameters chosen per layer; integer is "
+            "Task 1's search), "
             + (", ".join(f"{r['format']} ({r['best accuracy']:.4f} at {r['weight bits']:.1f} bits)" for r in keep)
                + f" stay within two standard errors ({2 * se:.4f}) of fp32 {fp32:.4f}. " if keep else
                f"no format stays within two standard errors ({2 * se:.4f}) of fp32 {fp32:.4f}. "))
@@ -111,7 +112,8 @@ def pareto_answer(front: list[dict], uniform: list[dict], qat: list[dict], fp32:
     dominated = [u for u in uniform if any(f["bits"] <= u["bits"] and f["accuracy"] >= u["accuracy"]
                                            and (f["bits"] < u["bits"] or f["accuracy"] > u["accuracy"]) for f in front)]
     text += (f"{len(dominated)} of the {len(uniform)} uniform-format points (one format in every layer at 8 bits "
-             "or its own width) are dominated by a mixed configuration on the front. ")
+             f"or its own width) {'is' if len(dominated) == 1 else 'are'} dominated by a mixed configuration on "
+             "the front. ")
     if qat:
         text += "After a short QAT: " + "; ".join(
             f"{q['bits']:.2f} bits {q['ptq']:.4f} -> {q['accuracy']:.4f}" for q in qat) + ". "

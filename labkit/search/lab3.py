@@ -57,11 +57,13 @@ def uniform_points(layers: list[str]) -> dict[str, dict]:
 
 
 def phase1_plans(s: dict, layers: list[str]) -> dict[str, StudyPlan]:
-    """Plans by role: ``integer``, ``format:<name>`` (each format), ``all``, ``cost:<lambda>``, ``pareto``,
-    ``uniform``."""
+    """Plans by role: ``integer`` (Task 1, which is also Task 2's integer search), ``format:<name>`` (each
+    other format), ``all``, ``cost:<lambda>``, ``pareto``, ``uniform``."""
     all_formats = list(FORMAT_SPACE)
-    plans = {"integer": _plan(s, "int", ["integer"], s["search_trials"])}
+    plans = {"integer": _plan(s, "int", ["integer"], s["search_trials"])}  # also Task 2's integer search
     for name in STUDY_ORDER:
+        if name == "integer":
+            continue
         searched = bool(FORMAT_SPACE[name])  # a fixed format has one configuration: one trial
         plans[f"format:{name}"] = _plan(s, f"fmt-{name}", [name], s["format_trials"] if searched else 1)
     plans["all"] = _plan(s, "all", all_formats, s["search_trials"])
@@ -75,8 +77,12 @@ def phase1_plans(s: dict, layers: list[str]) -> dict[str, StudyPlan]:
 
 
 def front(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The Pareto front of a (accuracy, bits) study, fewest bits first."""
-    return sorted(study.best_trials, key=lambda t: (t.values[1], -t.values[0]))
+    """The Pareto front of a (accuracy, bits) study, fewest bits first, one trial per point (a sampler
+    that revisits a configuration gets its cached values again)."""
+    points = {}
+    for t in sorted(study.best_trials, key=lambda t: t.number):
+        points.setdefault(tuple(t.values), t)
+    return sorted(points.values(), key=lambda t: (t.values[1], -t.values[0]))
 
 
 def qat_candidates(study: optuna.Study, k: int, max_bits: float = 8.0) -> list[optuna.trial.FrozenTrial]:

@@ -99,8 +99,9 @@ save_figure(fig, "lab3", "search_integer", {
 # %%
 per_format, curves = {}, {}
 for name in search.precision.FORMAT_SPACE:
-    st = studies[f"format:{name}"]
-    curves[name] = search.best_so_far(st, key="accuracy", limit=S["format_trials"])
+    st = studies["integer" if name == "integer" else f"format:{name}"]  # Task 1 is the integer search
+    curves[name] = search.best_so_far(st, key="accuracy", limit=S["search_trials" if name == "integer" else
+                                                                  "format_trials"])
     best = max(completed(st), key=lambda t: t.user_attrs["accuracy"])
     per_format[name] = {"best": best.user_attrs["accuracy"], "bits": best.user_attrs["weight_bits"],
                         "trials": len(curves[name])}
