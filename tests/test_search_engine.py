@@ -210,3 +210,17 @@ def test_cli_worker_joins_stored_studies_and_status_lists_them(tmp_path, capsys)
     assert f"joinme: 4/4 finished, 0 running, 0 queued, 0 failed, best {best:.4f}" in capsys.readouterr().out
     assert cli.main(["search", "worker", "--storage", url, "--study", "nope"]) == 2
     assert "no study ['nope']" in capsys.readouterr().err
+
+
+def test_a_plan_stored_by_an_older_labkit_or_run_differently_is_the_same_study(tmp_path):
+    url = f"journal:{tmp_path / 'o.journal'}"
+    storage = search.make_storage(url)
+    plan = StudyPlan("o", TOY, {"lr": 1.0}, {"sleep": 0}, "random", 0, 2)
+    study = optuna.create_study(study_name="o", storage=storage, direction="maximize")
+    old = json.loads(plan.to_json())
+    del old["directions"]  # not a field then
+    old["settings"] = {"lr": 1.0, "workers": 8, "storage": "journal:/elsewhere"}  # how it was run then
+    study.set_user_attr("plan", old)
+    study.set_user_attr("ready", True)
+    run_studies([plan], storage=url, workers=1, progress=False)  # resumes it, no error
+    assert len(complete(optuna.load_study(study_name="o", storage=storage))) == 2

@@ -13,13 +13,11 @@ import optuna
 
 from .. import settings as _paths
 from ..compress import fixed_point
-from .plan import StudyPlan
+from .plan import RUN_ONLY, StudyPlan
 from .space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space
 
 SAMPLERS = ("random", "grid", "tpe")
 MODES = {"no compression": "none", "compressed": "compress", "compressed + post-training": "compress+train"}
-# Settings that do not change what a study computes, only how it is run: not part of study names.
-RUN_ONLY = ("storage", "workers", "mps")
 
 
 def study_settings(s: dict) -> dict:

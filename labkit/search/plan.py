@@ -18,7 +18,9 @@ OBJECTIVES = {"lab2": "labkit.search.objectives:lab2_objective", "lab3": "labkit
 # Labs whose searches `labkit search worker LAB` runs: "module:function"(settings, storage, progress, workers,
 # first_worker).
 LAB_SEARCHES = {"lab2": "labkit.search.lab2:run_all", "lab3": "labkit.search.lab3:run_all"}
-IN_PROCESS = "in-process"  # a callable handed to run_study directly: runs in that process only
+IN_PROCESS = "in-process"
+# Settings that say how a study is run, not what it computes: left out when plans are compared.
+RUN_ONLY = ("storage", "workers", "mps")  # a callable handed to run_study directly: runs in that process only
 
 
 @dataclass
@@ -62,6 +64,13 @@ class StudyPlan:
         """Grid plans, and plans that queue all their trials, run only their queued points (a worker that
         finds the queue empty never samples a point of its own)."""
         return self.sampler == "grid" or len(self.enqueue) >= self.n_trials
+
+    def identity(self) -> dict:
+        """What makes two plans the same study: everything but ``n_trials`` and how it is run."""
+        out = json.loads(self.to_json())
+        out.pop("n_trials")
+        out["settings"] = {k: v for k, v in out["settings"].items() if k not in RUN_ONLY}
+        return out
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)

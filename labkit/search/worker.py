@@ -64,8 +64,13 @@ def ensure_study(storage, plan: StudyPlan) -> optuna.Study:
 
 
 def _check_same_plan(plan: StudyPlan, stored: dict) -> None:
-    mine = json.loads(plan.to_json())
-    differ = sorted(k for k in mine if k != "n_trials" and mine[k] != stored.get(k))
+    mine = plan.identity()
+    try:  # a plan stored by an older labkit lacks newer fields: their defaults apply
+        theirs = StudyPlan(**{**stored, "objective": plan.objective}).identity()
+        theirs["objective"] = stored.get("objective")
+    except (TypeError, ValueError, KeyError):
+        theirs = stored
+    differ = sorted(k for k in mine if mine[k] != theirs.get(k))
     if differ:
         raise ValueError(f"study {plan.name!r} exists in this storage with a different plan (keys {differ}); "
                          "use another study name or storage")
