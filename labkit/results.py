@@ -25,13 +25,15 @@ LIBRARIES = ("torch", "transformers", "datasets", "peft", "optuna", "numpy", "ma
 def git_commit() -> str | None:
     """The code's commit: ``$LABKIT_COMMIT`` when set (a copy without its history, e.g. on a GPU machine,
     is told the commit it was made from), else ``git rev-parse HEAD`` plus ``+dirty`` when tracked files
-    differ; None outside a git checkout (never a placeholder such as "HEAD")."""
+    other than results (figures/, benchmarks/*.json) differ; None outside a git checkout (never a placeholder such as "HEAD")."""
     if os.environ.get("LABKIT_COMMIT"):
         return os.environ["LABKIT_COMMIT"]
     try:
         head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=_settings.REPO_ROOT,
                               capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        # results written by the run itself (figures, benchmark JSON) do not make the code dirty
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)figures", ":(exclude)benchmarks/*.json"],
                                cwd=_settings.REPO_ROOT, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
