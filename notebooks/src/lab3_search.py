@@ -157,14 +157,17 @@ cloud = [point(t) for t in completed(studies["pareto"])]
 ax.scatter([p["bits"] for p in cloud], [p["accuracy"] for p in cloud], s=8, color="0.75", label="trials (PTQ)")
 ax.step([p["bits"] for p in front], [p["accuracy"] for p in front], where="post", marker="o", ms=4,
         label="Pareto front (PTQ)")
-for u in uniform:
+for i, u in enumerate(sorted(uniform, key=lambda u: (u["bits"], u["accuracy"]))):
     ax.scatter(u["bits"], u["accuracy"], marker="x", color="C3", zorder=3)
-    ax.annotate(u["format"], (u["bits"], u["accuracy"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    # neighbours at the same width alternate sides and heights, so their labels stay readable
+    ax.annotate(u["format"], (u["bits"], u["accuracy"]), fontsize=6, ha="left" if i % 2 else "right",
+                xytext=(5 if i % 2 else -5, -9 + 6 * (i % 3)), textcoords="offset points")
 for q in qat:
     ax.annotate("", xy=(q["bits"], q["accuracy"]), xytext=(q["bits"], q["ptq"]),
                 arrowprops=dict(arrowstyle="->", color="C2"))
 ax.scatter([q["bits"] for q in qat], [q["accuracy"] for q in qat], marker="*", s=80, color="C2", zorder=4,
            label="front after QAT")
+ax.scatter([], [], marker="x", color="C3", label="one format in every layer")
 ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
 ax.set_xscale("log", base=2)
 ax.set_xlabel("average weight bits (log scale)")
