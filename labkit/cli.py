@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 SET_EXAMPLE = '\'{"train_size": 500}\''
 
@@ -147,7 +148,7 @@ def _cmd_lab(args) -> int:
     from . import frontend
 
     extra = args.jupyter_args[1:] if args.jupyter_args[:1] == ["--"] else args.jupyter_args
-    return frontend.run_lab(args.profile, args.port, args.no_browser, extra)
+    return frontend.run_lab(args.profile, args.port, args.no_browser, extra, args.dir)
 
 
 def _cmd_dashboard(args) -> int:
@@ -222,6 +223,8 @@ def main(argv=None) -> int:
                           "machine, quick otherwise)")
     lab.add_argument("--port", type=int, help="JupyterLab's port (default: 8888 or the next free one)")
     lab.add_argument("--no-browser", action="store_true", help="print the URL instead of opening a browser")
+    lab.add_argument("--dir", type=Path, help="folder to open (default: notebooks/; e.g. runs/quick for the "
+                     "notebooks labkit run executed)")
     lab.add_argument("jupyter_args", nargs=argparse.REMAINDER,
                      help="after --: more options for jupyter lab, e.g. -- --ip=0.0.0.0")
     lab.set_defaults(func=_cmd_lab)

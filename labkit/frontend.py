@@ -69,22 +69,26 @@ def lab_environment(profile: str | None = None) -> dict:
     return env
 
 
-def lab_command(port: int | None = None, no_browser: bool = False, extra: list[str] | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={NOTEBOOKS}"]
+def lab_command(port: int | None = None, no_browser: bool = False, extra: list[str] | None = None,
+                root_dir: Path | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root_dir or NOTEBOOKS}"]
     if port is not None:
         cmd.append(f"--port={port}")
     if no_browser:
         cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # a container's root: jupyter refuses without this
+        cmd.append("--allow-root")
     return cmd + list(extra or [])
 
 
 def run_lab(profile: str | None = None, port: int | None = None, no_browser: bool = False,
-            extra: list[str] | None = None) -> int:
-    """Install what JupyterLab needs on first use, then run it on ``notebooks/`` until it is stopped."""
+            extra: list[str] | None = None, root_dir: Path | None = None) -> int:
+    """Install what JupyterLab needs on first use, then run it on ``root_dir`` (``notebooks/``) until it is
+    stopped."""
     ensure_lab_installed()
     ensure_kernel()
-    cmd = lab_command(port, no_browser, extra)
-    print(f"labkit lab: JupyterLab on {NOTEBOOKS} with the kernel '{KERNEL_DISPLAY_NAME}' ({sys.executable})"
+    cmd = lab_command(port, no_browser, extra, root_dir)
+    print(f"labkit lab: JupyterLab on {root_dir or NOTEBOOKS} with the kernel '{KERNEL_DISPLAY_NAME}' ({sys.executable})"
           + (f", PROFILE \"auto\" means {profile}" if profile and profile != "auto" else "")
           + "; Ctrl-C stops it", flush=True)
     try:
@@ -128,9 +132,15 @@ def serve_dashboard(storage, host: str = "127.0.0.1", port: int = 8080, announce
     """optuna-dashboard's WSGI app on a threaded server until interrupted; ``port=0`` picks a free port
     (announced in the URL line)."""
     from socketserver import ThreadingMixIn
+    import warnings
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     import optuna_dashboard
+
+    # Optuna's PED-ANOVA importance (the dashboard's importance chart) warns on every refresh of a study
+    # whose trials all score alike, as smoke studies do; the chart shows the equal importances anyway.
+    warnings.filterwarnings("ignore", message="Target and region quantiles select the same set of trials",
+                            category=UserWarning)
 
     class Server(ThreadingMixIn, WSGIServer):
         daemon_threads = True
