@@ -45,7 +45,9 @@ def ensure_kernel() -> Path:
     spec_dir = Path(sys.prefix) / "share" / "jupyter" / "kernels" / KERNEL_NAME
     spec = spec_dir / "kernel.json"
     try:
-        ok = Path(json.loads(spec.read_text())["argv"][0]).resolve() == Path(sys.executable).resolve()
+        found = json.loads(spec.read_text())
+        ok = (os.path.abspath(found["argv"][0]) == os.path.abspath(sys.executable)
+              and found.get("display_name") == KERNEL_DISPLAY_NAME)
     except (OSError, ValueError, KeyError, IndexError):
         ok = False
     if not ok:

@@ -106,6 +106,8 @@ def problems(nb: nbformat.NotebookNode, min_figures: int = 1) -> list[str]:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 found.append(f"cell {i}: {out['ename']}: {out['evalue']}")
+            elif out.get("output_type") == "stream" and "%|" in out["text"]:
+                found.append(f"cell {i}: a text progress bar where JupyterLab shows a widget: {out['text'][:200]}")
             elif out.get("output_type") == "stream" and out.get("name") == "stderr":
                 text = out["text"]
                 if not all(any(pattern in line for pattern, _ in ALLOWED_STDERR)
