@@ -63,7 +63,8 @@ def lab_environment(profile: str | None = None) -> dict:
     if env.get("LABKIT_DATA_SOURCE", "offline") == "offline":
         for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
             env.setdefault(name, "1")
-    env["LABKIT_PROGRESS"] = "bar"
+    if env.get("LABKIT_PROGRESS") != "off":  # widgets, even where a runner's "lines" was inherited
+        env["LABKIT_PROGRESS"] = "bar"
     # jupyter_core looks in this environment's share/jupyter before the user's (so its python3 kernel wins)
     env.setdefault("JUPYTER_PREFER_ENV_PATH", "1")
     if profile and profile != "auto":
