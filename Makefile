@@ -1,4 +1,4 @@
-# Two commands on a fresh machine (see README): `make figures` and `make test`.
+# Two commands on a fresh machine (see README): `make figures` and `make test`; `make lab` to work through a lab.
 VENV ?= .venv
 SHARED_DATA := $(abspath ../shared/data)
 # IMDb: $LABKIT_DATA_DIR if set, else ../shared/data when it exists (labkit also looks in data/).
@@ -10,7 +10,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 PROFILE ?= auto
 
-.PHONY: install figures test notebooks
+.PHONY: install figures test notebooks lab dashboard
 install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt tools/install.sh
 	VENV=$(VENV) bash tools/install.sh
@@ -27,3 +27,13 @@ test: install
 # Rebuild notebooks/*.ipynb from notebooks/src/*.py after editing a source.
 notebooks: install
 	$(VENV)/bin/python tools/build_notebooks.py
+
+# JupyterLab on notebooks/ with the .venv kernel (installs JupyterLab on first use). PROFILE=smoke|quick|full
+# sets what a notebook's PROFILE = "auto" means in this session.
+lab: install
+	$(VENV)/bin/labkit lab --profile $(PROFILE)
+
+# optuna-dashboard on a lab's Optuna studies (LAB=lab2 or lab3).
+LAB ?= lab2
+dashboard: install
+	$(VENV)/bin/labkit dashboard $(LAB)

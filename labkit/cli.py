@@ -1,4 +1,5 @@
-"""``labkit`` command line: run notebooks, run search workers, check data, build the CUDA extension.
+"""``labkit`` command line: run notebooks, open JupyterLab and the study dashboard, run search workers,
+check data, build the CUDA extension.
 
 Errors print ``labkit: error: ...`` (exit status 2 for bad input, 1 for a failure); ``--debug`` shows the
 Python traceback instead.
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 SET_EXAMPLE = '\'{"train_size": 500}\''
 
@@ -142,6 +144,30 @@ def _cmd_search_status(args) -> int:
     return 0
 
 
+def _cmd_lab(args) -> int:
+    from . import frontend
+
+    extra = args.jupyter_args[1:] if args.jupyter_args[:1] == ["--"] else args.jupyter_args
+    return frontend.run_lab(args.profile, args.port, args.no_browser, extra, args.dir)
+
+
+def _cmd_dashboard(args) -> int:
+    from . import frontend
+
+    try:
+        url = args.storage or frontend.study_storage(args.lab)
+        storage = frontend.open_storage(url, None if args.storage else args.lab)
+    except (KeyError, FileNotFoundError, ValueError) as err:
+        raise UsageError(_message(err)) from err
+    import optuna
+
+    names = optuna.get_all_study_names(storage)
+    what = f"{len(names)} stud{'y' if len(names) == 1 else 'ies'}" if names else "no studies yet"
+    frontend.serve_dashboard(storage, args.host, args.port, announce=lambda address: print(
+        f"labkit dashboard: {what} in {url} at {address} (Ctrl-C stops it)", flush=True))
+    return 0
+
+
 def _add_debug(parser: argparse.ArgumentParser) -> None:
     """Accept ``--debug`` after any subcommand too (``labkit run lab9 --debug``), not only before it."""
     for action in parser._actions:
@@ -189,6 +215,27 @@ def main(argv=None) -> int:
     ext.add_parser("build", help="build (or load the cached build of) the extension now").set_defaults(
         func=_cmd_ext_build)
     ext.add_parser("status", help="say which MXINT8 path runs here").set_defaults(func=_cmd_ext_status)
+
+    lab = sub.add_parser("lab", help="open JupyterLab on notebooks/ with the project's kernel (installs it on "
+                         "first use)")
+    lab.add_argument("--profile", default="auto", choices=["auto", "smoke", "quick", "full"],
+                     help='what a notebook\'s PROFILE = "auto" means in this session (default: full on a CUDA '
+                          "machine, quick otherwise)")
+    lab.add_argument("--port", type=int, help="JupyterLab's port (default: 8888 or the next free one)")
+    lab.add_argument("--no-browser", action="store_true", help="print the URL instead of opening a browser")
+    lab.add_argument("--dir", type=Path, help="folder to open (default: notebooks/; e.g. runs/quick for the "
+                     "notebooks labkit run executed)")
+    lab.add_argument("jupyter_args", nargs=argparse.REMAINDER,
+                     help="after --: more options for jupyter lab, e.g. -- --ip=0.0.0.0")
+    lab.set_defaults(func=_cmd_lab)
+
+    dash = sub.add_parser("dashboard", help="optuna-dashboard on a lab's Optuna studies")
+    dash.add_argument("lab", nargs="?", default="lab2", choices=["lab2", "lab3"],
+                      help="whose default storage to open (runs/optuna/<lab>.journal; default lab2)")
+    dash.add_argument("--storage", help="another storage: journal:PATH or an RDB URL (postgresql://...)")
+    dash.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    dash.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    dash.set_defaults(func=_cmd_dashboard)
 
     search_cmd = sub.add_parser("search", help="Optuna search workers and studies").add_subparsers(
         dest="action", required=True)

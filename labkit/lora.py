@@ -5,6 +5,8 @@ course's LoRA tutorial does.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 
@@ -23,7 +25,13 @@ def add_lora(model: torch.nn.Module, rank: int = 6, alpha: float = 1.0, dropout:
         raise ValueError(f"lora alpha must be > 0, got {alpha}")
     config = LoraConfig(task_type=TaskType.SEQ_CLS, r=rank, lora_alpha=alpha, lora_dropout=dropout,
                         target_modules=list(target_modules), bias="none")
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        # peft reads transformers' deprecated `is_gradient_checkpointing` alias while wrapping the model;
+        # the FutureWarning is addressed to peft (fixed there once it reads `is_activation_checkpointing`),
+        # nothing a student can act on
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
+                                category=FutureWarning)
+        return get_peft_model(model, config)
 
 
 def trainable_parameters(model: torch.nn.Module) -> dict:

@@ -6,6 +6,7 @@ into one flat, printed, JSON-able mapping so every figure records exactly what p
 from __future__ import annotations
 
 import copy
+import os
 
 import torch
 
@@ -149,8 +150,15 @@ _LABS: dict[str, dict[str, dict]] = {
 
 
 def resolve_profile(profile: str) -> str:
-    """``auto`` means ``full`` on a CUDA machine and ``quick`` elsewhere."""
+    """``auto`` means ``$LABKIT_PROFILE`` when set (``labkit lab --profile``), else ``full`` on a CUDA machine
+    and ``quick`` elsewhere."""
     if profile == "auto":
+        chosen = os.environ.get("LABKIT_PROFILE", "auto") or "auto"
+        if chosen not in ("auto", *PROFILES):
+            raise ValueError(f"LABKIT_PROFILE={chosen!r}: allowed values are 'auto', "
+                             f"{', '.join(map(repr, PROFILES))}")
+        if chosen != "auto":
+            return chosen
         return "full" if torch.cuda.is_available() else "quick"
     if profile not in PROFILES:
         raise ValueError(f"profile={profile!r}: allowed values are 'auto', {', '.join(map(repr, PROFILES))}")

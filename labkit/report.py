@@ -27,3 +27,18 @@ def table(rows: list[dict], columns: list[str] | None = None, floatfmt: str = ".
 
     head = "| " + " | ".join(columns) + " |\n| " + " | ".join("---" for _ in columns) + " |\n"
     return head + "\n".join("| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters for prose, never mid-word: it ends at the last whole
+    sentence that fits when that keeps at least half, else at the last whole word, with an ellipsis."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    sentence = max(head.rfind(". "), head.rfind("; "))
+    if sentence >= limit // 2:  # keep a full stop, drop a semicolon
+        return head[:sentence + (head[sentence] == ".")] + " …"
+    space = head.rfind(" ")
+    cut = head[:space] if space > 0 else head
+    return cut.rstrip(" ,;:-(") + "…"

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from tqdm.auto import tqdm
-
+from . import progress as _progress
 from . import prune as _prune
 from . import train
 from .recipes import freeze_embeddings
@@ -23,7 +22,7 @@ def quantization_sweep(base, widths, dl, s: dict, calibration: dict | None = Non
 
     settings = {**s, "qat_lr": s["finetune_lr"]}
     rows = []
-    for width in tqdm(widths, desc="widths"):
+    for width in _progress.bar(widths, desc="widths", unit="widths"):
         if calibration is None:
             frac, config = width // 2, fixed_point(width)
         else:
@@ -42,7 +41,7 @@ def quantization_sweep(base, widths, dl, s: dict, calibration: dict | None = Non
 def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None) -> list[dict]:
     rows = []
     points = [(m, sp) for m in methods for sp in sparsities]
-    for method, sparsity in tqdm(points, desc="pruning"):
+    for method, sparsity in _progress.bar(points, desc="pruning", unit="points"):
         cfg = {"weight": {"sparsity": sparsity, "method": method, "scope": s["prune_scope"], "seed": s["seed"]},
                "activation": {"sparsity": sparsity, "method": method, "scope": "local", "seed": s["seed"]}}
         res = _prune.prune(base, cfg)

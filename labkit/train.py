@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+
+from . import progress as _progress
 
 
 def seed_everything(seed: int) -> None:
@@ -76,7 +77,8 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: max(0.0, 1 - step / total))
     losses = torch.zeros(total, device=dev)
     step, start = 0, time.perf_counter()
-    bar = tqdm(total=total, desc=desc, disable=not progress, leave=False)
+    # a widget in JupyterLab; under papermill (LABKIT_PROGRESS=lines) a [labkit] line at most every 30 s
+    bar = _progress.bar(total=total, desc=desc, leave=False, unit="steps", progress=progress)
     while step < total:
         for batch in loader:
             with autocast(dev, mixed_precision):
@@ -113,7 +115,7 @@ def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precisi
     loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
     seen = 0
     start = time.perf_counter()
-    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False):
+    for batch in _progress.bar(loader, desc=desc, leave=False, unit="batches", progress=progress):
         batch = _to(batch, dev)
         with autocast(dev, mixed_precision):
             out = model(**batch)

@@ -344,6 +344,7 @@ def test_memory_accounting_matches_formula(tiny_bert):
 def test_reference_fallback_is_reported_once(monkeypatch):
     m, e = quantize_mxint8(torch.randn(2, 32), 32)
     monkeypatch.setattr(dequant, "_warned", set())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # CPU tensors where a GPU could run them
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         dequantize(m, e, 32)
@@ -352,6 +353,16 @@ def test_reference_fallback_is_reported_once(monkeypatch):
     assert len(msgs) == 1 and "pure-PyTorch reference" in msgs[0] and "cpu" in msgs[0]
     with pytest.raises(RuntimeError, match="backend='cuda' needs CUDA tensors"):
         dequantize(m, e, 32, backend="cuda")
+
+
+def test_cpu_tensors_without_cuda_do_not_warn(monkeypatch):
+    """Without CUDA the reference is the only path: nothing to warn about (ext status says which runs)."""
+    m, e = quantize_mxint8(torch.randn(2, 32), 32)
+    monkeypatch.setattr(dequant, "_warned", set())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MXINT8ReferenceWarning)
+        dequantize(m, e, 32)
 
 
 def test_disabled_extension_is_described_with_its_reason(monkeypatch):

@@ -60,7 +60,11 @@ def dequantize(mantissa: torch.Tensor, exponent: torch.Tensor, group_size: int, 
             where = mantissa.device if isinstance(mantissa, torch.Tensor) else type(mantissa).__name__
             raise RuntimeError(f"backend='cuda' needs CUDA tensors, got mantissa on {where}; "
                                f"{extension.describe()}")
-        _warn_reference(f"tensors on {mantissa.device}: the extension runs on CUDA tensors only")
+        # Worth a warning only where a GPU could have run it: on a machine without CUDA the reference is the
+        # only path (`labkit ext status` and the Lab 4 notebook say so), and a warning in every notebook
+        # that touches MXINT8 would tell the student nothing they can act on.
+        if torch.cuda.is_available():
+            _warn_reference(f"tensors on {mantissa.device}: the extension runs on CUDA tensors only")
         return dequantize_mxint8(mantissa, exponent, group_size)
     if not extension.load():
         if backend == "cuda":

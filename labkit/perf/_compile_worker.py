@@ -12,11 +12,11 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity
 
 from .. import models
 from .compile_study import STATES, VARIANTS, Job, op_shares
-from .timing import check_device, device_label, synchronize, time_calls
+from .timing import check_device, device_label, quiet_profile, synchronize, time_calls
 
 
 def _emit(out, record: dict) -> None:
@@ -54,7 +54,7 @@ def main(spec_path: str, out_path: str) -> None:
                 got = None if variant == "eager" else run(x).detach().clone()
             peak = torch.cuda.max_memory_allocated(dev) if cuda else None
             try:  # where one steady call spends its time (after timing, so it never disturbs it)
-                with torch.set_grad_enabled(grad), profile(activities=activities) as prof:
+                with torch.set_grad_enabled(grad), quiet_profile(activities=activities) as prof:
                     run(x)
                     synchronize(dev)
                 shares = op_shares(prof, dev.type)

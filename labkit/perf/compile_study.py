@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..report import clip
 from .timing import DEVICE_TYPES, Timing, break_even_calls, check_device
 
 # name -> torch.compile keyword arguments (None: the model itself, uncompiled)
@@ -228,7 +229,7 @@ def run_study(settings: dict, device: str, log=print) -> dict:
         meta = meta or m
         for r in records:
             extra = (f"first {r['timing']['first_s']:.3f} s, steady median {r['timing']['steady_median_s']:.4f} s"
-                     if r.get("status") == "ok" else r["reason"][:300])
+                     if r.get("status") == "ok" else clip(r["reason"], 300))
             log(f"    {r['variant']:15s} {r['state']:14s} {r['status']}: {extra}")
         runs += records
         load.append(os.getloadavg())
@@ -263,7 +264,7 @@ def summary_rows(study: dict) -> list[dict]:
     for r in sorted(study["runs"], key=lambda r: r["status"] != "ok"):
         row = {"variant": r["variant"], "state": r["state"], "batch": r.get("batch", ""), "status": r["status"],
                "first (s)": "", "steady median (ms)": "", "IQR (ms)": "", "min-max (ms)": "", "calls": "",
-               "reason": r.get("reason", "")[:160]}
+               "reason": clip(r.get("reason", ""), 160)}
         if r["status"] == "ok":
             t = r["timing"]
             row.update({"first (s)": t["first_s"], "steady median (ms)": 1e3 * t["steady_median_s"],

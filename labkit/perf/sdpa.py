@@ -19,10 +19,11 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity
 
+from ..report import clip
 from .compile_study import per_device
-from .timing import check_device, device_label, synchronize, time_calls
+from .timing import check_device, device_label, quiet_profile, synchronize, time_calls
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # max |error| vs a float64 reference allowed, as a fraction of the reference's largest |value| (attention
@@ -133,7 +134,7 @@ def peak_memory(fn, device) -> tuple[int | None, str]:
         peak = torch.cuda.max_memory_allocated(dev) - before
         del out
         return peak, MEMORY_METHOD["cuda"]
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         out = fn()
     del out
     return _profiled_peak_bytes(prof), MEMORY_METHOD["cpu"]
@@ -145,7 +146,7 @@ def profile_call(fn, device, row_limit: int = 10) -> dict:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     fn()
     synchronize(dev)
-    with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
+    with quiet_profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
         fn()
         synchronize(dev)
     from torch.autograd import DeviceType
@@ -179,7 +180,7 @@ def measure(fn, device, repeats: int, warmup: int) -> dict:
         peak, method = peak_memory(fn, device)
     except torch.OutOfMemoryError as err:
         _free(device)
-        return {"status": "oom", "reason": f"out of memory: {str(err).splitlines()[0][:200]}"}
+        return {"status": "oom", "reason": f"out of memory: {clip(str(err).splitlines()[0], 200)}"}
     return {"status": "ok", "timing": timing, "peak_bytes": peak, "memory_method": method}
 
 
@@ -214,11 +215,11 @@ def compare_backends(q, k, v, device, repeats: int, warmup: int, is_causal=False
                         row["max_abs_diff_vs_naive"] = (out[:1, :1].float() - ref).abs().max().item()
                     del out
             except RuntimeError as err:
-                why = [str(w.message).replace("\n", " ")[:300] for w in caught]
+                why = [clip(str(w.message), 300) for w in caught]
                 if check_device(device).type == "cpu" and name not in CPU_BACKENDS:
                     why.insert(0, "no CPU kernel (PyTorch's CPU SDPA has flash and math only)")
                 row = {"backend": name, "status": "unavailable",
-                       "reason": "; ".join([*why, "torch: " + str(err).splitlines()[0][:200]])}
+                       "reason": "; ".join([*why, "torch: " + clip(str(err).splitlines()[0], 200)])}
         rows.append(row)
         _free(device)
     return rows
@@ -302,7 +303,7 @@ def backend_rows(study: dict) -> list[dict]:
     return [{"backend": b["backend"], "status": b["status"],
              "time (ms)": 1e3 * b["timing"]["steady_median_s"] if b["status"] == "ok" else "-",
              "peak (MiB)": b["peak_bytes"] / 2**20 if b["status"] == "ok" and b["peak_bytes"] is not None else "-",
-             "reason": b.get("reason", "")[:160]} for b in study["backends"]]
+             "reason": clip(b.get("reason", ""), 160)} for b in study["backends"]]
 
 
 def profile_rows(study: dict, which: str, part: str = "top") -> list[dict]:

@@ -12,8 +12,13 @@ CUDA calls are made only on the CUDA path: the CPU path never touches ``torch.cu
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
+import re
 import statistics
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -212,3 +217,39 @@ def fmt_seconds(s: float | None) -> str:
     if abs(s) < 1:
         return f"{s * 1e3:.2f} ms"
     return f"{s:.2f} s"
+
+
+# torch's profiler library (kineto) prints "USDT:<date> <pid>:<tid> SyncActivityProfilerHandler.cpp:52]
+# profiler_start" and "... profiler_stop" on the process's stderr at every profile: markers for tracing
+# tools, at a level above ERROR, so KINETO_LOG_LEVEL cannot drop them without dropping kineto's errors.
+_KINETO_MARKER = re.compile(r"^USDT:\S+ \S+ \S+ \S+\] profiler_(start|stop)\s*$")
+
+
+@contextlib.contextmanager
+def quiet_profile(**kwargs):
+    """``torch.profiler.profile(**kwargs)`` with kineto's start/stop marker lines dropped from stderr; any
+    other line written to stderr meanwhile (a warning, an error) is passed on."""
+    from torch.profiler import profile
+
+    try:
+        fd = sys.__stderr__.fileno()
+    except (AttributeError, OSError, ValueError):  # no real stderr: nothing to keep clean
+        with profile(**kwargs) as prof:
+            yield prof
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            with profile(**kwargs) as prof:
+                yield prof
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace")
+            kept = "".join(line for line in text.splitlines(keepends=True) if not _KINETO_MARKER.match(line))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()

@@ -6,34 +6,20 @@ echoes to its console.
 """
 from __future__ import annotations
 
-import os
 import time
 
 import optuna
 from tqdm.auto import tqdm
 
+from ..progress import duration
+from ..progress import mode as progress_mode
 from .storage import counts
-
-MODES = ("bar", "lines", "off")
-
-
-def progress_mode(progress: bool | str = True) -> str:
-    if progress is False or progress == "off":
-        return "off"
-    mode = progress if isinstance(progress, str) else os.environ.get("LABKIT_PROGRESS", "bar")
-    if mode not in MODES:
-        raise ValueError(f"LABKIT_PROGRESS={mode!r}: allowed values are {', '.join(map(repr, MODES))}")
-    return mode
-
-
-def _fmt_minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 class SearchProgress:
     def __init__(self, plans, storage, desc: str = "search", progress: bool | str = True, every: float = 30.0):
         self.plans, self.storage, self.desc, self.every = plans, storage, desc, every
-        self.mode = progress_mode(progress)
+        self.mode = progress_mode(progress)  # the same LABKIT_PROGRESS as every labkit loop
         self.total = sum(p.n_trials for p in plans)
         self.start = time.time()
         self._first_done: int | None = None
@@ -77,8 +63,8 @@ class SearchProgress:
             text += f", best {snap['best'][0]:.4f} ({snap['best'][1]})"
         if new > 0:
             left = (self.total - snap["done"]) / rate * 60 if rate else 0
-            text += f", {rate:.1f} trials/min, about {_fmt_minutes(left)} left"
-        return text + f", {_fmt_minutes(elapsed)} so far"
+            text += f", {rate:.1f} trials/min, about {duration(left)} left"
+        return text + f", {duration(elapsed)} so far"
 
     def close(self) -> None:
         snap = self.update(force=True)

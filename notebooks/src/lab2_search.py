@@ -19,7 +19,9 @@
 # workers started by hand join them: `labkit search worker lab2 --profile full --storage URL`. A trial
 # whose configuration was already trained in this storage reuses that result (marked `cached`), so
 # re-running this notebook resumes where it stopped and costs nothing for finished studies.
-# `labkit search status --storage journal:runs/optuna/lab2.journal` lists the studies.
+# `labkit search status --storage journal:runs/optuna/lab2.journal` lists the studies; to explore them
+# (each study's trials, history and parameter importances), run `labkit dashboard lab2` (or `make dashboard`)
+# in a terminal and open the address it prints.
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)

@@ -30,7 +30,7 @@ from IPython.display import Image, display
 
 from labkit.perf import compile_study, fmt_seconds, resolve_devices, sdpa
 from labkit.profiles import lab_settings
-from labkit.report import say, table
+from labkit.report import clip, say, table
 from labkit.results import load_results, result_dir, save_figure
 
 S = lab_settings("lab4_perf", PROFILE, **OVERRIDES)
@@ -242,7 +242,7 @@ def compile_answer(st, src, dev):
                        f"{fmt(c['eager_steady_s'])}: {c['steady_speedup']:.2f}x; first call "
                        f"{fmt(c['compiled_first_s'])}; it {break_even_text(c)}.")
         elif r:
-            out.append(f"- **`{variant}`**: {r['status']} ({r['reason'][:200]}).")
+            out.append(f"- **`{variant}`**: {r['status']} ({clip(r['reason'], 200)}).")
     r = next((r for r in st["runs"] if r["variant"] == "max-autotune"), None)
     if r:
         c = compile_study.get_comparison(st, "max-autotune", r["state"])
@@ -252,7 +252,7 @@ def compile_answer(st, src, dev):
                        f"{fmt(c['eager_steady_s'])} at that batch: {c['steady_speedup']:.2f}x; it "
                        f"{break_even_text(c)}.")
         else:
-            out.append(f"- **`max-autotune`** (batch {r['batch']}): {r['status']}: {r['reason'][:300]}")
+            out.append(f"- **`max-autotune`** (batch {r['batch']}): {r['status']}: {clip(r['reason'], 300)}")
     return "\n".join(out) + noise_note([r["timing"] for r in st["runs"] if r["status"] == "ok"], st)
 
 
@@ -355,12 +355,12 @@ def attention_answer(st, src, dev):
     missing = [r for r in st["sweep"] if r["naive"]["status"] != "ok"]
     if missing:
         out.append("- Naive could not run at seq " + ", ".join(f"{r['seq']} ({r['naive']['status']}: "
-                                                              f"{r['naive']['reason'][:80]})" for r in missing) + ".")
+                                                              f"{clip(r['naive']['reason'], 80)})" for r in missing) + ".")
     ran = [b for b in st["backends"] if b["status"] == "ok"]
     if ran:
         out.append("- **Backends forced one at a time** (seq " + str(st["profile_seq"]) + "): "
                    + ", ".join(f"{b['backend']} {fmt(b['timing']['steady_median_s'])}" for b in ran)
-                   + "; unavailable: " + (", ".join(f"{b['backend']} (*{b['reason'][:140]}*)"
+                   + "; unavailable: " + (", ".join(f"{b['backend']} (*{clip(b['reason'], 140)}*)"
                                                     for b in st["backends"] if b["status"] != "ok") or "none") + ".")
     timings = [r[w]["timing"] for r in st["sweep"] for w in ("naive", "fused") if r[w]["status"] == "ok"]
     return "\n".join(out) + noise_note(timings, st)

@@ -1,0 +1,163 @@
+"""The student's front end: JupyterLab on ``notebooks/`` (``labkit lab``) and optuna-dashboard on a lab's
+study storage (``labkit dashboard``)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import settings as _settings
+
+NOTEBOOKS = _settings.REPO_ROOT / "notebooks"
+KERNEL_NAME = "python3"  # the notebooks' kernelspec (tools/build_notebooks.py) and papermill's
+KERNEL_DISPLAY_NAME = "Python 3 (labkit)"
+# Each lab's default Optuna storage, under LABKIT_RUNS_DIR (Lab 2: labkit/search/lab2.py default_storage).
+STUDY_FILES = {"lab2": "lab2.journal", "lab3": "lab3.journal"}
+
+
+def _pip_install_lab(missing: list[str]) -> None:
+    """Install the ``lab`` extra into this environment, pinned by constraints.txt (a source checkout)."""
+    root = _settings.REPO_ROOT
+    if not (root / "pyproject.toml").is_file():
+        raise RuntimeError(f"{', '.join(missing)} not installed; install them with: {sys.executable} -m pip "
+                           "install 'labkit[lab]'")
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if (root / "constraints.txt").is_file():
+        cmd += ["-c", str(root / "constraints.txt")]
+    cmd += ["-e", f"{root}[lab]"]
+    print(f"labkit lab: installing {', '.join(missing)} (first use): {' '.join(cmd)}", flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def ensure_lab_installed() -> None:
+    missing = [name for name, module in (("jupyterlab", "jupyterlab"), ("ipywidgets", "ipywidgets"))
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        _pip_install_lab(missing)
+        importlib.invalidate_caches()
+
+
+def ensure_kernel() -> Path:
+    """The ``python3`` kernelspec of this environment, running this Python (installed when missing)."""
+    spec_dir = Path(sys.prefix) / "share" / "jupyter" / "kernels" / KERNEL_NAME
+    spec = spec_dir / "kernel.json"
+    try:
+        found = json.loads(spec.read_text())
+        ok = (os.path.abspath(found["argv"][0]) == os.path.abspath(sys.executable)
+              and found.get("display_name") == KERNEL_DISPLAY_NAME)
+    except (OSError, ValueError, KeyError, IndexError):
+        ok = False
+    if not ok:
+        subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME,
+                        "--display-name", KERNEL_DISPLAY_NAME], check=True, stdout=subprocess.DEVNULL)
+    return spec_dir
+
+
+def lab_environment(profile: str | None = None) -> dict:
+    """The environment JupyterLab and its kernels get: offline by default, as ``labkit run`` does; progress
+    as widgets; ``LABKIT_PROFILE`` when a profile was chosen (what ``PROFILE = "auto"`` then means)."""
+    env = dict(os.environ)
+    if env.get("LABKIT_DATA_SOURCE", "offline") == "offline":
+        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            env.setdefault(name, "1")
+    if env.get("LABKIT_PROGRESS") != "off":  # widgets, even where a runner's "lines" was inherited
+        env["LABKIT_PROGRESS"] = "bar"
+    # jupyter_core looks in this environment's share/jupyter before the user's (so its python3 kernel wins)
+    env.setdefault("JUPYTER_PREFER_ENV_PATH", "1")
+    if profile and profile != "auto":
+        env["LABKIT_PROFILE"] = profile
+    return env
+
+
+def lab_command(port: int | None = None, no_browser: bool = False, extra: list[str] | None = None,
+                root_dir: Path | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root_dir or NOTEBOOKS}"]
+    if port is not None:
+        cmd.append(f"--port={port}")
+    if no_browser:
+        cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # a container's root: jupyter refuses without this
+        cmd.append("--allow-root")
+    return cmd + list(extra or [])
+
+
+def run_lab(profile: str | None = None, port: int | None = None, no_browser: bool = False,
+            extra: list[str] | None = None, root_dir: Path | None = None) -> int:
+    """Install what JupyterLab needs on first use, then run it on ``root_dir`` (``notebooks/``) until it is
+    stopped."""
+    ensure_lab_installed()
+    ensure_kernel()
+    cmd = lab_command(port, no_browser, extra, root_dir)
+    print(f"labkit lab: JupyterLab on {root_dir or NOTEBOOKS} with the kernel '{KERNEL_DISPLAY_NAME}' ({sys.executable})"
+          + (f", PROFILE \"auto\" means {profile}" if profile and profile != "auto" else "")
+          + "; Ctrl-C stops it", flush=True)
+    try:
+        return subprocess.call(cmd, env=lab_environment(profile))
+    except KeyboardInterrupt:
+        return 0
+
+
+# --- optuna-dashboard ---------------------------------------------------------------------------------
+
+def study_storage(lab: str) -> str:
+    """``journal:PATH`` of ``lab``'s default study storage (the notebooks' and ``labkit search``'s)."""
+    if lab not in STUDY_FILES:
+        raise KeyError(f"dashboard: lab {lab!r} has no Optuna studies; allowed: {', '.join(STUDY_FILES)}")
+    return f"journal:{_settings.runs_dir() / 'optuna' / STUDY_FILES[lab]}"
+
+
+def open_storage(url: str, lab: str | None = None):
+    """The storage behind ``url`` (journal:PATH or an RDB URL, as ``labkit.search.make_storage`` takes,
+    opened here without importing the search engine and torch); a journal file that does not exist yet is an
+    error saying where it comes from (never an empty file created behind the student's back)."""
+    import optuna
+
+    if url.startswith("journal:"):
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        path = Path(url[len("journal:"):])
+        if not path.is_file():
+            how = (f"the {lab.replace('lab', 'Lab ')} notebook creates it when it runs its studies "
+                   f"(`labkit run {lab}`)" if lab else "check the path")
+            raise FileNotFoundError(f"dashboard: the study storage {path} does not exist yet: {how}; or "
+                                    "name another with --storage journal:PATH")
+        return JournalStorage(JournalFileBackend(str(path)))
+    if "://" not in url:
+        raise ValueError(f"dashboard: storage {url!r}: give journal:PATH or an RDB URL (postgresql://..., "
+                         "sqlite:///path.db)")
+    return optuna.storages.RDBStorage(url)
+
+
+def serve_dashboard(storage, host: str = "127.0.0.1", port: int = 8080, announce=print) -> None:
+    """optuna-dashboard's WSGI app on a threaded server until interrupted; ``port=0`` picks a free port
+    (announced in the URL line)."""
+    from socketserver import ThreadingMixIn
+    import warnings
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    import optuna_dashboard
+
+    # Optuna's PED-ANOVA importance (the dashboard's importance chart) warns on every refresh of a study
+    # whose trials all score alike, as smoke studies do; the chart shows the equal importances anyway.
+    warnings.filterwarnings("ignore", message="Target and region quantiles select the same set of trials",
+                            category=UserWarning)
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, format, *args):  # one line per request would bury the URL line
+            pass
+
+    httpd = make_server(host, port, optuna_dashboard.wsgi(storage), server_class=Server,
+                        handler_class=QuietHandler)
+    announce(f"http://{host}:{httpd.server_port}/")
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.server_close()
