@@ -300,3 +300,27 @@ def test_dtype_and_device_names_are_checked():
     with pytest.raises(ValueError, match="at least one"):
         timing.resolve_devices([])
     assert timing.resolve_devices("auto") == ["cuda" if torch.cuda.is_available() else "cpu"]
+
+
+def test_profiler_bookkeeping_rows_are_not_counted_as_work():
+    # CUPTI's "Activity Buffer Request" row carries device time of its own; counting it made a CUDA call's
+    # kernels add up to more than the call (Lab 4: 7.47 ms of a 6.44 ms call).
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from labkit.perf import compile_study, sdpa
+
+    events = [SimpleNamespace(key="aten::mm", device_type=DeviceType.CPU, self_device_time_total=3000.0,
+                              self_cpu_time_total=50.0),
+              SimpleNamespace(key="Activity Buffer Request", device_type=DeviceType.CPU,
+                              self_device_time_total=1200.0, self_cpu_time_total=1800.0)]
+    prof = SimpleNamespace(key_averages=lambda: events)
+    shares = compile_study.op_shares(prof, "cuda")
+    assert shares["total_s"] == pytest.approx(0.003)
+    stored = {"device": "cuda", "profiles": {"naive": {"top": [
+        {"name": "aten::mm", "calls": 1, "self_cpu_us": 50.0, "self_device_us": 3000.0, "self_cpu_mem_bytes": 0,
+         "self_device_mem_bytes": 0},
+        {"name": "Activity Buffer Request", "calls": 1, "self_cpu_us": 1800.0, "self_device_us": 1200.0,
+         "self_cpu_mem_bytes": 0, "self_device_mem_bytes": 0}]}}}
+    assert [r["op"] for r in sdpa.profile_rows(stored, "naive")] == ["aten::mm"]

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..report import clip
-from .timing import DEVICE_TYPES, Timing, break_even_calls, check_device
+from .timing import DEVICE_TYPES, Timing, break_even_calls, check_device, is_bookkeeping
 
 # name -> torch.compile keyword arguments (None: the model itself, uncompiled)
 VARIANTS: dict[str, dict | None] = {
@@ -79,7 +79,7 @@ def op_shares(prof, device: str) -> dict:
     cuda = device == "cuda"
     shares: dict[str, float] = {}
     for e in prof.key_averages():
-        if e.device_type != DeviceType.CPU:  # kernel and GPU-annotation rows: counted via their launcher
+        if e.device_type != DeviceType.CPU or is_bookkeeping(e):  # kernels: counted via their launcher
             continue
         t = (getattr(e, "self_device_time_total", 0) if cuda else e.self_cpu_time_total) / 1e6
         if t > 0:

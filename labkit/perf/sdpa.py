@@ -23,7 +23,8 @@ from torch.profiler import ProfilerActivity
 
 from ..report import clip
 from .compile_study import per_device
-from .timing import check_device, device_label, quiet_profile, synchronize, time_calls
+from .timing import (PROFILER_BOOKKEEPING, check_device, device_label, is_bookkeeping, quiet_profile,
+                     synchronize, time_calls)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # max |error| vs a float64 reference allowed, as a fraction of the reference's largest |value| (attention
@@ -153,7 +154,7 @@ def profile_call(fn, device, row_limit: int = 10) -> dict:
 
     cuda = dev.type == "cuda"
     sort = "self_device_time_total" if cuda else "self_cpu_time_total"
-    averages = prof.key_averages()
+    averages = [e for e in prof.key_averages() if not is_bookkeeping(e)]
     ops = [e for e in averages if e.device_type == DeviceType.CPU]  # ATen ops (CUDA: their kernels' time)
     kernels = [e for e in averages
                if e.device_type != DeviceType.CPU and not getattr(e, "is_user_annotation", False)]
@@ -166,7 +167,7 @@ def profile_call(fn, device, row_limit: int = 10) -> dict:
                 for e in sorted(events, key=lambda e: getattr(e, sort, 0), reverse=True)[:row_limit]]
 
     names = {e.key for e in ops}
-    return {"table": averages.table(sort_by=sort, row_limit=row_limit), "sorted_by": sort, "top": rows(ops),
+    return {"table": prof.key_averages().table(sort_by=sort, row_limit=row_limit), "sorted_by": sort, "top": rows(ops),
             "kernels": rows(kernels) if cuda else [],
             "backend": next((b for op, b in SDPA_OPS.items() if op in names), None),
             "total_self_cpu_us": sum(e.self_cpu_time_total for e in ops),
@@ -314,7 +315,8 @@ def profile_rows(study: dict, which: str, part: str = "top") -> list[dict]:
              **({"self CUDA (ms)": r["self_device_us"] / 1e3} if cuda else {}),
              **({"self mem (MiB)": (r["self_device_mem_bytes"] if cuda else r["self_cpu_mem_bytes"]) / 2**20}
                 if part == "top" else {})}
-            for r in study["profiles"][which].get(part, [])]
+            for r in study["profiles"][which].get(part, [])
+            if r["name"] not in PROFILER_BOOKKEEPING]  # results stored before labkit left them out
 
 
 def sweep_point(study: dict | None, seq: int) -> dict | None:

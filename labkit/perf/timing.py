@@ -28,6 +28,16 @@ import torch
 DEVICE_TYPES = ("cpu", "cuda")
 
 
+# Rows torch.profiler reports that are the profiler's own bookkeeping, not the program's work (CUPTI's
+# buffer requests carry device time of their own): left out of labkit's sums and lists of ops and kernels
+# (the raw profiler table still prints them).
+PROFILER_BOOKKEEPING = frozenset({"Activity Buffer Request"})
+
+
+def is_bookkeeping(event) -> bool:
+    return getattr(event, "key", None) in PROFILER_BOOKKEEPING
+
+
 def check_device(device: str | torch.device) -> torch.device:
     """``device`` as a ``torch.device``; a clear error for unknown types or CUDA without a GPU."""
     if device == "auto":
