@@ -14,7 +14,8 @@ from . import settings as _settings
 NOTEBOOKS = _settings.REPO_ROOT / "notebooks"
 KERNEL_NAME = "python3"  # the notebooks' kernelspec (tools/build_notebooks.py) and papermill's
 KERNEL_DISPLAY_NAME = "Python 3 (labkit)"
-# Each lab's default Optuna storage, under LABKIT_RUNS_DIR (Lab 2: labkit/search/lab2.py default_storage).
+# Each lab's default Optuna storage, under LABKIT_RUNS_DIR (labkit.search.storage.default_url, repeated here so
+# the dashboard opens it without importing the search engine and torch).
 STUDY_FILES = {"lab2": "lab2.journal", "lab3": "lab3.journal"}
 
 

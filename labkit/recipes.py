@@ -43,6 +43,19 @@ def prepare_data(s: dict) -> None:
         tokenized(s)
 
 
+_SHARED: dict[str, Loaders] = {}
+
+
+def shared_loaders(s: dict) -> Loaders:
+    """``loaders(s)`` built once per process and data settings, quietly: every trial of a search worker
+    (whatever its study) trains and evaluates on the same tensors."""
+    key = json.dumps({k: s[k] for k in DATA_KEYS if k in s}, sort_keys=True)
+    if key not in _SHARED:
+        with data.quiet():  # a worker's tokenising bars are noise in the notebook or log
+            _SHARED[key] = loaders(s)
+    return _SHARED[key]
+
+
 def loaders(s: dict, lean: bool = True) -> Loaders:
     """Tokenised train (shuffled with ``s["seed"]``) and test (sorted by length) batches for settings ``s``.
 

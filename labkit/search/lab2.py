@@ -6,28 +6,16 @@ started by hand (here or on other machines) and the notebook fill the same studi
 """
 from __future__ import annotations
 
-import hashlib
-import json
-
 import optuna
 
 from .. import settings as _paths
 from ..compress import fixed_point
-from .plan import RUN_ONLY, StudyPlan
+from .plan import StudyPlan, study_settings, study_tag
+from .storage import default_url
 from .space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space
 
 SAMPLERS = ("random", "grid", "tpe")
 MODES = {"no compression": "none", "compressed": "compress", "compressed + post-training": "compress+train"}
-
-
-def study_settings(s: dict) -> dict:
-    """The settings a study stores in its plan (how it is run, e.g. the worker count, may change)."""
-    return {k: v for k, v in s.items() if k not in RUN_ONLY}
-
-
-def study_tag(s: dict) -> str:
-    """A digest of the settings: changed settings start new studies, the same ones resume."""
-    return hashlib.sha256(json.dumps(study_settings(s), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def compression_configs(s: dict) -> tuple[dict, dict]:
@@ -106,6 +94,4 @@ def run_all(s: dict, storage: str | None = None, progress=True, workers=None, fi
 
 
 def default_storage(s: dict) -> str:
-    folder = _paths.runs_dir() / "optuna"
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"journal:{folder / 'lab2.journal'}"
+    return default_url("lab2")

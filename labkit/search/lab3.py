@@ -8,28 +8,18 @@ front. Phase 2: a short QAT of the front's configurations, re-measured.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-
 import optuna
 
-from .. import settings as _paths
 from ..quant.study import STUDY_ORDER
-from .lab2 import study_settings
-from .plan import StudyPlan
+from .plan import StudyPlan, study_settings, study_tag
+from .storage import default_url
 from .precision import FORMAT_SPACE, params_of, uniform
 
 PARETO = ["maximize", "minimize"]  # accuracy, average weight bits
 
 
-def study_tag(s: dict) -> str:
-    return hashlib.sha256(json.dumps(study_settings(s), sort_keys=True).encode()).hexdigest()[:8]
-
-
 def default_storage(s: dict) -> str:
-    folder = _paths.runs_dir() / "optuna"
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"journal:{folder / 'lab3.journal'}"
+    return default_url("lab3")
 
 
 def _name(s: dict, what: str) -> str:

@@ -14,16 +14,16 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import data, recipes, train
+from .. import recipes, train
 from ..compress import compress
 from ..models import count_parameters
 from .cache import cached_or_run, config_key
+from .plan import RUN_ONLY
 from .space import build_model, sample_architecture
 
 MODES = ("none", "compress", "compress+train")
 # Settings that choose what a search tries or where it runs, not what one trial computes (cache key).
-SEARCH_ONLY = ("storage", "trials", "compression_trials", "seeds", "workers", "mps", "profile", "lab", "device",
-               "space")
+SEARCH_ONLY = RUN_ONLY + ("trials", "compression_trials", "seeds", "profile", "lab", "device", "space")
 
 
 def trial_settings(s: dict) -> dict:
@@ -108,18 +108,11 @@ class NASObjective:
              "quant": self.quant, "prune": self.prune}, indent=2, default=str))
 
 
-_LOADERS: dict[str, recipes.Loaders] = {}
-
-
 def lab2_objective(settings: dict, **options) -> NASObjective:
-    """The registered ``"lab2"`` objective factory: loaders built once per process and settings."""
-    key = json.dumps({k: settings[k] for k in recipes.DATA_KEYS if k in settings}, sort_keys=True)
-    if key not in _LOADERS:
-        with data.quiet():  # a worker's tokenising bars are noise in the notebook or log
-            _LOADERS[key] = recipes.loaders(settings)
+    """The registered ``"lab2"`` objective factory (loaders shared by every study of the process)."""
     if options.get("best_dir"):
         options = {**options, "best_dir": Path(options["best_dir"])}
-    return NASObjective(_LOADERS[key], settings, **options)
+    return NASObjective(recipes.shared_loaders(settings), settings, **options)
 
 
 lab2_objective.prepare = recipes.prepare_data

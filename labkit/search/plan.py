@@ -7,6 +7,7 @@ factory, so any process on any machine can rebuild the objective from the plan a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import json
 from dataclasses import dataclass, field
@@ -78,6 +79,17 @@ class StudyPlan:
     @classmethod
     def from_json(cls, text: str) -> "StudyPlan":
         return cls(**json.loads(text))
+
+
+def study_settings(s: dict) -> dict:
+    """The settings a lab's study stores in its plan (how it is run, e.g. the worker count, may change)."""
+    return {k: v for k, v in s.items() if k not in RUN_ONLY}
+
+
+def study_tag(s: dict) -> str:
+    """A digest of a lab's settings for its study names: changed settings start new studies, the same
+    ones resume."""
+    return hashlib.sha256(json.dumps(study_settings(s), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def register_objective(name: str, target: str) -> None:

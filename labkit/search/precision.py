@@ -9,7 +9,6 @@ Optuna sees one fixed distribution per name whichever formats a study allows.
 from __future__ import annotations
 
 import copy
-import json
 import time
 import warnings
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import data, recipes, train
+from .. import recipes, train
 from ..quant import average_bits, make_format, quantize
 from ..quant.study import BINARY, ROLES, flat_config
 from .cache import cached_or_run, config_key
@@ -189,7 +188,7 @@ class PrecisionObjective:
         return self.value(attrs)
 
 
-_BASE: dict[str, tuple] = {}
+_BASE: dict[str, torch.nn.Module] = {}
 
 
 def lab3_objective(settings: dict, **options) -> PrecisionObjective:
@@ -198,17 +197,13 @@ def lab3_objective(settings: dict, **options) -> PrecisionObjective:
     The SFT model must already be in the checkpoint cache (the notebook trains it before the search), so
     concurrent workers never train it at the same time.
     """
-    key = json.dumps({k: settings[k] for k in recipes.DATA_KEYS if k in settings}, sort_keys=True)
-    if key not in _BASE:
-        path = recipes.checkpoint_path(settings)
+    path = recipes.checkpoint_path(settings)  # names the SFT settings: one base model per checkpoint
+    if str(path) not in _BASE:
         if not Path(path).is_file():
             raise FileNotFoundError(f"the SFT model for these settings is not cached ({path}); run "
                                     "labkit.recipes.finetuned_model(settings) once before starting workers")
-        with data.quiet():
-            dl = recipes.loaders(settings)
-        _BASE[key] = (dl, recipes.finetuned_model(settings, dl)[0])
-    dl, base = _BASE[key]
-    return PrecisionObjective(dl, settings, base, **options)
+        _BASE[str(path)] = recipes.finetuned_model(settings, recipes.shared_loaders(settings))[0]
+    return PrecisionObjective(recipes.shared_loaders(settings), settings, _BASE[str(path)], **options)
 
 
 lab3_objective.prepare = recipes.prepare_data
