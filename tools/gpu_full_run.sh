@@ -26,16 +26,31 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 if [[ -d .carry/runs ]]; then
   mkdir -p runs && cp -a .carry/runs/. runs/ && echo "resuming from carried state: $(ls .carry/runs)"
 fi
-status=0
-for target in "$@"; do
+run_one() {  # one lab or notebook stem under its own timeout; its log under $OUT
+  local target=$1 start rc
   start=$(date +%s)
   if [[ $target == *_* ]]; then
     timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -c "from labkit import runner; from pathlib import Path
-runner.run_notebook(Path('notebooks/$target.ipynb'), 'full', progress=False)" || status=1
+runner.run_notebook(Path('notebooks/$target.ipynb'), 'full', progress=False)"
   else
-    timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -m labkit.cli run "$target" --profile full --no-progress || status=1
+    timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -m labkit.cli run "$target" --profile full --no-progress
   fi
-  echo "== $target: $(( $(date +%s) - start )) s (status $status)"
-done
+  rc=$?
+  echo "== $target: $(( $(date +%s) - start )) s (exit $rc)"
+  return $rc
+}
+status=0
+if [[ -n "${LABKIT_PARALLEL:-}" ]]; then
+  # several labs at once on the one GPU (trial loops are launch-bound: one lab leaves it partly idle);
+  # never for timed labs (Lab 4), whose numbers need the GPU to themselves
+  pids=()
+  for target in "$@"; do run_one "$target" >"$OUT/$target.log" 2>&1 & pids+=($!); done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  tail -n 3 "$OUT"/*.log
+else
+  for target in "$@"; do run_one "$target" 2>&1 | tee "$OUT/$target.log" || status=1; done
+fi
+# a timed-out notebook can leave search workers behind: stop them before packing their journal
+pkill -f "labkit.search" 2>/dev/null; sleep 2
 tar czf "$OUT/results.tgz" figures runs/full runs/optuna 2>/dev/null
 exit $status

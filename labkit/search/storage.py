@@ -89,9 +89,11 @@ def _process_start(pid: int) -> float | None:
 
 
 def identity(worker: int | None = None) -> dict:
+    from ..results import git_commit  # lazy: results imports torch
     pid = os.getpid()
+    # commit: a study resumed across calls (or machines) may mix code versions; each trial says which ran it
     return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "started": _process_start(pid),
-            "worker": worker}
+            "worker": worker, "commit": git_commit()}
 
 
 def _is_dead(record: dict | None, trial: optuna.trial.FrozenTrial, journal: bool, now, grace: float) -> bool:
