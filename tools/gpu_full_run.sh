@@ -33,7 +33,7 @@ run_one() {  # one lab or notebook stem under its own timeout; its log under $OU
     timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -c "from labkit import runner; from pathlib import Path
 runner.run_notebook(Path('notebooks/$target.ipynb'), 'full', progress=False)"
   else
-    timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -m labkit.cli run "$target" --profile full --no-progress
+    timeout "${LABKIT_STEP_TIMEOUT:-540}" python3 -m labkit.cli run "$target" --profile full --no-progress ${LABKIT_SET:+--set "$LABKIT_SET"}
   fi
   rc=$?
   echo "== $target: $(( $(date +%s) - start )) s (exit $rc)"
