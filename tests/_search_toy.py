@@ -3,12 +3,19 @@ import os
 import time
 
 
-def factory(settings, sleep=0.2, log=None, fail_x=None):
+class OutOfMemoryError(RuntimeError):
+    """Named like torch's, which the worker recognises by name (it does not import torch)."""
+
+
+def factory(settings, sleep=0.2, log=None, fail_x=None, oom_once=None):
     def objective(trial):
         x = trial.suggest_int("x", 0, 49)
         y = trial.suggest_categorical("y", ["a", "b"])
         if fail_x is not None and x == fail_x:
             raise RuntimeError(f"x={x} fails on purpose")
+        if oom_once is not None and x == oom_once["x"] and not os.path.exists(oom_once["marker"]):
+            open(oom_once["marker"], "w").close()  # the first attempt only: the GPU was full then
+            raise OutOfMemoryError("CUDA out of memory. Tried to allocate 588.00 MiB (toy)")
         time.sleep(sleep)
         if log:
             with open(log, "a") as fh:  # written only once the trial's work is done

@@ -80,3 +80,9 @@ def test_pareto_answer_checks_six_bits_within_one_point(qat_acc, expect):
 def test_integer_answer_names_the_wide_layers():
     text = lab3.integer_answer(0.861, 0.865, 40, 0.858, 25000, {"0.query": 8, "pooler.dense": 32})
     assert "keeps 1 of 2 layers at 8 bits; wider ones: `pooler.dense` (32)" in text
+
+
+def test_shortfall_names_only_unfinished_searches():
+    assert lab2.shortfall({"a": 20, "b": 20}, 20) == ""
+    text = lab2.shortfall({"grid-s1": 18, "tpe-s0": 20}, 20)
+    assert "grid-s1 18" in text and "tpe-s0" not in text and "stop at 18 trials" in text

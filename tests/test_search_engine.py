@@ -114,6 +114,25 @@ def test_kill_9_of_one_worker_loses_no_finished_trial_and_the_study_completes(tm
     assert retried and retried[0].params == killed.params  # its point was queued again
 
 
+def test_an_out_of_memory_grid_point_runs_again_and_errors_are_recorded(tmp_path):
+    # A grid queues each point once: a point that failed because other workers filled the GPU was lost
+    # (a full-profile Lab 2 grid ended with 18 of 20 points), and the failure's reason was not recorded.
+    grid = {"x": [1, 2, 3, 4], "y": ["a"]}
+    oom = {"x": 3, "marker": str(tmp_path / "oom-once")}
+    plan = StudyPlan("oom", TOY, {}, {"sleep": 0.0, "oom_once": oom}, "grid", 0, 4, grid=grid)
+    study = run_studies([plan], storage=f"journal:{tmp_path / 'o.journal'}", workers=1, progress=False)["oom"]
+    assert sorted(t.params["x"] for t in complete(study)) == [1, 2, 3, 4]
+    failed = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert len(failed) == 1 and failed[0].params["x"] == 3
+    assert failed[0].user_attrs["failed_because"].startswith("CUDA out of memory")
+    assert "OutOfMemoryError: CUDA out of memory" in failed[0].user_attrs["error"]
+    assert [t.user_attrs.get("retry_of") for t in complete(study) if t.params["x"] == 3] == [failed[0].number]
+
+    bad = StudyPlan("bad", TOY, {}, {"sleep": 0.0, "fail_x": 1}, "grid", 0, 4, grid={"x": [1], "y": ["a"]})
+    with pytest.raises(RuntimeError, match="x=1 fails on purpose"):  # the reason, not "(not recorded)"
+        run_studies([bad], storage=f"journal:{tmp_path / 'b.journal'}", workers=1, progress=False)
+
+
 def test_a_dead_workers_trial_is_failed_at_once_and_a_live_ones_is_not(tmp_path):
     storage = search.make_storage(f"journal:{tmp_path / 'r.journal'}")
     study = optuna.create_study(study_name="r", storage=storage, direction="maximize")
@@ -224,3 +243,18 @@ def test_a_plan_stored_by_an_older_labkit_or_run_differently_is_the_same_study(t
     study.set_user_attr("ready", True)
     run_studies([plan], storage=url, workers=1, progress=False)  # resumes it, no error
     assert len(complete(optuna.load_study(study_name="o", storage=storage))) == 2
+
+
+def test_report_only_draws_stored_studies_without_running_and_names_who_ran_them(tmp_path):
+    url = f"journal:{tmp_path / 'p.journal'}"
+    plan = StudyPlan("part", TOY, {}, {"sleep": 0.0}, "random", 0, 3)
+    with pytest.raises(ValueError, match=r"report_only: no stored study \['part'\]"):
+        run_studies([plan], storage=url, report_only=True)
+    run_studies([plan], storage=url, workers=1, progress=False)
+    longer = StudyPlan("part", TOY, {}, {"sleep": 0.0}, "random", 0, 6)  # as if cut off after 3 of 6
+    study = run_studies([longer], storage=url, report_only=True)["part"]
+    assert len(complete(study)) == 3  # nothing ran
+    prov = search.trial_provenance([study])
+    me = identity(0)
+    assert prov["trials"] == 3 and prov["commits"] == {me["commit"] or "unrecorded": 3}
+    assert prov["devices"] == {me["device"]: 3} and prov["hosts"] == {me["host"]: 3}

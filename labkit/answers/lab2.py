@@ -97,3 +97,14 @@ def compression_answer(best: dict[str, float], effects: dict[str, dict], start: 
         text += ("Compression raised accuracy on average, beyond one standard error: at this width and sparsity "
                  "it acts on these briefly trained models more as a regulariser than as a loss of information.")
     return text
+
+
+def shortfall(done: dict[str, int], planned: int) -> str:
+    """A sentence naming the studies that finished fewer than ``planned`` trials ('' when none did): their
+    curves are cut, and comparisons at equal budget use the shortest."""
+    short = {name: n for name, n in done.items() if n < planned}
+    if not short:
+        return ""
+    return ("Not every search finished its " + f"{planned} trials: " + ", ".join(f"{name} {n}" for name, n in
+                                                                               sorted(short.items()))
+            + f" completed; curves compared at equal budget stop at {min(done.values())} trials. ")

@@ -30,3 +30,20 @@ def band(curves: list[list[float]]) -> dict:
     sem = float(final.std(ddof=1) / np.sqrt(len(final))) if len(final) > 1 else float("nan")
     return {"mean": arr.mean(0).tolist(), "min": arr.min(0).tolist(), "max": arr.max(0).tolist(),
             "final": final.tolist(), "final_mean": float(final.mean()), "final_sem": sem, "trials": n}
+
+
+def trial_provenance(studies) -> dict:
+    """Which code and machines ran the completed trials of ``studies`` (a resumed study can mix them), and
+    their per-trial wall time: the figure's own provenance names only the process that drew it."""
+    from .storage import WORKER_ATTR
+
+    commits, hosts, devices, seconds = {}, {}, {}, []
+    for study in studies:
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            who = t.user_attrs.get(WORKER_ATTR, {})
+            for tally, key in ((commits, "commit"), (hosts, "host"), (devices, "device")):
+                tally[who.get(key) or "unrecorded"] = tally.get(who.get(key) or "unrecorded", 0) + 1
+            if t.datetime_start and t.datetime_complete:
+                seconds.append((t.datetime_complete - t.datetime_start).total_seconds())
+    return {"commits": commits, "hosts": hosts, "devices": devices, "trials": len(seconds),
+            "trial_seconds_mean": float(np.mean(seconds)) if seconds else None}

@@ -21,7 +21,7 @@ OBJECTIVES = {"lab2": "labkit.search.objectives:lab2_objective", "lab3": "labkit
 LAB_SEARCHES = {"lab2": "labkit.search.lab2:run_all", "lab3": "labkit.search.lab3:run_all"}
 IN_PROCESS = "in-process"
 # Settings that say how a study is run, not what it computes: left out when plans are compared.
-RUN_ONLY = ("storage", "workers", "mps")  # a callable handed to run_study directly: runs in that process only
+RUN_ONLY = ("storage", "workers", "mps", "report_only")  # a callable handed to run_study directly: runs in that process only
 
 
 @dataclass

@@ -21,7 +21,7 @@ from . import mps as _mps
 from .plan import IN_PROCESS, StudyPlan, prepare
 from .progress import SearchProgress
 from .storage import default_url, make_storage
-from .worker import Worker, ensure_study, plan_state
+from .worker import Worker, ensure_study, errors_of, plan_state
 
 # Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
 # (benchmarks/search_throughput.py measures the curve; README states it).
@@ -91,7 +91,7 @@ def _tail(path: Path, lines: int = 15) -> str:
 def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int | str = "auto",
                 progress: bool | str = True, desc: str = "search", objectives: dict | None = None,
                 mps: bool = False, poll: float | None = None, log_dir: Path | None = None,
-                first_worker: int = 0) -> dict[str, optuna.Study]:
+                first_worker: int = 0, report_only: bool = False) -> dict[str, optuna.Study]:
     """Run every plan to completion; returns ``{name: study}``.
 
     ``storage``: ``journal:PATH`` (default ``runs/optuna/<first study>.journal``) or an RDB URL.
@@ -99,7 +99,9 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     runs in this process (``objectives`` may then give callables by study name); more run as processes
     that rebuild each objective from its plan. ``mps``: run the workers under a private CUDA MPS daemon
     so their small kernels share the GPU instead of taking turns. ``first_worker``: the id of the first
-    worker here (give each machine its own range, so their sampler seeds differ).
+    worker here (give each machine its own range, so their sampler seeds differ). ``report_only``: run
+    nothing, return the studies as stored (finished or not: e.g. to draw a GPU machine's studies on a
+    laptop); an error if one was never started.
     """
     if not plans:
         raise ValueError("run_studies: no plans given")
@@ -108,6 +110,8 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
         raise ValueError(f"run_studies: duplicate study names {sorted({n for n in names if names.count(n) > 1})}")
     url = storage or default_url(plans[0].name.split("-")[0])
     store = make_storage(url)
+    if report_only:
+        return stored_studies(plans, store)
     n = resolve_workers(workers)
     if objectives and n > 1:
         raise ValueError("in-process objectives run with workers=1; give plans (registered objectives) for more")
@@ -131,8 +135,23 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
         state, c = plan_state(plan, study)
         if state != "done":
             raise RuntimeError(f"study {plan.name!r} is not finished ({c}); the workers stopped early")
+        failed = errors_of(study)
+        if plan.queue_only and failed:  # each queued point runs once: a failed one is a hole in the grid
+            raise RuntimeError(f"study {plan.name!r}: {len(failed)} of its queued points failed; the last error: "
+                               f"{failed[-1].user_attrs.get('error', '(not recorded)')}")
         out[plan.name] = study
     return out
+
+
+def stored_studies(plans: list[StudyPlan], storage) -> dict[str, optuna.Study]:
+    """The plans' studies as stored, without running a trial."""
+    store = make_storage(storage)
+    have = {s.study_name for s in optuna.get_all_study_summaries(store, include_best_trial=False)}
+    missing = [p.name for p in plans if p.name not in have]
+    if missing:
+        raise ValueError(f"report_only: no stored study {missing} in this storage (stored: {sorted(have)}); "
+                         "run the search first, or point `storage` at the one that ran it")
+    return {p.name: optuna.load_study(study_name=p.name, storage=store) for p in plans}
 
 
 def _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker):

@@ -89,11 +89,11 @@ def _process_start(pid: int) -> float | None:
 
 
 def identity(worker: int | None = None) -> dict:
-    from ..results import git_commit  # lazy: results imports torch
+    from ..results import device_name, git_commit  # lazy: results imports torch
     pid = os.getpid()
-    # commit: a study resumed across calls (or machines) may mix code versions; each trial says which ran it
+    # commit, device: a study resumed across calls (or machines) may mix them; each trial says which ran it
     return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "started": _process_start(pid),
-            "worker": worker, "commit": git_commit()}
+            "worker": worker, "commit": git_commit(), "device": device_name()}
 
 
 def _is_dead(record: dict | None, trial: optuna.trial.FrozenTrial, journal: bool, now, grace: float) -> bool:
@@ -128,11 +128,20 @@ def reap_stale(study: optuna.Study) -> list[int]:
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # it finished (or another reaper failed it) since we looked
         reaped.append(trial.number)
-        retries = trial.user_attrs.get("retries", 0)
-        if trial.params and retries < MAX_RETRIES:
-            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number, "retries": retries + 1},
-                                skip_if_exists=False)
+        requeue(study, trial)
     return reaped
+
+
+def requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+    """Queue a failed trial's point again (up to MAX_RETRIES times per point), so a grid study, whose
+    points are queued once, loses none to a crash or an out-of-memory error; True if queued."""
+    # a queued trial that died before its objective asked for every parameter still has its fixed point
+    point = {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+    retries = trial.user_attrs.get("retries", 0)
+    if not point or retries >= MAX_RETRIES:
+        return False
+    study.enqueue_trial(point, user_attrs={"retry_of": trial.number, "retries": retries + 1}, skip_if_exists=False)
+    return True
 
 
 # --- counting ----------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from . import cache as _cache
 from .plan import StudyPlan, build_objective
 from .samplers import make_sampler, worker_seed
-from .storage import WORKER_ATTR, counts, identity, make_storage, reap_stale
+from .storage import WORKER_ATTR, counts, identity, make_storage, reap_stale, requeue
 from .samplers import grid_order
 
 log = logging.getLogger("labkit.search")
@@ -93,10 +93,22 @@ def plan_state(plan: StudyPlan, study: optuna.Study) -> tuple[str, dict]:
     return state, c
 
 
-def _errors(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+def errors_of(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """Trials that failed in their objective (not those of dead workers or lost queue races)."""
     return [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
             if "failed_because" not in t.user_attrs]
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    return type(err).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(err)
+
+
+def _release_gpu_memory() -> None:
+    """Hand cached GPU blocks back after each trial: several workers share one GPU, and one worker's
+    cache of a big model's peak would otherwise starve the others into out-of-memory errors."""
+    torch = sys.modules.get("torch")  # only if a trial imported it
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 class Worker:
@@ -142,10 +154,10 @@ class Worker:
                 room.append((c["running"], order, plan))
             elif state == "wait":
                 waiting = True
-            errors = _errors(study)
+            errors = errors_of(study)
             if len(errors) >= max(plan.n_trials, 5):
                 raise RuntimeError(f"study {plan.name!r}: {len(errors)} trials failed; the last error: "
-                                   f"{errors[-1].system_attrs.get('fail_reason', '(not recorded)')}")
+                                   f"{errors[-1].user_attrs.get('error', '(not recorded)')}")
         if room:
             return min(room, key=lambda r: r[:2])[2]
         return False if waiting else None
@@ -158,13 +170,22 @@ class Worker:
             if plan.queue_only and "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
                 trial.set_user_attr("failed_because", "queue empty: another worker took the last queued point")
                 raise QueueEmpty(plan.name)
-            return objective(trial)
+            try:
+                return objective(trial)
+            except Exception as err:  # optuna keeps no reason: the trial says what failed it
+                trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:2000])
+                # other workers' models filled the GPU: not the point's fault, so it runs again later
+                # (past MAX_RETRIES it counts as the objective's error)
+                if _out_of_memory(err) and requeue(study, storage.get_trial(trial._trial_id)):
+                    trial.set_user_attr("failed_because", "CUDA out of memory (point queued again)")
+                raise
 
         with warnings.catch_warnings():
             # optimize() warns that a caught exception failed a trial; the trial records it anyway
             warnings.simplefilter("ignore", UserWarning)
             study.optimize(wrapped, n_trials=1, catch=(RuntimeError, FloatingPointError, QueueEmpty),
                            show_progress_bar=False)
+        _release_gpu_memory()
         if self.on_trial is not None:
             self.on_trial()
 

@@ -56,11 +56,18 @@ say(f"Studies in `{storage}` (tag `{lab2.study_tag(S)}`), {workers} worker proce
 
 # %%
 start = time.time()
-task1 = search.run_studies(lab2.task1_plans(S), storage=storage, workers=workers, desc="Lab 2 task 1", mps=S["mps"])
+task1 = search.run_studies(lab2.task1_plans(S), storage=storage, workers=workers, desc="Lab 2 task 1", mps=S["mps"],
+                           report_only=S["report_only"])
 task1_seconds = time.time() - start
 curves = {sampler: [search.best_so_far(st, limit=S["trials"]) for st in sts]
           for sampler, sts in lab2.by_sampler(task1).items()}
 bands = {sampler: search.band(cs) for sampler, cs in curves.items()}
+task1_done = {name: sum(t.state.name == "COMPLETE" for t in st.trials) for name, st in task1.items()}
+task1_from = search.trial_provenance(task1.values())
+if S["report_only"]:
+    say(f"Drawn from the stored studies, no trial run here: {task1_from['trials']} trials by "
+        f"{task1_from['devices']} at commits {task1_from['commits']}.")
+say(answers.shortfall(task1_done, S["trials"]))
 say(table(answers.sampler_rows(bands)))
 best_study, best = lab2.best_trial(task1)
 n_test = best.user_attrs["n_test"]
@@ -81,6 +88,7 @@ ax.set_title(f"NAS on IMDb: mean and min-max over seeds (profile {S['profile']})
 ax.legend(loc="lower right")
 save_figure(fig, "lab2", "samplers", {
     "bands": bands, "curves": curves, "rows": answers.sampler_rows(bands), "search_seconds": task1_seconds,
+    "completed": task1_done, "trials_from": task1_from, "report_only": S["report_only"],
     "best": {"study": best_study, "trial": best.number, "value": best.value, "params": best.params},
     "trials": {name: [{"number": t.number, "value": t.value, "params": t.params, **t.user_attrs}
                       for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
@@ -97,7 +105,7 @@ save_figure(fig, "lab2", "samplers", {
 # %%
 start = time.time()
 task2 = search.run_studies(lab2.task2_plans(S, best.params), storage=storage, workers=workers,
-                           desc="Lab 2 task 2", mps=S["mps"])
+                           desc="Lab 2 task 2", mps=S["mps"], report_only=S["report_only"])
 task2_seconds = time.time() - start
 comp = lab2.by_objective(task2)
 comp_trials = {label: [{"number": t.number, "value": t.value, **t.user_attrs}
@@ -105,6 +113,9 @@ comp_trials = {label: [{"number": t.number, "value": t.value, **t.user_attrs}
                for label, st in comp.items()}
 comp_curves = {label: search.best_so_far(st, limit=S["compression_trials"]) for label, st in comp.items()}
 comp_best = {label: max(c) for label, c in comp_curves.items()}
+comp_done = {label: len(c) for label, c in comp_curves.items()}
+task2_from = search.trial_provenance(comp.values())
+say(answers.shortfall(comp_done, S["compression_trials"]))
 effects = {"compression, no post-training": answers.within_trial(comp_trials["compressed"], "accuracy_compressed"),
            "post-training after compression": answers.within_trial(
                comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_compressed")}
@@ -125,19 +136,25 @@ quant, prune = lab2.compression_configs(S)
 save_figure(fig, "lab2", "compression_aware", {
     "best_so_far": comp_curves, "best": comp_best, "within_trial": effects, "trials": comp_trials,
     "start": {"study": best_study, "trial": best.number, "value": best.value}, "search_seconds": task2_seconds,
-    "quant": quant, "prune": prune}, S)
+    "quant": quant, "prune": prune, "completed": comp_done, "trials_from": task2_from,
+    "report_only": S["report_only"]}, S)
 
 # %% [markdown]
 # ## Answers from the numbers
 
 # %%
 grid_size = len(search.grid_points(search.grid_space(S["space"])))
-say("- **Samplers.** " + answers.sampler_verdict(bands, n_test, grid_size))
-say("- **Compression-aware search.** " + answers.compression_answer(
+say("- **Samplers.** " + answers.shortfall(task1_done, S["trials"]) + answers.sampler_verdict(bands, n_test, grid_size))
+say("- **Compression-aware search.** " + answers.shortfall(comp_done, S["compression_trials"]) + answers.compression_answer(
     comp_best, effects, {"study": best_study, "value": best.value}, S["quant_width"], S["prune_sparsity"],
     S["post_epochs"], n_test))
 trials_run = sum(len(st.trials) for st in list(task1.values()) + list(task2.values()))
 cached = sum(bool(t.user_attrs.get("cached")) for st in list(task1.values()) + list(task2.values()) for t in st.trials)
-say(f"- **Cost.** Task 1 took {task1_seconds / 60:.1f} min and Task 2 {task2_seconds / 60:.1f} min here with "
-    f"{workers} worker(s) (a resumed run counts only what was left); {cached} of {trials_run} trials reused a "
-    "cached result.")
+if S["report_only"]:
+    say(f"- **Cost.** Drawn from stored studies (no trial ran here): a trial took {task1_from['trial_seconds_mean']:.0f} s "
+        f"on average in Task 1 and {task2_from['trial_seconds_mean']:.0f} s in Task 2 with the workers sharing the "
+        f"device; {cached} of {trials_run} trials reused a cached result.")
+else:
+    say(f"- **Cost.** Task 1 took {task1_seconds / 60:.1f} min and Task 2 {task2_seconds / 60:.1f} min here with "
+        f"{workers} worker(s) (a resumed run counts only what was left); {cached} of {trials_run} trials reused a "
+        "cached result.")

@@ -59,7 +59,8 @@ say(f"Base: the SFT model, fp32 accuracy **{fp32:.4f}** on {n_test:,} test revie
 # %%
 start = time.time()
 plans = lab3.phase1_plans(S, layers)
-done = search.run_studies(list(plans.values()), storage=storage, workers=workers, desc="Lab 3 search", mps=S["mps"])
+done = search.run_studies(list(plans.values()), storage=storage, workers=workers, desc="Lab 3 search", mps=S["mps"],
+                           report_only=S["report_only"])
 studies = {role: done[p.name] for role, p in plans.items()}
 search_seconds = time.time() - start
 
@@ -140,7 +141,7 @@ candidates = lab3.qat_candidates(studies["pareto"], S["front_qat"])
 qplan = lab3.qat_plan(S, candidates)
 start = time.time()
 qat_study = search.run_studies([qplan], storage=storage, workers=workers, desc="Lab 3 QAT of the front",
-                               mps=S["mps"])[qplan.name]
+                               mps=S["mps"], report_only=S["report_only"])[qplan.name]
 qat_seconds = time.time() - start
 
 
