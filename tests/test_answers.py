@@ -86,3 +86,18 @@ def test_shortfall_names_only_unfinished_searches():
     assert lab2.shortfall({"a": 20, "b": 20}, 20) == ""
     text = lab2.shortfall({"grid-s1": 18, "tpe-s0": 20}, 20)
     assert "grid-s1 18" in text and "tpe-s0" not in text and "stop at 18 trials" in text
+
+
+def test_bands_compare_samplers_at_the_shortest_search():
+    from labkit.search import bands
+    out = bands({"grid": [[0.5, 0.6, 0.7], [0.5, 0.6]], "tpe": [[0.4, 0.8, 0.9]]})
+    assert out["grid"]["trials"] == out["tpe"]["trials"] == 2
+    assert out["tpe"]["final"] == [0.8]
+
+
+def test_drawn_from_names_commits_and_devices_or_says_they_were_not_recorded():
+    sha = "f86ba3ed0b48b16af63f3bc4762fdd1d532c02d2"
+    text = lab2.drawn_from({"trials": 3, "commits": {sha: 3}, "devices": {"NVIDIA H100": 3}, "hosts": {"h": 3}})
+    assert "f86ba3e (3)" in text and "NVIDIA H100 (3)" in text and "not recorded" not in text
+    text = lab2.drawn_from({"trials": 2, "commits": {sha: 2}, "devices": {"unrecorded": 2}, "hosts": {"h": 2}})
+    assert "hosts h (2) (device not recorded" in text

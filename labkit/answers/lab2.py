@@ -108,3 +108,14 @@ def shortfall(done: dict[str, int], planned: int) -> str:
     return ("Not every search finished its " + f"{planned} trials: " + ", ".join(f"{name} {n}" for name, n in
                                                                                sorted(short.items()))
             + f" completed; curves compared at equal budget stop at {min(done.values())} trials. ")
+
+
+def drawn_from(prov: dict) -> str:
+    """Who ran the trials of a figure drawn without running any (``search.trial_provenance``)."""
+    def tally(d, short=False):
+        return ", ".join(f"{k[:7] + k[40:] if short and len(k) >= 40 else k} ({v})" for k, v in d.items())
+    devices = {k: v for k, v in prov["devices"].items() if k != "unrecorded"}
+    return (f"Drawn from the stored studies; no trial ran here. {prov['trials']} completed trials, at commits "
+            f"{tally(prov['commits'], short=True)}, on " + (f"{tally(devices)}" if devices else "")
+            + (f"{' and ' if devices else ''}hosts {tally(prov['hosts'])} (device not recorded by those trials)"
+               if prov["devices"].get("unrecorded") else "") + ".")

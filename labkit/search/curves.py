@@ -32,6 +32,13 @@ def band(curves: list[list[float]]) -> dict:
             "final": final.tolist(), "final_mean": float(final.mean()), "final_sem": sem, "trials": n}
 
 
+def bands(curves: dict[str, list[list[float]]]) -> dict[str, dict]:
+    """``band`` of each group's curves, all cut to the shortest curve of any group: samplers compared at
+    equal budget even when one search finished short."""
+    n = min(len(c) for cs in curves.values() for c in cs)
+    return {name: band([c[:n] for c in cs]) for name, cs in curves.items()}
+
+
 def trial_provenance(studies) -> dict:
     """Which code and machines ran the completed trials of ``studies`` (a resumed study can mix them), and
     their per-trial wall time: the figure's own provenance names only the process that drew it."""

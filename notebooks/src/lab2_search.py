@@ -61,12 +61,11 @@ task1 = search.run_studies(lab2.task1_plans(S), storage=storage, workers=workers
 task1_seconds = time.time() - start
 curves = {sampler: [search.best_so_far(st, limit=S["trials"]) for st in sts]
           for sampler, sts in lab2.by_sampler(task1).items()}
-bands = {sampler: search.band(cs) for sampler, cs in curves.items()}
+bands = search.bands(curves)  # every sampler cut to the shortest search: equal budget
 task1_done = {name: sum(t.state.name == "COMPLETE" for t in st.trials) for name, st in task1.items()}
 task1_from = search.trial_provenance(task1.values())
 if S["report_only"]:
-    say(f"Drawn from the stored studies, no trial run here: {task1_from['trials']} trials by "
-        f"{task1_from['devices']} at commits {task1_from['commits']}.")
+    say(answers.drawn_from(task1_from))
 say(answers.shortfall(task1_done, S["trials"]))
 say(table(answers.sampler_rows(bands)))
 best_study, best = lab2.best_trial(task1)
