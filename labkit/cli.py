@@ -34,6 +34,10 @@ def _parse_set(text: str | None) -> dict | None:
     if not isinstance(value, dict):
         raise UsageError(f"--set {text!r} is a JSON {type(value).__name__}; give a JSON object of settings, "
                          f"e.g. --set {SET_EXAMPLE}")
+    if "storage" in value:  # relative to where the command was typed, not to the notebook's folder
+        from .search.storage import absolute_url
+
+        value["storage"] = absolute_url(value["storage"])
     return value
 
 

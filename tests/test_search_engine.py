@@ -248,9 +248,10 @@ def test_a_plan_stored_by_an_older_labkit_or_run_differently_is_the_same_study(t
 def test_report_only_draws_stored_studies_without_running_and_names_who_ran_them(tmp_path):
     url = f"journal:{tmp_path / 'p.journal'}"
     plan = StudyPlan("part", TOY, {}, {"sleep": 0.0}, "random", 0, 3)
-    with pytest.raises(ValueError, match=r"report_only: no stored study \['part'\]"):
-        run_studies([plan], storage=url, report_only=True)
     run_studies([plan], storage=url, workers=1, progress=False)
+    other = StudyPlan("other", TOY, {}, {"sleep": 0.0}, "random", 0, 3)
+    with pytest.raises(ValueError, match=r"report_only: no stored study \['other'\]"):
+        run_studies([other], storage=url, report_only=True)
     longer = StudyPlan("part", TOY, {}, {"sleep": 0.0}, "random", 0, 6)  # as if cut off after 3 of 6
     study = run_studies([longer], storage=url, report_only=True)["part"]
     assert len(complete(study)) == 3  # nothing ran
@@ -258,3 +259,15 @@ def test_report_only_draws_stored_studies_without_running_and_names_who_ran_them
     me = identity(0)
     assert prov["trials"] == 3 and prov["commits"] == {me["commit"] or "unrecorded": 3}
     assert prov["devices"] == {me["device"]: 3} and prov["hosts"] == {me["host"]: 3}
+
+
+def test_storage_paths_given_on_the_command_line_are_made_absolute(tmp_path):
+    from labkit.search.storage import absolute_url
+    assert absolute_url("journal:figures/lab2/s.journal", tmp_path) == f"journal:{tmp_path}/figures/lab2/s.journal"
+    assert absolute_url("sqlite:///x.db", tmp_path) == f"sqlite:///{tmp_path}/x.db"
+    assert absolute_url("sqlite:////abs/x.db", tmp_path) == "sqlite:////abs/x.db"
+    assert absolute_url("postgresql://h/db", tmp_path) == "postgresql://h/db"
+    plan = StudyPlan("none", TOY, {}, {}, "random", 0, 1)
+    with pytest.raises(ValueError, match="report_only: no journal file"):
+        run_studies([plan], storage=f"journal:{tmp_path / 'missing.journal'}", report_only=True)
+    assert not (tmp_path / "missing.journal").exists()  # looking did not create it

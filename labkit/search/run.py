@@ -109,6 +109,9 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     if len(set(names)) != len(names):
         raise ValueError(f"run_studies: duplicate study names {sorted({n for n in names if names.count(n) > 1})}")
     url = storage or default_url(plans[0].name.split("-")[0])
+    if report_only and isinstance(url, str) and url.startswith("journal:") and not Path(url[8:]).is_file():
+        raise ValueError(f"report_only: no journal file {url[8:]!r}; run the search first, or point `storage` "
+                         "at the one that ran it")
     store = make_storage(url)
     if report_only:
         return stored_studies(plans, store)

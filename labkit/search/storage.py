@@ -36,6 +36,17 @@ def default_url(name: str = "lab2") -> str:
     return f"journal:{folder / f'{name}.journal'}"
 
 
+def absolute_url(url, base: Path | None = None):
+    """A journal or SQLite URL with a relative path made absolute against ``base`` (the caller's working
+    directory): notebooks run in notebooks/, so a path given on the command line must not move with them."""
+    base = Path(base or Path.cwd())
+    if isinstance(url, str) and url.startswith("journal:") and not Path(url[8:]).is_absolute():
+        return "journal:" + str(base / url[8:])
+    if isinstance(url, str) and url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        return "sqlite:///" + str(base / url[10:])
+    return url
+
+
 def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_period: int = 90,
                  max_retry: int = MAX_RETRIES):
     url = url or default_url()
