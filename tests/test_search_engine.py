@@ -271,3 +271,11 @@ def test_storage_paths_given_on_the_command_line_are_made_absolute(tmp_path):
     with pytest.raises(ValueError, match="report_only: no journal file"):
         run_studies([plan], storage=f"journal:{tmp_path / 'missing.journal'}", report_only=True)
     assert not (tmp_path / "missing.journal").exists()  # looking did not create it
+
+
+def test_shown_url_hides_project_paths_and_passwords():
+    from labkit import settings
+    from labkit.search.storage import shown_url
+    assert shown_url(f"journal:{settings.REPO_ROOT}/figures/lab2/s.journal") == "journal:figures/lab2/s.journal"
+    assert shown_url("postgresql://me:secret@db-host/optuna") == "postgresql://me:***@db-host/optuna"
+    assert shown_url("journal:/elsewhere/x.journal") == "journal:/elsewhere/x.journal"

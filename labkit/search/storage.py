@@ -47,6 +47,19 @@ def absolute_url(url, base: Path | None = None):
     return url
 
 
+def shown_url(url) -> str:
+    """A storage URL as prose shows it: paths inside the project relative to its root (no machine's
+    absolute path in committed answers), and no password of an RDB URL."""
+    text = str(url)
+    root = str(settings.REPO_ROOT) + "/"
+    text = text.replace("journal:" + root, "journal:").replace("sqlite:///" + root, "sqlite:///")
+    if "://" in text and "@" in text.split("://", 1)[1]:
+        scheme, rest = text.split("://", 1)
+        cred, host = rest.rsplit("@", 1)
+        text = f"{scheme}://{cred.split(':')[0]}:***@{host}" if ":" in cred else text
+    return text
+
+
 def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_period: int = 90,
                  max_retry: int = MAX_RETRIES):
     url = url or default_url()

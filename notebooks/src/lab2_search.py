@@ -46,7 +46,7 @@ print(S)
 print("device:", provenance()["device"])
 storage = S["storage"] or lab2.default_storage(S)
 workers = search.resolve_workers(S["workers"] or "auto")
-say(f"Studies in `{storage}` (tag `{lab2.study_tag(S)}`), {workers} worker process(es)"
+say(f"Studies in `{search.storage.shown_url(storage)}` (tag `{lab2.study_tag(S)}`), {workers} worker process(es)"
     + (" under CUDA MPS" if S["mps"] else "") + f"; {S['trials']} trials per sampler and seed, seeds {S['seeds']}. "
     + ("Search space: the lab's full space." if S["space"] is None else
        f"Search space narrowed by this profile to {search.space.restrict(S['space'])}."))

@@ -48,7 +48,7 @@ storage = S["storage"] or lab3.default_storage(S)
 workers = search.resolve_workers(S["workers"] or "auto")
 n_test = dl.sizes["test"]
 say(f"Base: the SFT model, fp32 accuracy **{fp32:.4f}** on {n_test:,} test reviews; {len(layers)} Linear layers "
-    f"searched. Studies in `{storage}` (tag `{lab3.study_tag(S)}`), {workers} worker process(es).")
+    f"searched. Studies in `{search.storage.shown_url(storage)}` (tag `{lab3.study_tag(S)}`), {workers} worker process(es).")
 
 # %% [markdown]
 # ## The searches
