@@ -1,0 +1,152 @@
+"""The labs' headline claims, checked against stored result JSON (``figures/<lab>/<name>.json``).
+
+Each check takes the ``numbers`` of one or more results and returns ``Claim``s; ``check_all`` runs every
+check whose files exist. The answers quote these numbers, so a claim that stops holding after a rerun
+fails the results-check tests instead of leaving prose that its own numbers contradict.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+CHANCE = 0.5  # IMDb is balanced
+INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")
+
+
+@dataclass(frozen=True)
+class Claim:
+    lab: str
+    name: str
+    holds: bool
+    detail: str
+
+
+def se(p: float, n: int) -> float:
+    """One standard error of an accuracy ``p`` on ``n`` test examples."""
+    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def above_chance(p: float, n: int) -> bool:
+    return p > CHANCE + 2 * se(CHANCE, n)
+
+
+def lab0(acc: dict) -> list[Claim]:
+    n = acc["sft"]["n"]
+    sft, lora, merged = acc["sft"]["accuracy"], acc["lora"]["accuracy"], acc["merged"]["accuracy"]
+    return [
+        Claim("lab0", "SFT beats chance", above_chance(sft, n), f"SFT {sft:.4f} on {n:,} reviews"),
+        Claim("lab0", "merging LoRA keeps the model", abs(merged - lora) <= 1 / n and acc["merge_max_logit_diff"] < 1e-3,
+              f"LoRA {lora:.5f}, merged {merged:.5f}, max logit gap {acc['merge_max_logit_diff']:.1e}"),
+    ]
+
+
+def lab1_quantization(q: dict) -> list[Claim]:
+    n, fp32 = q["dataset_sizes"]["test"], q["fp32"]
+    rows = {r["width"]: r for r in q["rows"]}
+    out = [Claim("lab1", "int8 PTQ within 1 point of fp32", fp32 - rows[8]["ptq"] <= 0.01,
+                 f"fp32 {fp32:.4f}, int8 PTQ {rows[8]['ptq']:.4f}")]
+    worse = [w for w, r in rows.items() if r["qat"] < r["ptq"] - se(r["ptq"], n)]
+    out.append(Claim("lab1", "QAT >= PTQ at every width (within one SE)", not worse,
+                     f"QAT below PTQ at widths {worse}" if worse else f"{len(rows)} widths"))
+    return out
+
+
+def lab1_pruning(p: dict) -> list[Claim]:
+    n = p["dataset_sizes"]["test"]
+    by = {(r["method"], r["sparsity"]): r for r in p["rows"]}
+    out = []
+    for stage in ("pruned", "finetuned"):
+        bad = []
+        for (method, s), r in by.items():
+            if method != "l1-norm" or ("random", s) not in by:
+                continue
+            l1, rnd = r[stage], by[("random", s)][stage]
+            if (above_chance(l1, n) or above_chance(rnd, n)) and l1 < rnd - se(rnd, n):
+                bad.append(s)
+        out.append(Claim("lab1", f"L1 >= random ({stage}) wherever either is above chance", not bad,
+                         f"L1 below random at sparsities {bad}" if bad else f"{len(by) // 2} sparsities"))
+    off = [r["sparsity"] for r in p["rows"] if abs(r["achieved_weight_sparsity"] - r["sparsity"]) > 0.01]
+    out.append(Claim("lab1", "achieved weight sparsity = target (within 1 point)", not off, f"off at {off}"))
+    return out
+
+
+def lab2_samplers(s: dict, answers: str | None = None) -> list[Claim]:
+    rows = sorted(s["rows"], key=lambda r: -r["mean best"])
+    top, second = rows[0], rows[1]
+    combined = math.hypot(top["SE over seeds"], second["SE over seeds"])
+    wins = top["mean best"] - second["mean best"] > 2 * combined
+    trials = [t for ts in s["trials"].values() for t in ts]
+    out = [Claim("lab2", "best architecture is the best completed trial",
+                 abs(s["best"]["value"] - max(t["value"] for t in trials)) < 1e-12,
+                 f"best {s['best']['value']:.4f} of {len(trials)} trials")]
+    if answers is not None:
+        says_wins = f"**{top['sampler'].upper()} wins**" in answers
+        out.append(Claim("lab2", "the sampler verdict follows its uncertainty", says_wins == wins,
+                         f"lead {top['mean best'] - second['mean best']:.4f} vs 2 x SE {combined:.4f}: "
+                         f"{'a winner' if wins else 'no winner'}; the answers say {'a' if says_wins else 'no'} winner"))
+    return out
+
+
+def lab3_formats(f: dict) -> list[Claim]:
+    n = f["dataset_sizes"]["test"]
+    worse = [k for k, v in f["formats"].items()
+             if v["qat"]["accuracy"] < v["ptq"]["accuracy"] - se(v["ptq"]["accuracy"], n)]
+    eight = {k: v["ptq"]["accuracy"] for k, v in f["formats"].items() if v["bits"]["weight_bits"] >= 8}
+    far = [k for k, a in eight.items() if f["fp32"]["accuracy"] - a > 0.02]
+    return [Claim("lab3", "QAT >= PTQ for every format (within one SE)", not worse, f"worse: {worse}"),
+            Claim("lab3", "every >= 8-bit format's PTQ within 2 points of fp32", not far, f"beyond: {far}")]
+
+
+def lab4(bandwidth: dict | None = None, memory: dict | None = None, compile_cuda: dict | None = None,
+         sdpa_cuda: dict | None = None) -> list[Claim]:
+    out = []
+    if bandwidth is not None:
+        rows = bandwidth["rows"]
+        out.append(Claim("lab4", "every MXINT8 dequantization measured is bit-exact",
+                         all(r.get("bit_exact") for r in rows), f"{len(rows)} rows"))
+    if memory is not None:
+        big = [m for m in memory["measured"].values() if m["theory_whole_model"] > 0.5]
+        out.append(Claim("lab4", "MXINT8 saves >= 60% of peak memory on the large model",
+                         bool(big) and all(m["saving_peak"] >= 0.60 for m in big),
+                         ", ".join(f"{m['saving_peak']:.1%}" for m in big)))
+        out.append(Claim("lab4", "measured parameter saving = theory (within 0.5 point)",
+                         all(abs(m["saving_parameter_bytes"] - m["theory_whole_model"]) < 0.005
+                             for m in memory["measured"].values()), "per model"))
+    if compile_cuda is not None:
+        # Inductor's generated code; the cudagraphs backend only replays eager kernels (measured slower)
+        ind = [c for c in compile_cuda["comparisons"] if c["variant"] in INDUCTOR]
+        slow = [(c["variant"], c["state"]) for c in ind if not c["steady_speedup"] > 1]
+        out.append(Claim("lab4", "Inductor-compiled faster than eager in steady state (CUDA)", bool(ind) and not slow,
+                         f"not faster: {slow}" if slow else f"{len(ind)} comparisons"))
+    if sdpa_cuda is not None:
+        slow = [r["seq"] for r in sdpa_cuda["sweep"] if r["naive"].get("status") == "ok" and
+                r["fused"]["timing"]["steady_median_s"] >= r["naive"]["timing"]["steady_median_s"]]
+        out.append(Claim("lab4", "fused SDPA faster than naive at every length that ran (CUDA)", not slow,
+                         f"not faster at {slow}"))
+    return out
+
+
+def _numbers(path: Path) -> dict | None:
+    return json.loads(path.read_text())["numbers"] if path.is_file() else None
+
+
+def check_all(figures: Path) -> list[Claim]:
+    """Every check whose full-profile results exist under ``figures``."""
+    figures, out = Path(figures), []
+    if (acc := _numbers(figures / "lab0" / "accuracy.json")) is not None:
+        out += lab0(acc)
+    if (q := _numbers(figures / "lab1" / "quantization.json")) is not None:
+        out += lab1_quantization(q)
+    if (p := _numbers(figures / "lab1" / "pruning.json")) is not None:
+        out += lab1_pruning(p)
+    if (s := _numbers(figures / "lab2" / "samplers.json")) is not None:
+        answers = figures / "lab2" / "answers.md"
+        out += lab2_samplers(s, answers.read_text() if answers.is_file() else None)
+    if (f := _numbers(figures / "lab3" / "formats.json")) is not None:
+        out += lab3_formats(f)
+    bw = figures / "lab4" / "mxint8_bandwidth.json"
+    out += lab4(json.loads(bw.read_text()) if bw.is_file() else None, _numbers(figures / "lab4" / "mxint8_memory.json"),
+                _numbers(figures / "lab4" / "compile_cuda.json"), _numbers(figures / "lab4" / "sdpa_cuda.json"))
+    return out

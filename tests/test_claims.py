@@ -1,0 +1,74 @@
+"""Results check: the committed full-profile JSON supports each lab's headline claims, and a doctored copy
+whose numbers contradict a claim fails it (so the check can fail)."""
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from labkit import claims
+
+FIGURES = Path(__file__).resolve().parent.parent / "figures"
+
+
+def test_every_committed_claim_holds():
+    found = claims.check_all(FIGURES)
+    assert {c.lab for c in found} == {"lab0", "lab1", "lab2", "lab3", "lab4"}  # each lab's results exist
+    broken = [f"{c.lab}: {c.name} ({c.detail})" for c in found if not c.holds]
+    assert not broken, broken
+
+
+def _numbers(lab, name):
+    return json.loads((FIGURES / lab / f"{name}.json").read_text())["numbers"]
+
+
+def _failing(found):
+    return {c.name for c in found if not c.holds}
+
+
+def test_doctored_quantization_fails_its_claims():
+    q = copy.deepcopy(_numbers("lab1", "quantization"))
+    for r in q["rows"]:
+        if r["width"] == 8:
+            r["ptq"], r["qat"] = q["fp32"] - 0.05, q["fp32"] - 0.08
+    assert _failing(claims.lab1_quantization(q)) == {"int8 PTQ within 1 point of fp32",
+                                                      "QAT >= PTQ at every width (within one SE)"}
+
+
+def test_doctored_pruning_fails_when_random_beats_l1_above_chance():
+    p = copy.deepcopy(_numbers("lab1", "pruning"))
+    for r in p["rows"]:
+        if r["method"] == "random" and r["sparsity"] == 0.5:
+            r["pruned"] = 0.9
+    assert _failing(claims.lab1_pruning(p)) == {"L1 >= random (pruned) wherever either is above chance"}
+
+
+def test_a_verdict_the_numbers_do_not_support_fails(tmp_path):
+    shutil.copytree(FIGURES / "lab2", tmp_path / "lab2", ignore=shutil.ignore_patterns("*.journal", "gpu_logs"))
+    answers = (tmp_path / "lab2" / "answers.md").read_text()
+    s = _numbers("lab2", "samplers")
+    top = max(s["rows"], key=lambda r: r["mean best"])["sampler"]
+    doctored = answers.replace("**No sampler can be called better at this budget**", f"**{top.upper()} wins**")
+    assert doctored != answers
+    assert _failing(claims.lab2_samplers(s, answers)) == set()
+    assert _failing(claims.lab2_samplers(s, doctored)) == {"the sampler verdict follows its uncertainty"}
+
+
+@pytest.mark.parametrize("field,value,claim", [
+    ("saving_peak", 0.4, "MXINT8 saves >= 60% of peak memory on the large model"),
+    ("saving_parameter_bytes", 0.5, "measured parameter saving = theory (within 0.5 point)"),
+])
+def test_doctored_memory_fails(field, value, claim):
+    m = copy.deepcopy(_numbers("lab4", "mxint8_memory"))
+    for model in m["measured"].values():
+        model[field] = value
+    assert claim in _failing(claims.lab4(memory=m))
+
+
+def test_a_slower_compiled_model_fails():
+    c = copy.deepcopy(_numbers("lab4", "compile_cuda"))
+    for comp in c["comparisons"]:
+        if comp["variant"] == "inductor":
+            comp["steady_speedup"] = 0.9
+    assert _failing(claims.lab4(compile_cuda=c)) == {"Inductor-compiled faster than eager in steady state (CUDA)"}
