@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -27,7 +28,11 @@ def git_commit() -> str | None:
     is told the commit it was made from), else ``git rev-parse HEAD`` plus ``+dirty`` when tracked files
     other than results (figures/, benchmarks/*.json) differ; None outside a git checkout (never a placeholder such as "HEAD")."""
     if os.environ.get("LABKIT_COMMIT"):
-        return os.environ["LABKIT_COMMIT"]
+        given = os.environ["LABKIT_COMMIT"].strip()
+        if not re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", given):  # a short sha can become ambiguous later
+            raise ValueError(f"LABKIT_COMMIT={given!r}: give the full 40-hex commit (git rev-parse HEAD), "
+                             "optionally with '+dirty'")
+        return given
     try:
         head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=_settings.REPO_ROOT,
                               capture_output=True, text=True, timeout=10)

@@ -72,3 +72,20 @@ def test_a_slower_compiled_model_fails():
         if comp["variant"] == "inductor":
             comp["steady_speedup"] = 0.9
     assert _failing(claims.lab4(compile_cuda=c)) == {"Inductor-compiled faster than eager in steady state (CUDA)"}
+
+
+def test_every_committed_result_names_its_commit_or_says_why_not():
+    import re
+    root = FIGURES.parent
+    files = sorted(FIGURES.glob("**/*.json")) + sorted((root / "benchmarks").glob("*.json"))
+    assert len(files) > 20
+    bad = []
+    for f in files:
+        d = json.loads(f.read_text())
+        prov = d.get("provenance") or {}
+        commit = prov.get("git_commit", "missing")
+        ok = (isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", commit)) or \
+             (commit is None and prov.get("commit_note"))
+        if not ok:
+            bad.append(f"{f.relative_to(root)}: {commit!r}")
+    assert not bad, bad

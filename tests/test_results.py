@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -35,9 +37,18 @@ def test_git_commit_is_real_or_given_never_a_placeholder(monkeypatch, tmp_path):
 
     sha = results.git_commit()
     assert sha is None or (len(sha.split("+")[0]) == 40 and sha.split("+")[1:] in ([], ["dirty"]))
-    monkeypatch.setenv("LABKIT_COMMIT", "0123abc")
-    assert results.git_commit() == "0123abc" and results.provenance()["git_commit"] == "0123abc"
+    monkeypatch.setenv("LABKIT_COMMIT", "0123abc" * 5 + "01234")
+    assert results.git_commit() == "0123abc" * 5 + "01234" and results.provenance()["git_commit"] == "0123abc" * 5 + "01234"
     monkeypatch.delenv("LABKIT_COMMIT")
     monkeypatch.setattr(settings, "REPO_ROOT", tmp_path)  # a copy without git: None, not "HEAD"
     assert results.git_commit() is None
     assert results.versions()["labkit"]  # the package's own version even when not installed
+
+
+def test_a_commit_passed_in_must_be_a_full_sha(monkeypatch):
+    from labkit.results import git_commit
+    monkeypatch.setenv("LABKIT_COMMIT", "46250f0")
+    with pytest.raises(ValueError, match="LABKIT_COMMIT='46250f0': give the full 40-hex commit"):
+        git_commit()
+    monkeypatch.setenv("LABKIT_COMMIT", "a" * 40 + "+dirty")
+    assert git_commit() == "a" * 40 + "+dirty"
