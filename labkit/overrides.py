@@ -38,7 +38,7 @@ RANGES = {
         "big_hidden", "big_layers", "big_heads", "big_intermediate"), _POSITIVE),
     **dict.fromkeys(("seed", "seeds", "search_seed", "workers", "lambdas", "compile_warmup", "sdpa_warmup"),
                     _NON_NEGATIVE),
-    **dict.fromkeys(("lora_dropout", "sparsities", "prune_sparsity"), _FRACTION),
+    **dict.fromkeys(("lora_dropout", "sparsities", "global_sparsities", "prune_sparsity"), _FRACTION),
     "table_exponent": (0, True, 255, True),  # a uint8 exponent field
 }
 

@@ -35,17 +35,20 @@ _LABS: dict[str, dict[str, dict]] = {
         "full": dict(lora_rank=6, lora_alpha=1.0, lora_dropout=0.5, lora_lr=1e-3),
     },
     # Lab 1: fixed-point widths (frac width = width // 2) and pruning sparsities; each point starts from
-    # the SFT model and fine-tunes for *_epochs at finetune_lr.
+    # the SFT model and fine-tunes for *_epochs at finetune_lr (as does an uncompressed fp32 control).
+    # prune_scope: the main sweep's weight scope; global_sparsities: where L1 also runs with global scope.
     "lab1": {
         "smoke": dict(widths=[4, 8, 16], sparsities=[0.3, 0.7], qat_epochs=0.5, prune_epochs=0.5,
-                      finetune_lr=1e-4, prune_scope="local"),
+                      finetune_lr=1e-4, prune_scope="local", global_sparsities=[0.7]),
         "quick": dict(widths=[4, 6, 8, 12, 16, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], test_size=500,
-                      qat_epochs=0.25, prune_epochs=0.25, finetune_lr=1e-4, prune_scope="local"),
+                      qat_epochs=0.25, prune_epochs=0.25, finetune_lr=1e-4, prune_scope="local",
+                      global_sparsities=[0.5, 0.9]),
         # full: half an epoch of QAT / post-pruning training per point (28 points x 25k reviews) keeps
         # the notebook inside a 10-minute GPU slot; the sheet trains 1 epoch (QAT) and 5 (pruning)
         "full": dict(widths=[4, 6, 8, 10, 12, 16, 20, 24, 28, 32],
                      sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], qat_epochs=0.5,
-                     prune_epochs=0.5, finetune_lr=5e-5, prune_scope="local"),
+                     prune_epochs=0.5, finetune_lr=5e-5, prune_scope="local",
+                     global_sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
     },
     # Lab 2: models from random init (so a higher lr than fine-tuning); `trials` per sampler and seed
     # (`seeds`: one study per sampler per seed), `compression_trials` per compression mode (first seed);

@@ -32,17 +32,36 @@ def quantization_sweep(base, widths, dl, s: dict, calibration: dict | None = Non
             frac = f"{fracs[0]}..{fracs[-1]}"
         out = ptq_qat(lambda: copy.deepcopy(base), config, dl, settings, freeze=freeze_embeddings)
         rows.append({"width": width, "frac_width": frac, "ptq": out["ptq"]["accuracy"],
-                     "qat": out["qat"]["accuracy"],
+                     "qat": out["qat"]["accuracy"], "ptq_positive_share": out["ptq"].get("positive_share"),
+                     "qat_positive_share": out["qat"].get("positive_share"),
                      "qat_train_seconds": out.get("qat_train", {}).get("train_seconds"),
                      "qat_loss_last": out.get("qat_train", {}).get("train_loss_last")})
     return rows
 
 
-def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None) -> list[dict]:
+def fp32_control(base, dl, s: dict, epochs: float) -> dict:
+    """The base model trained for the same ``epochs`` at the same lr as a QAT or post-pruning point, with
+    no compression: the equal-training baseline (a compressed model that beats the untouched base may
+    only be showing the extra training)."""
+    model = copy.deepcopy(base)
+    freeze_embeddings(model)
+    fit = train.train(model, dl.train, epochs=epochs, lr=s["finetune_lr"], device=s["device"], seed=s["seed"],
+                      progress=False)
+    out = train.evaluate(model, dl.test, device=s["device"], progress=False)
+    model.cpu()
+    return {"epochs": epochs, "lr": s["finetune_lr"], "accuracy": out["accuracy"],
+            "positive_share": out["positive_share"], "train_seconds": fit["train_seconds"]}
+
+
+def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None, scope: str | None = None) -> list[dict]:
+    """One row per (method, sparsity): accuracy right after pruning and after fine-tuning with the masks
+    in place. ``scope`` (weights): ``local`` (each layer to the sparsity) or ``global`` (one threshold over
+    all layers); default the profile's ``prune_scope``. Activations are pruned per layer either way."""
+    scope = scope or s["prune_scope"]
     rows = []
     points = [(m, sp) for m in methods for sp in sparsities]
-    for method, sparsity in _progress.bar(points, desc="pruning", unit="points"):
-        cfg = {"weight": {"sparsity": sparsity, "method": method, "scope": s["prune_scope"], "seed": s["seed"]},
+    for method, sparsity in _progress.bar(points, desc=f"pruning ({scope})", unit="points"):
+        cfg = {"weight": {"sparsity": sparsity, "method": method, "scope": scope, "seed": s["seed"]},
                "activation": {"sparsity": sparsity, "method": method, "scope": "local", "seed": s["seed"]}}
         res = _prune.prune(base, cfg)
         model = res.model
@@ -52,8 +71,9 @@ def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None) -> list[d
         fit = train.train(model, dl.train, epochs=s["prune_epochs"], lr=s["finetune_lr"], device=s["device"],
                           seed=s["seed"], progress=False)
         after = train.evaluate(model, dl.test, device=s["device"], progress=False)
-        rows.append({"method": method, "sparsity": sparsity, "pruned": before["accuracy"],
-                     "finetuned": after["accuracy"],
+        rows.append({"method": method, "scope": scope, "sparsity": sparsity, "pruned": before["accuracy"],
+                     "finetuned": after["accuracy"], "pruned_positive_share": before["positive_share"],
+                     "finetuned_positive_share": after["positive_share"],
                      "achieved_weight_sparsity": res.report["achieved_weight_sparsity"],
                      "weight_sparsity_after_training": _prune.weight_sparsity(model.cpu()),
                      "achieved_activation_sparsity": achieved_act,

@@ -112,6 +112,7 @@ def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precisi
     dev = pick_device(device)
     model.to(dev).eval()
     correct = torch.zeros((), dtype=torch.int64, device=dev)
+    positive = torch.zeros((), dtype=torch.int64, device=dev)
     loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
     seen = 0
     start = time.perf_counter()
@@ -121,7 +122,10 @@ def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precisi
             out = model(**batch)
         n = batch["labels"].numel()
         loss_sum += out.loss.double() * n  # float64, as Python floats summed it before
-        correct += (out.logits.argmax(-1) == batch["labels"]).sum()
+        pred = out.logits.argmax(-1)
+        correct += (pred == batch["labels"]).sum()
+        positive += (pred == 1).sum()
         seen += n
+    # positive_share: a model at exactly chance usually predicts one class for every review (share 0 or 1)
     return {"accuracy": correct.item() / seen, "loss": loss_sum.item() / seen, "n": seen,
-            "eval_seconds": time.perf_counter() - start}
+            "positive_share": positive.item() / seen, "eval_seconds": time.perf_counter() - start}

@@ -16,7 +16,8 @@ from labkit import prune, recipes
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
-from labkit.sweeps import pruning_sweep
+from labkit.answers import lab1 as answers
+from labkit.sweeps import fp32_control, pruning_sweep
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
 print(S)
@@ -32,46 +33,45 @@ say(f"Base: the SFT model of Lab 0, **{fp32:.4f}** accuracy on {dl.sizes['test']
 #
 # Each Linear's weights are masked (a parametrization: masked weights stay zero while fine-tuning) and its
 # input is masked too (random: one fixed feature mask per layer; L1: the smallest-magnitude entries of
-# every token vector). Scope is the profile's `prune_scope`.
+# every token vector). The main sweep's weight scope is the profile's `prune_scope`; L1 also runs with one
+# global threshold over all layers at `global_sparsities`.
 
 # %%
 batch = next(iter(dl.test))
 probe = {k: v[:8] for k, v in batch.items() if k != "labels"}
 prows = pruning_sweep(base, S["sparsities"], ["random", "l1-norm"], dl, S, inputs=probe)
-say(table(prows, ["method", "sparsity", "achieved_weight_sparsity", "achieved_activation_sparsity",
-                  "pruned", "finetuned"]))
+other = "global" if S["prune_scope"] == "local" else "local"
+prows += pruning_sweep(base, S["global_sparsities"], ["l1-norm"], dl, S, inputs=probe, scope=other)
+control = fp32_control(base, dl, S, S["prune_epochs"])  # the same fine-tuning, nothing pruned
+say(table(prows, ["method", "scope", "sparsity", "achieved_weight_sparsity", "achieved_activation_sparsity",
+                  "pruned", "finetuned", "pruned_positive_share", "finetuned_positive_share"]))
 
 # %%
-fig, ax = plt.subplots(figsize=(6.5, 4))
-for method, color in [("random", "#c44e52"), ("l1-norm", "#4c72b0")]:
-    rows = [r for r in prows if r["method"] == method]
-    xs = [r["sparsity"] for r in rows]
-    ax.plot(xs, [r["pruned"] for r in rows], "o--", color=color, alpha=0.6, label=f"{method}, pruned")
-    ax.plot(xs, [r["finetuned"] for r in rows], "s-", color=color,
-            label=f"{method}, + {S['prune_epochs']:g} epoch fine-tuning")
+fig, ax = plt.subplots(figsize=(7, 4.6))
+series = [("random", S["prune_scope"], "#c44e52", "o"), ("l1-norm", S["prune_scope"], "#4c72b0", "s"),
+          ("l1-norm", other, "#55a868", "^")]
+for k, (method, scope, color, marker) in enumerate(series):
+    rows = [r for r in prows if r["method"] == method and r["scope"] == scope]
+    if not rows:
+        continue
+    # a small horizontal offset per series: points at equal accuracy (e.g. 0.5) stay visible side by side
+    xs = [r["sparsity"] + (k - 1) * 0.008 for r in rows]
+    ax.plot(xs, [r["pruned"] for r in rows], marker + "--", color=color, alpha=0.55, mfc="none",
+            label=f"{method} ({scope}), pruned")
+    ax.plot(xs, [r["finetuned"] for r in rows], marker + "-", color=color,
+            label=f"{method} ({scope}), + {S['prune_epochs']:g} epoch")
 ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"unpruned ({fp32:.3f})")
+ax.axhline(control["accuracy"], ls=":", color="k", lw=1.2,
+           label=f"unpruned + {S['prune_epochs']:g} epoch ({control['accuracy']:.3f})")
 ax.set_xlabel("sparsity (weights and activations)")
 ax.set_ylabel("IMDb test accuracy")
-ax.set_title(f"Unstructured pruning, {S['prune_scope']} scope (profile {S['profile']})")
-ax.legend(fontsize=8)
-save_figure(fig, "lab1", "pruning", {"fp32": fp32, "rows": prows, "dataset_sizes": dl.sizes}, S)
+ax.set_title(f"Unstructured pruning (profile {S['profile']})")
+ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
+save_figure(fig, "lab1", "pruning", {"fp32": fp32, "rows": prows, "dataset_sizes": dl.sizes, "control": control}, S)
 
 # %% [markdown]
 # ## Answers from the numbers
 
 # %%
-mid = [r for r in prows if abs(r["sparsity"] - 0.5) < 1e-9]
-l1_better = [r["sparsity"] for r in prows if r["method"] == "l1-norm" and r["finetuned"] >= next(
-    x["finetuned"] for x in prows if x["method"] == "random" and x["sparsity"] == r["sparsity"])]
-err = max(abs(r["achieved_weight_sparsity"] - r["sparsity"]) for r in prows)
-say(f"- **Pruning.** Achieved weight sparsity is within {100 * err:.3f} points of the request everywhere "
-    f"(exact counts per layer) and stays so after fine-tuning "
-    f"(max drift {max(abs(r['weight_sparsity_after_training'] - r['achieved_weight_sparsity']) for r in prows):.1e}). "
-    + (f"At 0.5: L1 {next(r['pruned'] for r in mid if r['method'] == 'l1-norm'):.4f} right after pruning, "
-       f"{next(r['finetuned'] for r in mid if r['method'] == 'l1-norm'):.4f} after fine-tuning; random "
-       f"{next(r['pruned'] for r in mid if r['method'] == 'random'):.4f} / "
-       f"{next(r['finetuned'] for r in mid if r['method'] == 'random'):.4f} "
-       "(the course's reference: 0.555 right after pruning, 0.836 after 5 epochs). " if mid else "")
-    + f"L1-norm is at or above random after fine-tuning at {len(l1_better)} of {len(S['sparsities'])} "
-    "sparsities: removing the smallest weights and the smallest activations disturbs the function least, "
-    "while a random mask removes large, important values as often as small ones.")
+for bullet in answers.pruning({"fp32": fp32, "rows": prows, "dataset_sizes": dl.sizes, "control": control}, S):
+    say("- " + bullet)

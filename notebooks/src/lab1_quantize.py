@@ -26,7 +26,8 @@ from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
 from labkit.quant.calibrate import calibrated_fixed_point, input_ranges
-from labkit.sweeps import quantization_sweep
+from labkit.answers import lab1 as answers
+from labkit.sweeps import fp32_control, quantization_sweep
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
 print(S)
@@ -62,6 +63,9 @@ cal8 = calibrated_fixed_point(base, 8, ranges)
 say(f"Calibrated int8 frac widths range over inputs {sorted({c['data_in_frac_width'] for k, c in cal8.items() if k != 'by'})}, "
     f"weights {sorted({c['weight_frac_width'] for k, c in cal8.items() if k != 'by'})}. For comparison, the sheet's "
     f"single int8 rule (frac 4 everywhere) gives PTQ **{sheet8:.4f}**.")
+control = fp32_control(base, dl, S, S["qat_epochs"])  # the same extra training, no quantizer
+say(f"Equal-training control: fp32 trained {S['qat_epochs']:g} epoch more at lr {S['finetune_lr']:g}: "
+    f"**{control['accuracy']:.4f}**.")
 say(table(qrows, ["width", "frac_width", "ptq", "qat", "qat_train_seconds"]))
 
 # %%
@@ -70,36 +74,22 @@ fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.plot(widths, [r["ptq"] for r in qrows], "o-", label="PTQ")
 ax.plot(widths, [r["qat"] for r in qrows], "s-", label=f"QAT ({S['qat_epochs']:g} epoch)")
 ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"fp32 ({fp32:.3f})")
+ax.axhline(control["accuracy"], ls=":", color="C2", lw=1.2,
+           label=f"fp32 + {S['qat_epochs']:g} epoch, no quantizer ({control['accuracy']:.3f})")
 ax.set_xlabel("fixed-point width (frac widths calibrated per tensor)")
 ax.set_ylabel("IMDb test accuracy")
 ax.set_xticks(widths)
 ax.set_title(f"Fixed-point quantization of every Linear ({S['model']}, profile {S['profile']})")
 ax.legend()
 save_figure(fig, "lab1", "quantization", {"fp32": fp32, "rows": qrows, "dataset_sizes": dl.sizes,
-                                                  "sheet_rule_int8_frac4_ptq": sheet8, "input_ranges": ranges}, S)
+                                                  "sheet_rule_int8_frac4_ptq": sheet8, "input_ranges": ranges,
+                                                  "control": control}, S)
 
 # %% [markdown]
 # ## Answers from the numbers
 
 # %%
-by_w = {r["width"]: r for r in qrows}
-w8 = by_w.get(8)
-lowest_ok = min((r["width"] for r in qrows if r["ptq"] >= fp32 - 0.01), default=None)
-qat_below = [r["width"] for r in qrows if r["qat"] < r["ptq"]]
-say(f"- **PTQ.** The fp32 model scores {fp32:.4f}. "
-    + (f"int8 PTQ scores {w8['ptq']:.4f} ({w8['ptq'] - fp32:+.4f}; the sheet's frac-4 rule: {sheet8:.4f}); "
-       if w8 else "")
-    + (f"the narrowest width within 1 point of fp32 is **{lowest_ok} bits**. " if lowest_ok else
-       "no width came within 1 point of fp32. ")
-    + f"At {qrows[0]['width']} bits PTQ gives {qrows[0]['ptq']:.4f}: with {qrows[0]['width'] - 1} magnitude "
-    "bits a tensor whose largest value sets the range leaves its typical values only a few grid steps.")
-say(f"- **QAT.** Training with the quantizers in place "
-    + (f"recovers int{qrows[0]['width']} to {qrows[0]['qat']:.4f}. " if qrows else "")
-    + ("QAT is at or above PTQ at every width. " if not qat_below else
-       f"QAT is below PTQ at widths {qat_below}: there PTQ is already at the fp32 level and "
-       f"{S['qat_epochs']:g} epoch of extra training at lr {S['finetune_lr']:g} moves accuracy by noise "
-       f"of the order of the test set's resolution (1/{dl.sizes['test']:,}) rather than recovering "
-       "anything. ")
-    + (f"From 16 bits up PTQ stays within {max(abs(r['ptq'] - fp32) for r in qrows if r['width'] >= 16):.4f} "
-       "of fp32: the rounding error is far below the weights' own spread." if any(r["width"] >= 16 for r in qrows)
-       else ""))
+numbers = {"fp32": fp32, "rows": qrows, "dataset_sizes": dl.sizes, "sheet_rule_int8_frac4_ptq": sheet8,
+           "control": control}
+for bullet in answers.quantization(numbers, S):
+    say("- " + bullet)

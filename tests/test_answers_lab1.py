@@ -1,0 +1,50 @@
+"""Lab 1's answers from numbers: the committed full-profile JSON and doctored variants."""
+import copy
+import json
+from pathlib import Path
+
+from labkit.answers import lab1
+
+FIG = Path(__file__).resolve().parent.parent / "figures" / "lab1"
+S = {"qat_epochs": 0.5, "prune_epochs": 0.5, "finetune_lr": 5e-5, "prune_scope": "local"}
+
+
+def _numbers(name):
+    return json.loads((FIG / f"{name}.json").read_text())["numbers"]
+
+
+def test_quantization_without_a_control_says_so_and_names_the_base():
+    text = " ".join(lab1.quantization(_numbers("quantization"), S))
+    assert "No equal-training fp32 control" in text and "LoRA model" in text
+    assert "int8 PTQ scores 0.8584" in text
+
+
+def test_quantization_reads_qat_against_the_equal_training_control():
+    q = copy.deepcopy(_numbers("quantization"))
+    top = max(r["qat"] for r in q["rows"] if r["width"] >= 8)
+    q["control"] = {"epochs": 0.5, "accuracy": top - 0.001}
+    text = " ".join(lab1.quantization(q, S))
+    assert "never beyond 2 SE above it" in text and "extra training, not quantization" in text
+    q["control"]["accuracy"] = q["fp32"]  # extra training bought nothing: now QAT beats it
+    text = " ".join(lab1.quantization(q, S))
+    assert "beyond 2 SE above it only at widths" in text
+
+
+def test_chance_explained_by_a_constant_answer_only_when_the_shares_say_so():
+    assert "predicts positive for 100.0% of reviews" in lab1.chance_note(0.5, 1.0, 25000)
+    assert "guessing, not a constant answer" in lab1.chance_note(0.5, 0.52, 25000)
+    assert lab1.chance_note(0.8, 1.0, 25000) == ""  # not at chance: nothing to explain
+
+
+def test_pruning_answers_follow_the_numbers():
+    p = copy.deepcopy(_numbers("pruning"))
+    text = " ".join(lab1.pruning(p, S))
+    assert "Random pruning sits at 0.5002 from sparsity 0.3 up" in text
+    assert "L1 at 0.8 falls from 0.5377 to 0.5000" in text
+    for r in p["rows"]:
+        r["pruned_positive_share"] = r["finetuned_positive_share"] = 0.0
+    text = " ".join(lab1.pruning(p, S))
+    assert "predicts negative for 100.0% of reviews" in text
+    p["rows"].append({**p["rows"][-5], "scope": "global", "pruned": 0.70, "finetuned": 0.80})  # L1 at 0.5
+    text = " ".join(lab1.pruning(p, S))
+    assert "at 0.5: local 0.8443 / 0.8548, global 0.7000 / 0.8000" in text and "worse at [0.5]" in text
