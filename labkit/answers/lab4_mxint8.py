@@ -160,7 +160,7 @@ def bandwidth_text(summary: list[dict], source: str, group_size: int) -> str:
     g = group_size if any(r["g"] == group_size for r in summary) else summary[0]["g"]
     sel = sorted((r for r in summary if r["g"] == g), key=lambda r: r["n"])
     big = {i: sel[-1][f"{i} %copy"] for i in impls}
-    text = (f"**Bandwidth numbers:** {source}.\n\n"
+    text = (f"**Bandwidth numbers** (source as recorded with them): {source}.\n\n"
             + table(summary, ["n", "g", "copy GB/s"] + [f"{i} {k}" for i in impls for k in ("GB/s", "%copy")],
                     floatfmt=".0f")
             + f"\n\nAt n = {sel[-1]['n']:,} (group {g}) the vectorised CuTe kernel reaches **{big['cute_vec']:.0f}%** "
@@ -249,7 +249,9 @@ def render(payloads: dict[str, dict | None]) -> str:
     """The whole answers file from the stored payloads named in ``NAMES`` (missing ones are said so)."""
     p = {n: payloads.get(n) for n in NAMES}
     g = next((q["settings"]["group_size"] for q in p.values() if q and "group_size" in q.get("settings", {})), 32)
-    parts = [sources.header(TITLE, p, "notebooks/lab4_mxint8.ipynb"), "## The format: quantization rules and error"]
+    parts = [sources.header(TITLE, p, "notebooks/lab4_mxint8.ipynb")
+             + ("\n\n`mxint8_format` holds exact computations (no timings): they come out the same on any device."
+                if p["mxint8_format"] else ""), "## The format: quantization rules and error"]
     fmt = (p["mxint8_format"] or {}).get("numbers")
     if fmt:
         parts += [table(fmt["rules"]), error_text(fmt["errors"]), "## 3a. Both operands MXINT8",
