@@ -128,3 +128,12 @@ def load_results(lab: str, name: str, profile: str = "full") -> dict | None:
     """Stored results (e.g. the committed GPU numbers), or None if that run was never made."""
     path = result_dir(lab, profile) / f"{name}.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def save_answers(lab: str, name: str, markdown: str, profile: str) -> Path:
+    """Write ``<name>_answers.md`` beside the lab's results: the prose rendered from them."""
+    out = result_dir(lab, profile)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}_answers.md"
+    path.write_text(markdown if markdown.endswith("\n") else markdown + "\n")
+    return path

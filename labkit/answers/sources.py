@@ -1,0 +1,33 @@
+"""Where stored numbers come from, from their JSON provenance: the line every answers file starts with."""
+from __future__ import annotations
+
+from ..report import table
+
+
+def commit(provenance: dict) -> str:
+    c = provenance.get("git_commit")
+    if not c or c == "HEAD":  # older GPU runs wrote the placeholder "HEAD" for a copy without history
+        return "not recorded"
+    return f"`{c[:12]}` (with uncommitted changes)" if c.endswith("+dirty") else f"`{c[:12]}`"
+
+
+def label(payload: dict | None, name: str = "") -> str:
+    """One line: device, profile, torch, commit and date of a stored result (``save_results``' JSON)."""
+    if payload is None:
+        return f"no stored result `{name}`" if name else "no stored result"
+    p, s = payload["provenance"], payload.get("settings") or {}
+    return (f"{p['device']}, profile `{s.get('profile', '?')}`, torch {p['versions'].get('torch')}, "
+            f"commit {commit(p)}, {p['created']}")
+
+
+def header(title: str, payloads: dict[str, dict | None], notebook: str) -> str:
+    """The top of an answers file: what measured each set of numbers, and how the prose was made."""
+    rows = [{"numbers": f"`{name}.json`", "device": p["provenance"]["device"],
+             "profile": (p.get("settings") or {}).get("profile", "?"), "commit": commit(p["provenance"]),
+             "created": p["provenance"]["created"], "torch": p["provenance"]["versions"].get("torch")}
+            for name, p in payloads.items() if p is not None]
+    missing = [name for name, p in payloads.items() if p is None]
+    return (f"# {title}\n\n_Rendered by `labkit.answers` from the stored numbers below (the JSON beside this "
+            f"file), not measured while rendering (`tools/render_answers.py`); `{notebook}` writes this file the "
+            f"same way from the numbers of its run._\n\n"
+            + table(rows) + (f"\n\nNot stored: {', '.join(f'`{m}`' for m in missing)}." if missing else ""))

@@ -1,0 +1,36 @@
+"""Measure a Lab 4 study on this machine's devices and take the other device's stored full-profile result,
+as the payloads (numbers, settings, provenance) that ``labkit.answers.lab4_perf`` renders."""
+from __future__ import annotations
+
+from ..results import load_results, result_dir, save_figure
+
+DEVICES = ("cpu", "cuda")
+
+
+def show_stored_figure(lab: str, name: str) -> None:
+    png = result_dir(lab, "full") / f"{name}.png"
+    if png.is_file():
+        from IPython.display import Image, display
+
+        display(Image(filename=str(png)))
+
+
+def measure_or_load(name: str, study_module, settings: dict, devices: list[str], lab: str = "lab4") -> dict:
+    """Run ``study_module`` on each of ``devices`` (saving its figure and JSON); for the other device take the
+    stored full-profile result. Returns {device: payload as saved, or None when nothing is stored}."""
+    import matplotlib.pyplot as plt
+
+    payloads = {}
+    for dev in devices:
+        study = study_module.run_study(settings, dev)
+        fig = study_module.plot(study)
+        save_figure(fig, lab, f"{name}_{dev}", study, settings)
+        plt.show()
+        plt.close(fig)
+        # read back what was saved, so the answers render from exactly the stored JSON
+        payloads[dev] = load_results(lab, f"{name}_{dev}", settings["profile"])
+    for dev in DEVICES:
+        if dev not in payloads:
+            payloads[dev] = load_results(lab, f"{name}_{dev}", "full")
+            show_stored_figure(lab, f"{name}_{dev}")
+    return payloads
