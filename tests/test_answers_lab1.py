@@ -40,11 +40,12 @@ def test_pruning_answers_follow_the_numbers():
     p = copy.deepcopy(_numbers("pruning"))
     text = " ".join(lab1.pruning(p, S))
     assert "Random pruning sits at 0.5002 from sparsity 0.3 up" in text
-    assert "L1 at 0.8 falls from 0.5377 to 0.5000" in text
+    assert "L1 at 0.8 falls from 0.5377 to 0.5000" in text and "did not record the share" in text
+    assert "No unpruned model trained for the same epochs" in text
     for r in p["rows"]:
         r["pruned_positive_share"] = r["finetuned_positive_share"] = 0.0
     text = " ".join(lab1.pruning(p, S))
-    assert "predicts negative for 100.0% of reviews" in text
+    assert "predicts negative for 100.0% of reviews" in text and "settled on a constant answer" in text
     p["rows"].append({**p["rows"][-5], "scope": "global", "pruned": 0.70, "finetuned": 0.80})  # L1 at 0.5
     text = " ".join(lab1.pruning(p, S))
     assert "at 0.5: local 0.8443 / 0.8548, global 0.7000 / 0.8000" in text and "worse at [0.5]" in text

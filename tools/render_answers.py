@@ -6,14 +6,18 @@
 import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from labkit.answers import lab4_mxint8, lab4_perf  # noqa: E402
+from labkit.answers import lab1, lab4_mxint8, lab4_perf  # noqa: E402
 from labkit.results import load_results, save_answers  # noqa: E402
 
 # notebook -> (renderer, results folder, answers file stem)
-RENDERERS = {"lab4_perf": (lab4_perf, "lab4", "perf"), "lab4_mxint8": (lab4_mxint8, "lab4", "mxint8")}
+RENDERERS = {
+    "lab1_quantize": (SimpleNamespace(NAMES=lab1.QUANTIZE_NAMES, render=lab1.render_quantize), "lab1", "quantize"),
+    "lab1_prune": (SimpleNamespace(NAMES=lab1.PRUNE_NAMES, render=lab1.render_prune), "lab1", "prune"),
+    "lab4_perf": (lab4_perf, "lab4", "perf"), "lab4_mxint8": (lab4_mxint8, "lab4", "mxint8")}
 
 
 def render(notebook: str, profile: str = "full") -> tuple[str, str, str]:

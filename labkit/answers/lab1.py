@@ -107,13 +107,23 @@ def pruning(p: dict, settings: dict) -> list[str]:
     if worse:
         r = get[("l1-norm", worse[0])]
         note = chance_note(r["finetuned"], r.get("finetuned_positive_share"), n)
-        out.append(f"**Fine-tuning can hurt.** L1 at {worse[0]:g} falls from {r['pruned']:.4f} to {r['finetuned']:.4f} "
-                   "with fine-tuning" + (f": after it the model {note}. " if note else ". ")
-                   + f"With {worse[0]:.0%} of weights and activations masked, {settings['prune_epochs']:g} epoch "
-                   f"at lr {settings['finetune_lr']:g} drives the remaining weights to the majority-class answer "
-                   "(the loss's easiest minimum) instead of rebuilding the features.")
+        text = (f"**Fine-tuning can hurt.** L1 at {worse[0]:g} falls from {r['pruned']:.4f} to {r['finetuned']:.4f} "
+                "with fine-tuning")
+        if r.get("finetuned_positive_share") is None:
+            text += (". This run did not record the share of each predicted class, so whether the model collapsed "
+                     "to one answer is not shown.")
+        elif "predicts" in note:
+            text += (f": after it the model {note}. With {worse[0]:.0%} of weights and activations masked, "
+                     f"{settings['prune_epochs']:g} epoch at lr {settings['finetune_lr']:g} settled on a constant "
+                     "answer (a cheap minimum of the loss on balanced data) instead of rebuilding the features.")
+        else:
+            text += f": after it the model {note}." if note else "."
+        out.append(text)
     ctrl = p.get("control")
-    if ctrl is not None:
+    if ctrl is None:
+        out.append("**Equal training.** No unpruned model trained for the same epochs was measured in this run, so "
+                   "fine-tuned points above the base cannot be told apart from the effect of training longer.")
+    else:
         best = max((r for r in local if r["method"] == "l1-norm"), key=lambda r: r["finetuned"], default=None)
         out.append(f"**Equal training.** The unpruned model trained the same {ctrl['epochs']:g} epoch reaches "
                    f"{ctrl['accuracy']:.4f} ({_compare(ctrl['accuracy'], fp32, n)} from the base)"
@@ -137,3 +147,25 @@ def _scope_verdict(pairs, n) -> str:
         return "right after pruning the two agree within 2 SE at every sparsity measured."
     return (f"right after pruning global is better beyond 2 SE at {better or 'no sparsity'} and worse at "
             f"{worse or 'no sparsity'}.")
+
+
+QUANTIZE_NAMES, PRUNE_NAMES = ("quantization",), ("pruning",)
+
+
+def render_quantize(payloads: dict) -> str:
+    """``quantize_answers.md`` from the stored ``quantization`` result (``results.load_results``)."""
+    from .sources import header
+
+    p = payloads["quantization"]
+    return (header("Lab 1a: fixed-point quantization, PTQ and QAT", payloads, "notebooks/lab1_quantize.ipynb")
+            + "\n\n" + "\n".join("- " + b for b in quantization(p["numbers"], p["settings"])) + "\n")
+
+
+def render_prune(payloads: dict) -> str:
+    """``prune_answers.md`` from the stored ``pruning`` result."""
+    from .sources import header
+
+    p = payloads["pruning"]
+    return (header("Lab 1b: pruning, random vs L1-norm, weights and activations", payloads,
+                   "notebooks/lab1_prune.ipynb")
+            + "\n\n" + "\n".join("- " + b for b in pruning(p["numbers"], p["settings"])) + "\n")

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 from labkit import prune, recipes
 from labkit.profiles import lab_settings
 from labkit.report import say, table
-from labkit.results import provenance, save_figure
+from labkit.results import load_results, provenance, save_answers, save_figure
 from labkit.answers import lab1 as answers
 from labkit.sweeps import fp32_control, pruning_sweep
 
@@ -71,7 +71,11 @@ save_figure(fig, "lab1", "pruning", {"fp32": fp32, "rows": prows, "dataset_sizes
 
 # %% [markdown]
 # ## Answers from the numbers
+#
+# Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
+# the numbers beside it cannot disagree); `tools/render_answers.py lab1` re-renders it without measuring.
 
 # %%
-for bullet in answers.pruning({"fp32": fp32, "rows": prows, "dataset_sizes": dl.sizes, "control": control}, S):
-    say("- " + bullet)
+text = answers.render_prune({n: load_results("lab1", n, S["profile"]) for n in answers.PRUNE_NAMES})
+save_answers("lab1", "prune", text, S["profile"])
+say(text.split("\n\n", 2)[-1])

@@ -24,7 +24,7 @@ from labkit import quant, recipes, train
 from labkit.compress import compress, fixed_point
 from labkit.profiles import lab_settings
 from labkit.report import say, table
-from labkit.results import provenance, save_figure
+from labkit.results import load_results, provenance, save_answers, save_figure
 from labkit.quant.calibrate import calibrated_fixed_point, input_ranges
 from labkit.answers import lab1 as answers
 from labkit.sweeps import fp32_control, quantization_sweep
@@ -87,9 +87,11 @@ save_figure(fig, "lab1", "quantization", {"fp32": fp32, "rows": qrows, "dataset_
 
 # %% [markdown]
 # ## Answers from the numbers
+#
+# Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
+# the numbers beside it cannot disagree); `tools/render_answers.py lab1` re-renders it without measuring.
 
 # %%
-numbers = {"fp32": fp32, "rows": qrows, "dataset_sizes": dl.sizes, "sheet_rule_int8_frac4_ptq": sheet8,
-           "control": control}
-for bullet in answers.quantization(numbers, S):
-    say("- " + bullet)
+text = answers.render_quantize({n: load_results("lab1", n, S["profile"]) for n in answers.QUANTIZE_NAMES})
+save_answers("lab1", "quantize", text, S["profile"])
+say(text.split("\n\n", 2)[-1])
