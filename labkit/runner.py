@@ -115,4 +115,8 @@ def run_labs(labs: list[str], profile: str, overrides: dict | None = None, outpu
             out = run_notebook(path, profile, overrides, output_dir, progress)
             done.append((out, time.perf_counter() - start))
             print(f"[labkit] {path.name} done in {done[-1][1]:.0f} s -> {out}", flush=True)
+    if len(done) > 1:  # the figure-regeneration budget is read off this line (README: make figures)
+        total = sum(t for _, t in done)
+        print(f"[labkit] {len(done)} notebooks in {total / 60:.1f} min (profile {resolve_profile(profile)}): "
+              + ", ".join(f"{out.stem} {t:.0f} s" for out, t in done), flush=True)
     return done

@@ -53,3 +53,11 @@ def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
     for p in saved:
         payload = json.loads(p.read_text())
         assert payload["settings"]["profile"] == "smoke" and payload["provenance"]["versions"]
+
+
+def test_a_batch_run_prints_its_total(monkeypatch, capsys, tmp_path):
+    from labkit import runner
+    monkeypatch.setattr(runner, "run_notebook", lambda path, *a, **k: tmp_path / path.name)
+    done = runner.run_labs(["lab1"], "smoke")
+    out = capsys.readouterr().out
+    assert len(done) == 2 and "[labkit] 2 notebooks in" in out and "lab1_prune" in out and "lab1_quantize" in out
