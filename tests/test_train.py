@@ -119,3 +119,16 @@ def test_pack_pads_like_the_collator_and_rejects_untokenised_data(tiny_loaders):
     assert row[: lengths[0]].tolist() == enc["test"][0]["input_ids"] and (row[lengths[0]:] == tok.pad_token_id).all()
     with pytest.raises(KeyError, match=r"pack: dataset lacks column\(s\) \['input_ids', 'labels'\]"):
         batches.pack(data.imdb_splits(8, 8, seed=0)["train"])
+
+
+def test_a_shared_checkpoint_reports_the_accuracy_of_this_test_set(tmp_path, monkeypatch):
+    # Lab 0 and Lab 1 share the SFT checkpoint but not the test set (quick: 1,000 vs 500 reviews); the
+    # metrics stored with it were the first lab's, and Lab 1 reported them as its fp32 baseline.
+    monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))
+    s = profiles.lab_settings("lab0", "smoke", train_size=32, test_size=48, max_length=32)
+    _, first = recipes.finetuned_model(s)
+    other = {**s, "test_size": 16}
+    model, shared = recipes.finetuned_model(other)
+    assert recipes.checkpoint_path(other) == recipes.checkpoint_path(s)  # one model
+    assert first["n"] == 48 and shared["n"] == 16 and "cached" in shared
+    assert shared["accuracy"] == train.evaluate(model, recipes.loaders(other).test, progress=False)["accuracy"]
