@@ -128,6 +128,17 @@ def lab4(bandwidth: dict | None = None, memory: dict | None = None, compile_cuda
     return out
 
 
+def same_sft(payloads: dict[str, dict]) -> list[Claim]:
+    """One SFT model, one accuracy: the labs that report it (``{name: (accuracy, provenance)}``) agree to the
+    review when one regeneration made them (same commit); runs from different commits may differ."""
+    commits = {prov.get("git_commit") for _, prov in payloads.values()}
+    if len(payloads) < 2 or len(commits) != 1 or None in commits:
+        return []
+    accs = {name: acc for name, (acc, _) in payloads.items()}
+    return [Claim("all", "the SFT model scores the same in every lab of one regeneration",
+                  max(accs.values()) - min(accs.values()) < 1e-9, ", ".join(f"{k} {v:.5f}" for k, v in accs.items()))]
+
+
 def _numbers(path: Path) -> dict | None:
     return json.loads(path.read_text())["numbers"] if path.is_file() else None
 
@@ -146,6 +157,14 @@ def check_all(figures: Path) -> list[Claim]:
         out += lab2_samplers(s, answers.read_text() if answers.is_file() else None)
     if (f := _numbers(figures / "lab3" / "formats.json")) is not None:
         out += lab3_formats(f)
+    sft = {}
+    for lab, name, get in (("lab0", "accuracy", lambda n: n["sft"]["accuracy"]), ("lab1", "quantization", lambda n: n["fp32"]),
+                           ("lab4", "mxint8_accuracy", lambda n: n["fp32"]["accuracy"])):
+        path = figures / lab / f"{name}.json"
+        if path.is_file():
+            d = json.loads(path.read_text())
+            sft[f"{lab}/{name}"] = (get(d["numbers"]), d.get("provenance") or {})
+    out += same_sft(sft)
     bw = figures / "lab4" / "mxint8_bandwidth.json"
     out += lab4(json.loads(bw.read_text()) if bw.is_file() else None, _numbers(figures / "lab4" / "mxint8_memory.json"),
                 _numbers(figures / "lab4" / "compile_cuda.json"), _numbers(figures / "lab4" / "sdpa_cuda.json"))

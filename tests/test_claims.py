@@ -89,3 +89,12 @@ def test_every_committed_result_names_its_commit_or_says_why_not():
         if not ok:
             bad.append(f"{f.relative_to(root)}: {commit!r}")
     assert not bad, bad
+
+
+def test_one_regeneration_reports_one_sft_accuracy():
+    sha = "a" * 40
+    same = {"lab0": (0.86404, {"git_commit": sha}), "lab1": (0.86536, {"git_commit": sha})}
+    assert _failing(claims.same_sft(same)) == {"the SFT model scores the same in every lab of one regeneration"}
+    assert claims.same_sft({**same, "lab1": (0.86404, {"git_commit": sha})})[0].holds
+    # results of different (or unrecorded) commits are not one regeneration: nothing to compare
+    assert claims.same_sft({**same, "lab1": (0.86536, {"git_commit": None})}) == []
