@@ -42,7 +42,8 @@ runner.run_notebook(Path('notebooks/$target.ipynb'), 'full', progress=False)"
 status=0
 if [[ -n "${LABKIT_PARALLEL:-}" ]]; then
   # several labs at once on the one GPU (trial loops are launch-bound: one lab leaves it partly idle);
-  # never for timed labs (Lab 4), whose numbers need the GPU to themselves
+  # never for timed labs (Lab 4), whose numbers need the GPU to themselves, and not two searches: Lab 2
+  # and Lab 3's searches side by side (16 workers) ran an H100 out of memory
   pids=()
   for target in "$@"; do run_one "$target" >"$OUT/$target.log" 2>&1 & pids+=($!); done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
