@@ -21,7 +21,7 @@ from . import mps as _mps
 from .plan import IN_PROCESS, StudyPlan, prepare
 from .progress import SearchProgress
 from .storage import default_url, make_storage
-from .worker import Worker, ensure_study, errors_of, plan_state
+from .worker import Worker, release_gpu_memory, ensure_study, errors_of, plan_state
 
 # Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
 # (benchmarks/search_throughput.py measures the curve; README states it).
@@ -129,6 +129,9 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
             if not isinstance(url, str):
                 raise ValueError("workers > 1 need a storage URL (journal:PATH or an RDB URL), not an object")
             prepare(plans)
+            # the launching notebook's cached GPU blocks (its own training and evaluation: 13.7 GiB in a
+            # full-profile Lab 3 run) would sit idle beside the workers that need them
+            release_gpu_memory()
             _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker)
     finally:
         bar.close()

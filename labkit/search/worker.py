@@ -103,7 +103,7 @@ def _out_of_memory(err: BaseException) -> bool:
     return type(err).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(err)
 
 
-def _release_gpu_memory() -> None:
+def release_gpu_memory() -> None:
     """Hand cached GPU blocks back after each trial: several workers share one GPU, and one worker's
     cache of a big model's peak would otherwise starve the others into out-of-memory errors."""
     torch = sys.modules.get("torch")  # only if a trial imported it
@@ -185,7 +185,7 @@ class Worker:
             warnings.simplefilter("ignore", UserWarning)
             study.optimize(wrapped, n_trials=1, catch=(RuntimeError, FloatingPointError, QueueEmpty),
                            show_progress_bar=False)
-        _release_gpu_memory()
+        release_gpu_memory()
         if self.on_trial is not None:
             self.on_trial()
 
