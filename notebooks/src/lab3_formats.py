@@ -12,7 +12,11 @@
 # precision). Embeddings, LayerNorm, softmax and GELU stay in fp32. Each format's exact value set is in
 # its docstring; the table below prints the parameters it gets here.
 #
-# Every sentence below that quotes a number prints it from this run's variables.
+# Every sentence below that quotes a number prints it from this run's variables, through
+# `labkit.answers.lab3_formats`: each comparison of two accuracies cites one test-set standard error and
+# calls differences within two of them a tie. The answers file beside the results (`formats_answers.md`)
+# is rendered by the same functions from the JSON this run saves (`tools/render_answers.py lab3_formats`
+# renders it again later).
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
@@ -27,10 +31,12 @@ import numpy as np
 import torch
 
 from labkit import recipes, train
+from labkit.answers import lab3_formats as answers
+from labkit.answers import measured
 from labkit.profiles import lab_settings
 from labkit.quant import FORMATS, average_bits, make_format, quantize, study
-from labkit.report import say, table
-from labkit.results import provenance, save_figure
+from labkit.report import say
+from labkit.results import load_results, provenance, save_figure
 
 S = lab_settings("lab3", PROFILE, **OVERRIDES)
 print(S)
@@ -39,10 +45,7 @@ dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl)
 fp32 = train.evaluate(base, dl.test, device=S["device"], desc="fp32", progress=False)
 linears = [n for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)]
-say(f"Base: the SFT model ({S['model']}, {S['max_length']} tokens; "
-    f"{'from the cache' if 'cached' in sft else 'trained now'}): fp32 accuracy **{fp32['accuracy']:.4f}** on "
-    f"{dl.sizes['test']:,} test reviews. It has {len(linears)} Linear layers, the last two "
-    f"`{linears[-2]}` and `{linears[-1]}`; all of them are quantized below.")
+say(answers.base_text(S, fp32, dl.sizes, sft, linears))
 
 # %% [markdown]
 # ## The formats and their parameters
@@ -68,7 +71,7 @@ for n in names:
                  "bits/weight": bits["weight_bits"], "bits/input": bits["data_in_bits"],
                  "value set": value_set.replace("|", "\\|")})  # a bare | would split the Markdown cell
 del probe
-say(table(plan, ["format", "parameters", "roles", "bits/weight", "bits/input", "value set"], floatfmt=".3f"))
+say(answers.plan_text(plan))
 
 # %% [markdown]
 # ## Quantization error on the real weights, against bits per element
@@ -93,26 +96,13 @@ ax.set_ylabel("weight SNR (dB)")
 ax.set_title(f"Linear weights of the SFT model ({S['model']}), widths {snr_widths}")
 ax.grid(alpha=0.3)
 ax.legend(fontsize=7, ncol=2)
-save_figure(fig, "lab3", "weight_snr", {"rows": snr_rows}, S)
+integer_frac = configs["integer"]["weight"]["frac_width"]
+save_figure(fig, "lab3", "weight_snr", {"rows": snr_rows, "integer_frac": integer_frac}, S)
 plt.show()
-
-at_w = {r["format"]: r for r in snr_rows if r["width"] in (S["format_width"], None)}
-best = max((r for r in at_w.values() if "fit" not in r["format"]), key=lambda r: r["snr_db"])
-say(f"At {S['format_width']} bits the highest weight SNR is **{best['format']}** ({best['snr_db']:.1f} dB at "
-    f"{best['bits']:.2f} bits). Integer with frac {configs['integer']['weight']['frac_width']} reaches "
-    f"{at_w['integer']['snr_db']:.1f} dB and rounds **{100 * at_w['integer']['zeroed']:.0f}%** of the non-zero "
-    f"weights to 0 (one fixed range for all layers); fitting the frac width per tensor gives "
-    f"{at_w['integer (frac fit per tensor)']['snr_db']:.1f} dB. log at its default bias: "
-    f"{at_w['log']['snr_db']:.1f} dB, {100 * at_w['log']['zeroed']:.1f}% zeroed.")
-small = 4 if 4 in snr_widths else min(snr_widths)  # 2 bits leave log a single magnitude: nothing to fit
-log_small = {r["format"]: r for r in snr_rows if r["width"] == small}
-if small < S["format_width"]:
-    say(f"At {small} bits the default log bias flushes **{100 * log_small['log']['zeroed']:.0f}%** of the "
-        f"weights to zero ({log_small['log']['snr_db']:.1f} dB): the range 2^-b..2^(2^(w-1)-1-b) cannot hold "
-        f"both weights and activations. Fitting the bias to each tensor keeps "
-        f"{100 * (1 - log_small['log (bias fit per tensor)']['zeroed']):.0f}% non-zero "
-        f"({log_small['log (bias fit per tensor)']['snr_db']:.1f} dB); the log quantizer module warns when "
-        "most of a tensor flushes, instead of collapsing silently as the reference did.")
+say(answers.snr_text(snr_rows, S["format_width"], integer_frac))
+log_small = answers.log_small_text(snr_rows, S["format_width"])  # empty when no smaller width was swept
+if log_small:
+    say(log_small)
 
 # %% [markdown]
 # ## PTQ and QAT on IMDb
@@ -129,15 +119,8 @@ for n in names:
     r = results[n]
     print(f"{n:22s} PTQ {r['ptq']['accuracy']:.4f}  QAT {r['qat']['accuracy']:.4f}  "
           f"({r['seconds']:.0f} s{', ' + r['qat_error'] if 'qat_error' in r else ''})")
-rows = [{"format": n, "bits/weight": results[n]["bits"]["weight_bits"],
-         "bits/input": results[n]["bits"]["data_in_bits"], "PTQ": results[n]["ptq"]["accuracy"],
-         "QAT": results[n]["qat"]["accuracy"], "QAT - PTQ": results[n]["qat"]["accuracy"] -
-         results[n]["ptq"]["accuracy"], "seconds": results[n]["seconds"]} for n in names]
-steps = next((r["qat_train"]["steps"] for r in results.values() if "qat_train" in r), 0)
-say(f"fp32: **{fp32['accuracy']:.4f}**. QAT: {steps} steps "
-    f"({S['qat_epochs']} epochs of {dl.sizes['train']:,} reviews, batch {S['batch_size']}) at lr "
-    f"{S['qat_lr']}.\n\n"
-    + table(rows, ["format", "bits/weight", "bits/input", "PTQ", "QAT", "QAT - PTQ", "seconds"], floatfmt=".4f"))
+formats = {n: {"params": configs[n], **results[n]} for n in names}
+say(answers.qat_text(S, fp32, dl.sizes, formats))
 
 # %%
 fig, ax = plt.subplots(figsize=(10, 4.2))
@@ -156,27 +139,23 @@ ax.set_ylabel("IMDb test accuracy")
 ax.set_title(f"Every Linear quantized (input, weight, bias; binary formats: bias fp32), width "
              f"{S['format_width']}; {dl.sizes['test']:,} test reviews, profile {S['profile']}", fontsize=9)
 ax.legend(fontsize=7, loc="upper center", ncol=3)
-numbers = {"fp32": fp32, "sft": sft, "formats": {n: {"params": configs[n], **results[n]} for n in names},
-           "dataset_sizes": dl.sizes}
+numbers = {"fp32": fp32, "sft": sft, "formats": formats, "dataset_sizes": dl.sizes, "plan": plan,
+           "linears": linears}
 save_figure(fig, "lab3", "formats", numbers, S)
 plt.show()
 
 # %% [markdown]
 # ## What the numbers say
+#
+# Rendered from the JSON just saved (read back), as `tools/render_answers.py lab3_formats` renders them later.
 
 # %%
-order = sorted(names, key=lambda n: -results[n]["ptq"]["accuracy"])
-near = [n for n in names if results[n]["ptq"]["accuracy"] >= fp32["accuracy"] - 0.01]
-gain = max(names, key=lambda n: np.nan_to_num(results[n]["qat"]["accuracy"] - results[n]["ptq"]["accuracy"],
-                                               nan=-1.0))
-chance = [n for n in names if results[n]["ptq"]["accuracy"] <= 0.55]
-say(f"- **PTQ.** {len(near)} of {len(names)} formats stay within 1 point of fp32 "
-    f"({fp32['accuracy']:.4f}) right after quantization: {', '.join(near) or 'none'}. Best "
-    f"{order[0]} ({results[order[0]]['ptq']['accuracy']:.4f}), worst {order[-1]} "
-    f"({results[order[-1]]['ptq']['accuracy']:.4f}).\n"
-    f"- **At chance after PTQ** (≤ 0.55): {', '.join(chance) or 'none'}.\n"
-    f"- **QAT** helps most for {gain}: {results[gain]['ptq']['accuracy']:.4f} → "
-    f"{results[gain]['qat']['accuracy']:.4f} after {steps} steps.\n"
-    f"- **Cost.** Weights at {min(r['bits/weight'] for r in rows):.2f} to "
-    f"{max(r['bits/weight'] for r in rows):.2f} "
-    "bits per element; the Lab 3 search trades these bits against the accuracies above.")
+stored = {name: load_results("lab3", name, S["profile"]) for name in answers.NAMES}
+num = stored["formats"]["numbers"]
+say(answers.summary(num["formats"], num["fp32"], stored["weight_snr"]["numbers"]["rows"], S["format_width"],
+                    stored["formats"]["provenance"]["created"]))
+how = measured.NOTEBOOK.format(notebook="lab3_formats.ipynb", module="labkit.answers.lab3_formats",
+                               lab="lab3_formats")
+answers_path, text = answers.render_lab3_formats(S["profile"], how=how)
+answers_path.write_text(text)
+print("wrote", measured.shown_path(answers_path))

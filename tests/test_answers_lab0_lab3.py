@@ -1,0 +1,245 @@
+"""Lab 0 and Lab 3 (formats) answers: rendered from the committed JSON alone, every claim following the
+numbers it cites (doctored numbers change the wording), no absolute paths, notebooks only calling."""
+import ast
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labkit import settings
+from labkit.answers import lab0, lab3_formats, measured
+
+ROOT = Path(__file__).resolve().parent.parent
+FIG = ROOT / "figures"
+
+
+@pytest.fixture(autouse=True)
+def committed_figures(monkeypatch):
+    monkeypatch.delenv("LABKIT_FIGURES_DIR", raising=False)
+
+
+def stored(lab, name):
+    return json.loads((FIG / lab / f"{name}.json").read_text())
+
+
+def no_machine_path(text):
+    assert str(settings.REPO_ROOT) not in text and "/work/" not in text and "/tmp" not in text
+
+
+# --- shared -------------------------------------------------------------------------------------------
+
+def test_compare_uses_one_standard_error_and_two_for_a_tie():
+    c = measured.compare(0.8678, 0.86404, 25000)
+    assert c["se"] == pytest.approx(math.sqrt(0.86404 * (1 - 0.86404) / 25000))
+    assert c["ses"] == pytest.approx(0.00376 / c["se"]) and c["tie"]
+    assert not measured.compare(0.88, 0.86404, 25000)["tie"]
+
+
+def test_shown_path_is_never_absolute(tmp_path, monkeypatch):
+    assert measured.shown_path(settings.REPO_ROOT / "figures" / "lab0" / "x.svg") == "figures/lab0/x.svg"
+    monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figs"))
+    assert measured.shown_path(tmp_path / "figs" / "lab0" / "x.svg") == "$LABKIT_FIGURES_DIR/lab0/x.svg"
+    assert measured.shown_path(tmp_path / "elsewhere" / "x.svg") == "x.svg"
+
+
+def test_header_names_device_and_quotes_a_missing_commit():
+    p = stored("lab0", "accuracy")
+    head = measured.header("T", {"figures/lab0/accuracy.json": p}, "how")
+    assert "NVIDIA H200" in head and "commit not recorded (`git_commit` is null)" in head
+    assert p["provenance"]["commit_note"] in head
+    p2 = copy.deepcopy(p)
+    p2["provenance"].update(git_commit="a" * 40, commit_note=None)
+    head = measured.header("T", {"x.json": p2}, "how")
+    assert "commit `aaaaaaaaaaaa`" in head and "not recorded" not in head
+
+
+# --- Lab 0 --------------------------------------------------------------------------------------------
+
+def test_lab0_renders_from_the_committed_json():
+    path, text = lab0.render_lab0("full")
+    assert path == FIG / "lab0" / "answers.md"
+    no_machine_path(text)
+    assert "re-rendered from the stored numbers" in text and "NVIDIA H200" in text
+    assert stored("lab0", "accuracy")["provenance"]["commit_note"] in text
+    # the committed SVGs exist, so the answers say they are rendered and name them from the project root
+    assert "not installed" not in text and "The graphs are rendered" in text
+    for stem in ("graph_ids_mask_labels", "graph_ids_mask", "graph_ids_only"):
+        assert f"`figures/lab0/{stem}.svg`" in text
+    # LoRA's training stated, and the comparison carries its standard error
+    assert "starts from the SFT model" in text and "20x SFT's learning rate" in text
+    assert "LoRA minus SFT: +0.0038" in text and "one test-set standard error is 0.0022" in text
+    assert "1.7 SE: more than one standard error but within two" in text
+    # what the committed JSON lacks is said, not invented
+    assert "the dropout-removal check" in text and "equal the eval-mode model" not in text
+
+
+def test_committed_lab0_answers_are_the_render():
+    assert (FIG / "lab0" / "answers.md").read_text() == lab0.render_lab0("full")[1]
+
+
+def doctored_lab0(**numbers):
+    p = copy.deepcopy(stored("lab0", "accuracy"))
+    for key, value in numbers.items():
+        p["numbers"][key] = value
+    return p
+
+
+def test_lab0_lora_verdict_follows_the_numbers():
+    n = 25000
+    assert "a measurable gain" in lab0.sft_vs_lora(0.864, 0.880, n)
+    assert "a measurable loss" in lab0.sft_vs_lora(0.864, 0.850, n)
+    assert "within one standard error: no difference" in lab0.sft_vs_lora(0.864, 0.865, n)
+    p = doctored_lab0(lora={**stored("lab0", "accuracy")["numbers"]["lora"], "accuracy": 0.8800})
+    text = lab0.render({"accuracy": p})
+    assert "LoRA minus SFT: +0.0160" in text and "a measurable gain" in text
+    assert "but within two" not in text
+
+
+def test_lab0_lora_training_follows_the_settings():
+    s = dict(stored("lab0", "accuracy")["settings"])
+    assert "20x SFT's learning rate" in lab0.lora_training(s) and "2 times" in lab0.lora_training(s)
+    s.update(lora_lr=s["lr"], epochs=2.0)
+    text = lab0.lora_training(s)
+    assert "at lr 5e-05, SFT's learning rate" in text and "20x" not in text
+    assert "2 more epochs" in text and "4 times" in text
+    s.update(lora_lr=s["lr"] / 3)
+    assert "0.333x SFT's learning rate" in lab0.lora_training(s)
+
+
+def test_lab0_graph_statement_follows_the_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
+    folder = tmp_path / "lab0"
+    folder.mkdir()
+    nodes = {"ids+mask+labels": 146, "ids only": 130}
+    none = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder))
+    assert "No rendered SVG exists for ids+mask+labels, ids only" in none and "not stored either" in none
+    for name in nodes:
+        (folder / f"{lab0.graph_stem(name)}.dot").write_text("digraph {}")
+    dots = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder), rendered_now=False)
+    assert "graphviz's `dot` is not installed here" in dots
+    assert "`dot -Tsvg $LABKIT_FIGURES_DIR/lab0/graph_ids_mask_labels.dot -o " \
+           "$LABKIT_FIGURES_DIR/lab0/graph_ids_mask_labels.svg`" in dots
+    no_machine_path(dots.replace(str(tmp_path), "/tmp"))  # the check itself must see no tmp path
+    assert str(tmp_path) not in dots
+    (folder / "graph_ids_only.svg").write_text("<svg/>")
+    some = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder))
+    assert "The graphs are rendered: `$LABKIT_FIGURES_DIR/lab0/graph_ids_only.svg` (ids only, 130 nodes)" in some
+    assert "No rendered SVG exists for ids+mask+labels." in some
+    old = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder), rendered_now=False)
+    assert "this run did not draw the graphs" in old and "drawn earlier" in old
+
+
+def test_lab0_topology_and_dropout_claims_follow_the_numbers():
+    num = stored("lab0", "accuracy")["numbers"]
+    t = copy.deepcopy(num["topology"])
+    assert "no loss branch" in lab0.topology_text(t["drop_labels"], t["drop_mask"])
+    t["drop_labels"]["removed"] = {"placeholder:labels": 1}
+    assert "no loss branch" not in lab0.topology_text(t["drop_labels"], t["drop_mask"])
+    t["drop_mask"]["removed"]["call_function:aten.arange.start"] = 1
+    assert "padding term" not in lab0.topology_text(t["drop_labels"], t["drop_mask"])
+    good = {"changes": ["dropout"], "after": 0, "seed_gap": 0.0, "eval_gap": 0.0}
+    assert "computes the eval-mode model" in lab0.dropout_text(num["dropout"], good)
+    bad = {**good, "eval_gap": 0.1}
+    assert "does **not** yet behave" in lab0.dropout_text(num["dropout"], bad)
+    p = doctored_lab0(dropout_removed=good, graph_meta={"nodes": 146, "by_op": {"output": 1}, "parameters": 10,
+                                                        "parameter_bytes": 40, "first_shapes": [{"node": "x"}]},
+                      linear_biases=True)
+    text = lab0.render({"accuracy": p})
+    assert "Not in this JSON" not in text and "equal the eval-mode model" in text
+    assert "**146 nodes**" in text and "Every Linear kept its bias: True" in text
+
+
+# --- Lab 3 formats ------------------------------------------------------------------------------------
+
+def test_lab3_formats_render_from_the_committed_json():
+    path, text = lab3_formats.render_lab3_formats("full")
+    assert path == FIG / "lab3" / "formats_answers.md"
+    no_machine_path(text)
+    assert "re-rendered from the stored numbers" in text
+    assert text.count(stored("lab3", "formats")["provenance"]["commit_note"]) == 1  # both JSONs share it
+    # no single best where the top PTQ accuracies are within two standard errors
+    assert "Best mxint8" not in text and "no single best format" in text
+    assert "the tied group is mxint8, block_minifloat, minifloat_ieee, minifloat_denorm, block_fp" in text
+    assert "one SE 0.0023" in text and "no single best after QAT" in text
+    assert "The largest gains, binary_scaling +0.2004, binary_residual_sign +0.1916, are tied" in text
+    # kept statements, as far as the numbers support them
+    assert "**log and block_log are the same at 8 bits**" in text and "0.0014 apart" in text
+    assert "at 4 bits log flushes 74% of the weights" in text
+    assert "**binary_residual_sign predates its fix.**" in text
+
+
+def test_committed_lab3_formats_answers_are_the_render():
+    assert (FIG / "lab3" / "formats_answers.md").read_text() == lab3_formats.render_lab3_formats("full")[1]
+
+
+def doctored_formats(**accs):
+    """The committed payloads with ``format=(ptq, qat)`` accuracies replaced (None keeps one)."""
+    p = {name: copy.deepcopy(stored("lab3", name)) for name in lab3_formats.NAMES}
+    for name, (ptq, qat) in accs.items():
+        f = p["formats"]["numbers"]["formats"][name]
+        if ptq is not None:
+            f["ptq"]["accuracy"] = ptq
+        if qat is not None:
+            f["qat"]["accuracy"] = qat
+    return p
+
+
+def test_lab3_a_single_best_only_beyond_two_standard_errors():
+    text = lab3_formats.render(doctored_formats(mxint8=(0.8600, None)))
+    assert "The highest PTQ, **mxint8** 0.8600, is ahead of every other format by more than two" in text
+    assert "no single best format" not in text
+    text = lab3_formats.render(doctored_formats(minifloat_ieee=(None, 0.8700)))
+    assert "Highest after QAT: minifloat_ieee 0.8700, ahead of the rest" in text
+    assert "Above fp32 by more than two standard errors: minifloat_ieee" in text
+
+
+def test_lab3_qat_gain_verdict_follows_the_numbers():
+    text = lab3_formats.render(doctored_formats(binary_scaling=(None, 0.8000)))
+    assert "QAT helps most for **binary_scaling** (+0.2926)" in text and "The largest gains" not in text
+    text = lab3_formats.render(doctored_formats(integer=(None, 0.8500)))
+    assert "integer 0.8393 → 0.8500 (+0.0107)" in text
+
+
+def test_lab3_log_block_log_statement_needs_its_numbers():
+    p = doctored_formats(block_log=(0.8000, None))
+    text = lab3_formats.render(p)
+    assert "are the same at 8 bits" not in text and "log and block_log differ at 8 bits" in text
+    p = doctored_formats()
+    for r in p["weight_snr"]["numbers"]["rows"]:
+        if r["format"] == "log" and r["width"] == 8:
+            r["zeroed"] = 0.2
+    assert "are the same at 8 bits" not in lab3_formats.render(p)
+
+
+def test_lab3_known_fix_follows_the_measurement_date():
+    p = doctored_formats()
+    p["formats"]["provenance"]["created"] = "2026-11-24T00:00:00+00:00"
+    assert "predates its fix" not in lab3_formats.render(p)
+
+
+def test_lab3_chance_uses_a_standard_error():
+    text = lab3_formats.chance_bullet({"binary": 0.5, "binary_scaling": 0.5074, "x": 0.503}, 25000)
+    assert "one SE 0.0032): binary, x." in text and "binary_scaling 0.5074 (2.3 SE)" in text
+
+
+# --- the tool and the notebooks -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("lab, start", [("lab0", "# Lab 0:"), ("lab3_formats", "# Lab 3 (part 1)")])
+def test_render_tool_prints_without_measuring(lab, start):
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "render_answers.py"), lab, "--stdout"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(start) and "re-rendered" in out.stdout
+
+
+@pytest.mark.parametrize("src", ["lab0_graphs_lora.py", "lab3_formats.py"])
+def test_notebooks_only_call_the_prose(src):
+    tree = ast.parse((ROOT / "notebooks" / "src" / src).read_text())
+    assert not [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    says = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "say"]
+    assert says and not [ast.unparse(n) for n in says
+                         if any(isinstance(a, (ast.JoinedStr, ast.Constant, ast.BinOp)) for a in n.args)]
