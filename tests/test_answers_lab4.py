@@ -214,7 +214,7 @@ def test_provenance_names_device_and_commit():
                         "created": "2026"}, "settings": {"profile": "full"}}
     assert sources.label(p) == "NVIDIA H200, profile `full`, torch 2.11, commit not recorded, 2026"
     p["provenance"]["git_commit"] = "a" * 40 + "+dirty"
-    assert "| full | `aaaaaaaaaaaa` (with uncommitted changes) |" in sources.header("T", {"x": p}, "nb.ipynb")
+    assert "| full | `aaaaaaaaaaaa` with uncommitted changes |" in sources.header("T", {"x": p}, "nb.ipynb")
 
 
 # --- part 3: MXINT8 ---------------------------------------------------------------------------------

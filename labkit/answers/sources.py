@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from ..report import table
+from . import measured as _measured
 
 
 def commit(provenance: dict) -> str:
-    c = provenance.get("git_commit")
-    if not c or c == "HEAD":  # older GPU runs wrote the placeholder "HEAD" for a copy without history
-        return "not recorded"
-    return f"`{c[:12]}` (with uncommitted changes)" if c.endswith("+dirty") else f"`{c[:12]}`"
+    """The commit cell of a header table (one wording with ``measured.commit``, which the bullets use)."""
+    text = _measured.commit(provenance)
+    return text[len("commit "):] if text.startswith("commit `") else "not recorded"
 
 
 def label(payload: dict | None, name: str = "") -> str:
@@ -30,4 +30,5 @@ def header(title: str, payloads: dict[str, dict | None], notebook: str) -> str:
     return (f"# {title}\n\n_Rendered by `labkit.answers` from the stored numbers below (the JSON beside this "
             f"file), not measured while rendering (`tools/render_answers.py`); `{notebook}` writes this file the "
             f"same way from the numbers of its run._\n\n"
-            + table(rows) + (f"\n\nNot stored: {', '.join(f'`{m}`' for m in missing)}." if missing else ""))
+            + table(rows) + (f"\n\nNot stored: {', '.join(f'`{m}`' for m in missing)}." if missing else "")
+            + (f"\n\n{note}" if (note := _measured.notes({f"{k}.json": v for k, v in payloads.items()})) else ""))
