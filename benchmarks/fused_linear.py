@@ -122,9 +122,6 @@ def run(args) -> dict:
                   f"bf16 {1e3 * row['bf16_ms']:9.1f} us  dequant {1e3 * row['dequant_ms']:9.1f} us  "
                   f"bf16/fused {row['bf16_over_fused']:.2f}x  dequant/fused {row['dequant_over_fused']:.2f}x",
                   flush=True)
-        del m, e, w_bf16, src, dst
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
     return {"rows": rows, "dry_run": args.dry_run, "describe": fused_linear.describe(dev.type),
             "dequant_path": extension.describe(),
             "shape_convention": "N x K = out_features x in_features (nn.Linear weight layout); x is (batch, K) bf16",

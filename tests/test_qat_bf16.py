@@ -23,7 +23,8 @@ from labkit.quant import fast
 U8 = 2.0 ** -8
 ELIGIBLE = [("integer", dict(width=8, frac_width=4)), ("integer", dict(width=9, frac_width=2)),
             ("minifloat_ieee", dict(width=8, exponent_width=4)), ("minifloat_ieee", dict(width=9, exponent_width=1)),
-            ("minifloat_denorm", dict(width=8, exponent_width=3)), ("minifloat_denorm", dict(width=10, exponent_width=1)),
+            ("minifloat_denorm", dict(width=8, exponent_width=3)),
+            ("minifloat_denorm", dict(width=10, exponent_width=1)),
             ("mxint8", dict(group_size=32)), ("mxint8", dict(group_size=16))]
 
 
