@@ -4,6 +4,10 @@ A step is forward + backward + AdamW on one batch (embeddings frozen, as in labk
 The two models alternate, repeat by repeat, so drift in machine load hits both; medians are compared.
 
     python benchmarks/qat_step.py [--device cpu|cuda] [--batch 32] [--seq 128] [--width 8] [--repeats 20]
+        [--qat-matmul fp32|bf16] [--no-compile]
+
+``--qat-matmul bf16``: the quantized model's layers feed bf16 matmuls under autocast with fused fake
+quantization (``labkit.quant.fast``; int8 fixed point is exact in bf16); fp32 (default) is the reference.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import torch
 
 from labkit import models, recipes
 from labkit.compress import compress, fixed_point
+from labkit.quant import set_qat_matmul
 from labkit.results import provenance
 from labkit.train import autocast, pick_device
 
@@ -54,6 +59,8 @@ def main():
     ap.add_argument("--width", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--qat-matmul", choices=("fp32", "bf16"), default="fp32")
+    ap.add_argument("--no-compile", action="store_true", help="bf16 path: eager fake quantization")
     ap.add_argument("--out", help="write the numbers as JSON here")
     args = ap.parse_args()
     device = pick_device(args.device)
@@ -61,6 +68,9 @@ def main():
     fp32 = models.load_model()
     recipes.freeze_embeddings(fp32)
     qmodel = compress(fp32, quant=fixed_point(args.width)).model
+    paths = set_qat_matmul(qmodel, args.qat_matmul, compile=not args.no_compile)
+    print(f"QAT matmul {args.qat_matmul}: {sum(v == 'bf16' for v in paths.values())} of {len(paths)} layers on the "
+          "bf16 path (under bf16 autocast; CPU runs without autocast, so fp32 there)")
     batch = {"input_ids": torch.randint(1000, 30000, (args.batch, args.seq), device=device),
              "labels": torch.randint(0, 2, (args.batch,), device=device)}
     steps = {}
@@ -85,7 +95,7 @@ def main():
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"median_seconds": med, "times": times, "ratio": ratio, "args": vars(args),
-                       "provenance": prov}, fh, indent=2)
+                       "qat_paths": paths, "provenance": prov}, fh, indent=2)
 
 
 if __name__ == "__main__":

@@ -2,30 +2,40 @@
 
 It stays an ``nn.Linear`` subclass with the same parameters, so it trains (QAT), saves and loads like
 one, and pruning and LoRA still recognise it.
+
+Under autocast it computes in fp32 (``qat_matmul="fp32"``, the reference), or, with ``qat_matmul="bf16"``
+and bf16 autocast, in bf16 where its formats are exact in bf16 (``labkit.quant.fast``; ``qat_path()`` says
+which path runs and why).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+from . import fast
 from .config import LinearQuantConfig
 
 
 class QuantLinear(torch.nn.Linear):
+    qat_matmul, compile = "fp32", True  # class defaults: layers pickled before these existed still run
+
     def __init__(self, in_features: int, out_features: int, bias: bool, config: LinearQuantConfig,
-                 device=None, dtype=None):
+                 device=None, dtype=None, qat_matmul: str = "fp32", compile: bool = True):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.config = config
+        self.qat_matmul = fast.check_mode(qat_matmul)
+        self.compile = compile  # bf16 path: torch.compile the fused fake quantization (False: eager)
         # child modules, so formats with learnable state (e.g. residual sign) train and save
         self.q_data_in = config.data_in.quantizer() if config.data_in else None
         self.q_weight = config.weight.quantizer() if config.weight else None
         self.q_bias = config.bias.quantizer() if config.bias is not None and bias else None
 
     @classmethod
-    def from_linear(cls, linear: torch.nn.Linear, config: LinearQuantConfig) -> "QuantLinear":
+    def from_linear(cls, linear: torch.nn.Linear, config: LinearQuantConfig, qat_matmul: str = "fp32",
+                    compile: bool = True) -> "QuantLinear":
         """A copy of ``linear`` (weights and bias copied, never shared) that quantizes per ``config``."""
         q = cls(linear.in_features, linear.out_features, linear.bias is not None, config,
-                device=linear.weight.device, dtype=linear.weight.dtype)
+                device=linear.weight.device, dtype=linear.weight.dtype, qat_matmul=qat_matmul, compile=compile)
         with torch.no_grad():
             q.weight.copy_(linear.weight)
             if linear.bias is not None:
@@ -38,13 +48,38 @@ class QuantLinear(torch.nn.Linear):
     def quantized_weight(self) -> torch.Tensor:
         return self.q_weight(self.weight) if self.q_weight is not None else self.weight
 
+    def qat_path(self, device_type: str = "cuda") -> tuple[str, str | None]:
+        """("bf16" | "fp32", why not bf16) for a forward under autocast on ``device_type``."""
+        if self.qat_matmul == "fp32":
+            return "fp32", "qat_matmul='fp32'"
+        if not torch.is_autocast_enabled(device_type):
+            return "fp32", "autocast is off"
+        if torch.get_autocast_dtype(device_type) != torch.bfloat16:
+            return "fp32", f"autocast dtype is {torch.get_autocast_dtype(device_type)}, not bfloat16"
+        reason = fast.why_not(self)
+        return ("fp32", reason) if reason else ("bf16", None)
+
     def forward(self, x):
         if torch.is_autocast_enabled(x.device.type):
+            if self.qat_matmul == "bf16" and self.qat_path(x.device.type)[0] == "bf16":
+                return self._forward_bf16(x)
             # Simulate the format exactly: under bf16 autocast a 16-bit fixed-point value would be
             # rounded again to bf16's 8-bit significand, and every width above 8 would look the same.
             with torch.autocast(x.device.type, enabled=False):
                 return self._forward(x.float())
         return self._forward(x)
+
+    def _forward_bf16(self, x):
+        """Quantized operands are exact in bf16 (``qat_path``): a bf16 matmul with fp32 accumulation."""
+        c = self.config
+
+        def operand(fmt, t):
+            return fast.fake_quantize_bf16(fmt, t, self.compile) if fmt is not None else t.to(torch.bfloat16)
+
+        bias = None
+        if self.bias is not None:
+            bias = operand(c.bias if self.q_bias is not None else None, self.bias)
+        return F.linear(operand(c.data_in, x), operand(c.weight, self.weight), bias)
 
     def _forward(self, x):
         if self.q_data_in is not None:
@@ -55,4 +90,5 @@ class QuantLinear(torch.nn.Linear):
         return F.linear(x, self.quantized_weight(), bias)
 
     def extra_repr(self):
-        return f"{super().extra_repr()}, {self.config.describe()}"
+        mode = f", qat_matmul={self.qat_matmul!r}" if self.qat_matmul != "fp32" else ""
+        return f"{super().extra_repr()}, {self.config.describe()}{mode}"

@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Callable, NamedTuple
 
 import torch
 
 from ..select import is_skip, select, set_submodule
+from . import fast
 from .config import ROLES, LinearQuantConfig
 from .linear import QuantLinear
 
@@ -38,12 +40,13 @@ def _as_spec(config) -> dict:
 
 
 def quantize(model: torch.nn.Module, config, filter_fn: Callable[[str, torch.nn.Module], bool] | None = None,
-             inplace: bool = False) -> TransformResult:
+             inplace: bool = False, qat_matmul: str = "fp32", compile: bool = True) -> TransformResult:
     """Return a model whose selected Linear layers quantize per ``config`` (a copy unless ``inplace``).
 
     Every layer config is parsed and validated before any layer is replaced, so a bad config leaves the
-    model untouched.
+    model untouched. ``qat_matmul="bf16"``: see ``set_qat_matmul``.
     """
+    fast.check_mode(qat_matmul)
     spec = _as_spec(config)
     target = model if inplace else copy.deepcopy(model)
     plan = []
@@ -58,4 +61,24 @@ def quantize(model: torch.nn.Module, config, filter_fn: Callable[[str, torch.nn.
     for name, module, qcfg in plan:
         set_submodule(target, name, QuantLinear.from_linear(module, qcfg))
         changed[name] = qcfg.describe()
+    if qat_matmul != "fp32":
+        set_qat_matmul(target, qat_matmul, compile)
     return TransformResult(target, changed)
+
+
+def set_qat_matmul(model: torch.nn.Module, mode: str = "bf16", compile: bool = True) -> dict[str, str]:
+    """Set every ``QuantLinear``'s ``qat_matmul``; returns, per layer, the path it takes under bf16
+    autocast: "bf16", or "fp32: <why>" (warned once when some layers cannot take the bf16 path)."""
+    fast.check_mode(mode)
+    report = {}
+    for name, m in model.named_modules():
+        if isinstance(m, QuantLinear):
+            m.qat_matmul, m.compile = mode, compile
+            reason = "qat_matmul='fp32'" if mode == "fp32" else fast.why_not(m)
+            report[name] = f"fp32: {reason}" if reason else "bf16"
+    stuck = {k: v for k, v in report.items() if v != "bf16"}
+    if mode == "bf16" and stuck:
+        warnings.warn(f"qat_matmul='bf16': {len(stuck)} of {len(report)} QuantLinear layers keep the fp32 path: "
+                      + "; ".join(f"{k} ({v[6:]})" for k, v in list(stuck.items())[:5])
+                      + (" ..." if len(stuck) > 5 else ""), stacklevel=2)
+    return report

@@ -20,6 +20,20 @@ SQRT2_ABOVE = {torch.float64: math.sqrt(2.0), torch.float32: 1.4142136573791504}
 F64_EXP_LIMIT = 1000
 # float32 computation: every scale 2^k and its inverse 2^-k must be a normal float32.
 F32_EXP_LIMIT = 126
+# bf16: 8 significant bits, values up to (2 - 2^-7) * 2^127, subnormal steps down to 2^-133
+BF16_BITS, BF16_MAX, BF16_MIN_STEP_EXP = 8, (2 - 2.0 ** -7) * 2.0 ** 127, -133
+
+
+def why_not_bf16(owner: str, significant_bits: int, lowest_step_exp: int, max_value: float) -> str | None:
+    """None when a value set of ``significant_bits``-bit integers times powers of two no finer than
+    2^lowest_step_exp, up to ``max_value``, lies inside bf16; else why not."""
+    if significant_bits > BF16_BITS:
+        return f"{owner}: {significant_bits} significant bits, bf16 has {BF16_BITS}"
+    if lowest_step_exp < BF16_MIN_STEP_EXP:
+        return f"{owner}: steps of 2^{lowest_step_exp}, finer than bf16's smallest 2^{BF16_MIN_STEP_EXP}"
+    if max_value > BF16_MAX:
+        return f"{owner}: max {max_value:g} exceeds bf16's {BF16_MAX:g}"
+    return None
 
 
 def check_range(owner: str, key: str, value, lo: int | None = None, hi: int | None = None,

@@ -82,6 +82,11 @@ class NumberFormat:
         """Average stored bits per element of a tensor of ``shape`` (shared exponents included)."""
         raise NotImplementedError
 
+    def why_not_bf16(self) -> str | None:
+        """None when every value the format produces (NaN aside) is a bf16 value, so its fake-quantized
+        tensors can feed a bf16 matmul unchanged (``labkit.quant.fast``); else why not."""
+        return f"{self.name}: not analysed for bf16 exactness"
+
     def fake_quantize(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
             # integer tensors would come back in mixed dtypes, some formats rounding them, some not

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ._util import (ceil_log2, check_exponent_range, check_range, finish, floor_log2, round_to_step,
-                    work, work_dtype)
+                    why_not_bf16, work, work_dtype)
 from .base import NumberFormat, register
 
 
@@ -69,6 +69,9 @@ class _Minifloat(NumberFormat):
     def bits_per_element(self, shape):
         return float(self.width)
 
+    def why_not_bf16(self):
+        return why_not_bf16(self.describe(), self._significant_bits, self._lowest_step_exponent, self.max_value)
+
 
 @register
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class MinifloatDenorm(_Minifloat):
     """
 
     name = "minifloat_denorm"
+    _significant_bits = property(lambda self: self.mantissa_width)  # m < 2^M, no implicit bit
     _min_width = 3
     _min_mantissa = 1
     _width_why = "sign, >= 1 exponent and >= 1 mantissa bit"
@@ -136,6 +140,7 @@ class MinifloatIEEE(_Minifloat):
     """
 
     name = "minifloat_ieee"
+    _significant_bits = property(lambda self: self.mantissa_width + 1)  # the implicit 1
     _min_width = 2
     _min_mantissa = 0
     _width_why = "sign and >= 1 exponent bit"

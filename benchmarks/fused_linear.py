@@ -1,0 +1,184 @@
+"""Fused MXINT8 linear vs bf16 F.linear (cuBLAS) vs dequantize-then-matmul, at small batch, on a CUDA GPU.
+
+    python benchmarks/fused_linear.py [--out figures/lab4/fused_linear.json] [--batches 1 4 16 64]
+        [--shapes 4096x4096 14336x4096 28672x8192] [--group 32] [--reps 50]
+    python benchmarks/fused_linear.py --dry-run     # CPU, tiny shapes: checks the code path, times nothing real
+
+Shapes are N x K = out_features x in_features, the nn.Linear weight's (N, K) layout: 28672x8192 is a layer
+with 8192 inputs and 28672 outputs. x is (batch, K) bf16; y = x @ W^T is (batch, N).
+
+Timed, each on the same packed weight:
+- ``fused``: ``fused_linear.mxint8_linear`` (the Triton kernel; autotuned on the first call, in the warmup);
+- ``bf16``: ``F.linear`` with the weight already dequantized to bf16 (cuBLAS; reads 2 bytes per weight);
+- ``dequant``: ``dequant.dequantize`` (the CUDA extension where it loads, else the eager reference; the JSON
+  says which) then ``F.linear``: what ``MXINT8Linear(impl="dequant")`` does.
+- ``copy``: a device copy of the packed bytes, the bandwidth roofline (its GB/s counts read + write).
+
+Method: ``labkit.kernels.bench.Timer``, the median of per-call CUDA-event timings, L2 flushed before each call
+(the flush also hides the Python launch overhead as long as it is shorter than the flush); a second column
+from ``triton.testing.do_bench`` (its own L2 clearing, mean of many calls) as a cross-check. "Weight GB/s" is
+packed bytes (N*K mantissas + N*K/group exponents) over time for every path, so the paths compare on the
+same bytes; the bf16 path actually reads twice that. Outputs are checked against a float64 reference first.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_SHAPES = ("4096x4096", "14336x4096", "28672x8192")
+DRY_SHAPES = ("96x64", "40x160")
+REL_TOL = 2.0 ** -7  # relative Frobenius error vs float64: bf16 output rounding is 2^-8 per element
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    n, _, k = text.lower().partition("x")
+    return int(n), int(k)
+
+
+class CpuTimer:
+    """perf_counter median, for --dry-run only: CPU/interpreter times mean nothing about the GPU kernel."""
+
+    def __init__(self, reps: int = 3, warmup: int = 1):
+        self.reps, self.warmup = reps, warmup
+
+    def __call__(self, fn) -> float:
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        for _ in range(self.reps):
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1e3)
+        return sorted(times)[len(times) // 2]
+
+
+def check(y, x, w_bf16) -> float:
+    """Relative Frobenius error of ``y`` against x @ W^T in float64."""
+    import torch
+
+    ref = x.double() @ w_bf16.double().T
+    return float(torch.linalg.vector_norm(y.double() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-300))
+
+
+def run(args) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    from labkit.kernels import bench, dequant, extension, fused_linear
+    from labkit.kernels.mxint8_ref import quantize_mxint8
+
+    dev = torch.device("cpu" if args.dry_run else "cuda")
+    timer = CpuTimer() if args.dry_run else bench.Timer(dev, reps=args.reps)
+    do_bench = None
+    if not args.dry_run:
+        from triton.testing import do_bench
+    gen = torch.Generator(device=dev).manual_seed(0)
+    rows = []
+    for shape in args.shapes:
+        N, K = parse_shape(shape)
+        g = args.group
+        w = torch.randn(N, K, device=dev, generator=gen) * 0.02
+        m, e = quantize_mxint8(w, g)
+        del w
+        packed = m.numel() + e.numel()
+        w_bf16 = dequant.dequantize(m, e, g)  # exact; the bf16 path's weight, prepared outside the timing
+        src = torch.empty(packed, dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+        copy_ms = timer(lambda: dst.copy_(src))
+        for M in args.batches:
+            x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
+            fns = {
+                "fused": lambda: fused_linear.mxint8_linear(x, m, e, g),
+                "bf16": lambda: F.linear(x, w_bf16),
+                "dequant": lambda: F.linear(x, dequant.dequantize(m, e, g).to(x.dtype)),
+            }
+            before = dict(fused_linear.path_counts)
+            errors = {name: check(fn(), x, w_bf16) for name, fn in fns.items()}
+            fused_path = "triton" if fused_linear.path_counts["triton"] > before.get("triton", 0) else "dequant"
+            row = {"N": N, "K": K, "group_size": g, "batch": M, "packed_bytes": packed,
+                   "fused_path": fused_path, "copy_ms": copy_ms, "copy_GBps": 2 * packed / copy_ms / 1e6}
+            for name, fn in fns.items():
+                ms = timer(fn)
+                row[f"{name}_ms"] = ms
+                row[f"{name}_weight_GBps"] = packed / ms / 1e6
+                row[f"{name}_rel_err"] = errors[name]
+                row[f"{name}_ok"] = errors[name] <= REL_TOL
+                if do_bench is not None:
+                    row[f"{name}_do_bench_ms"] = do_bench(fn)
+            row["bf16_over_fused"] = row["bf16_ms"] / row["fused_ms"]  # > 1: the fused kernel is faster
+            row["dequant_over_fused"] = row["dequant_ms"] / row["fused_ms"]
+            row["fused_fraction_of_copy"] = row["fused_weight_GBps"] / row["copy_GBps"]
+            rows.append(row)
+            print(f"{N}x{K} M={M:>3}: fused {1e3 * row['fused_ms']:9.1f} us ({row['fused_weight_GBps']:7.1f} GB/s, "
+                  f"{100 * row['fused_fraction_of_copy']:5.1f}% of copy; path {fused_path})  "
+                  f"bf16 {1e3 * row['bf16_ms']:9.1f} us  dequant {1e3 * row['dequant_ms']:9.1f} us  "
+                  f"bf16/fused {row['bf16_over_fused']:.2f}x  dequant/fused {row['dequant_over_fused']:.2f}x",
+                  flush=True)
+    return {"rows": rows, "dry_run": args.dry_run, "describe": fused_linear.describe(dev.type),
+            "dequant_path": extension.describe(),
+            "shape_convention": "N x K = out_features x in_features (nn.Linear weight layout); x is (batch, K) bf16",
+            "method": ("CPU perf_counter median, interpreter/CPU: NOT a measurement" if args.dry_run else
+                       "median of per-call CUDA-event times, L2 flushed before each call (labkit.kernels.bench."
+                       "Timer); *_do_bench_ms: triton.testing.do_bench mean"),
+            "weight_GBps": "packed bytes (N*K + N*K/group) / time, for every path",
+            "rel_tol": REL_TOL}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", help="JSON path (default figures/lab4/fused_linear.json; --dry-run: a temp file)")
+    p.add_argument("--shapes", nargs="+", default=None, help="N x K, e.g. 4096x4096")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
+    p.add_argument("--group", type=int, default=32)
+    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--dry-run", action="store_true",
+                   help="CPU, tiny shapes, the Triton interpreter if triton is installed: exercises the code only")
+    args = p.parse_args(argv)
+    if args.dry_run:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+    args.shapes = args.shapes or list(DRY_SHAPES if args.dry_run else DEFAULT_SHAPES)
+    if args.dry_run:
+        args.batches = [b for b in args.batches if b <= 16] or [1]
+
+    import torch
+
+    from labkit import results
+
+    if not args.dry_run and not torch.cuda.is_available():
+        p.error("needs a CUDA GPU (use --dry-run to check the code path on CPU)")
+    for s in args.shapes:
+        if parse_shape(s)[1] % args.group:
+            p.error(f"--group {args.group} does not divide K of --shapes {s}")
+    out = run(args)
+    versions = results.versions()
+    try:
+        import triton
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        versions["triton"] = None
+    out.update(versions=versions, provenance=results.provenance(), command=" ".join(sys.argv), args=vars(args))
+    if torch.cuda.is_available() and not args.dry_run:
+        out["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
+    path = Path(args.out or (Path(tempfile.gettempdir()) / "labkit_fused_linear_dry_run.json" if args.dry_run
+                             else ROOT / "figures" / "lab4" / "fused_linear.json"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results._jsonable(out), indent=2) + "\n")
+    bad = [(r["N"], r["K"], r["batch"], name) for r in out["rows"] for name in ("fused", "bf16", "dequant")
+           if not r[f"{name}_ok"]]
+    print(f"\n{out['describe']}\n{out['dequant_path']}\nwrote {path}"
+          + ("  (dry run: the times are CPU/interpreter times, not measurements)" if args.dry_run else ""))
+    print(f"outputs outside rel. error {REL_TOL:.4g} of the float64 reference: {bad or 'none'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

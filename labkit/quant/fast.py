@@ -1,0 +1,102 @@
+"""bf16 QAT: fake-quantized operands that are exact in bf16 feed a bf16 matmul under autocast.
+
+``QuantLinear`` normally leaves bf16 autocast and runs in fp32 (so that formats wider than bf16 are
+simulated exactly), with several unfused elementwise passes per fake quantization. Where every format of
+the layer produces only bf16 values (``NumberFormat.why_not_bf16()`` is None: integers of <= 9 bits,
+minifloats with <= 8 significant bits, MXINT8, in range), nothing is lost by staying in bf16: the quantized
+operands are the same numbers, the matmul still accumulates in fp32, and only the result is rounded to
+bf16 as for any Linear under autocast. ``QuantLinear(qat_matmul="bf16")`` does that, and computes each
+fake quantization and its straight-through mask in one pass (``torch.compile`` of the formats' own
+reference formulas; ``compile=False`` runs the same formulas eagerly).
+
+The fp32 path stays the oracle (tests/test_qat_bf16.py compares values and gradients). Roles without a
+format (e.g. an unquantized input) are cast to bf16 as autocast casts any Linear's operands.
+"""
+from __future__ import annotations
+
+import torch
+
+from .formats.base import NumberFormat, Quantizer
+
+MODES = ("fp32", "bf16")
+_COMPILED: dict = {}
+_REASONS: dict = {}  # (role, format, quantizer type) -> why not bf16; asked on every forward
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"qat_matmul={mode!r}: allowed values are {', '.join(map(repr, MODES))}")
+    return mode
+
+
+def _values_and_mask(fmt: NumberFormat, x: torch.Tensor):
+    """The reference formulas: fp32 values (exact in bf16) as bf16, and the STE mask (None: pass all)."""
+    xf = x.float()  # exact from bf16; the fp32 path quantizes x.float() too
+    return fmt.quantize_values(xf).to(torch.bfloat16), fmt.pass_mask(xf)
+
+
+def fused_fn(fmt: NumberFormat, compile: bool = True):
+    """``x -> (bf16 values, mask)`` for ``fmt``, compiled once per format (dynamic shapes)."""
+
+    def fake_quant(x):
+        return _values_and_mask(fmt, x)
+
+    if not compile:
+        return fake_quant
+    if fmt not in _COMPILED:
+        # a code object of its own per format: dynamo caches, and counts recompiles against its limit, per code
+        fake_quant.__code__ = fake_quant.__code__.replace(co_name=f"fake_quant_{len(_COMPILED)}")
+        _COMPILED[fmt] = torch.compile(fake_quant, dynamic=True)
+    return _COMPILED[fmt]
+
+
+def _run(fmt, fn, x: torch.Tensor):
+    """``fn`` on ``x`` seen as a plain 2-D tensor (rows, last dim): inputs, weights and biases then share
+    one dynamic-shape graph per format and dtype instead of one per rank and Parameter-ness."""
+    if x.numel() == 0:
+        return _values_and_mask(fmt, x)
+    q, mask = fn(x.detach().reshape(-1, x.shape[-1]) if x.dim() else x.detach().reshape(1, 1))
+    return q.reshape(x.shape), (mask.reshape(x.shape) if mask is not None else None)
+
+
+class _FusedFakeQuant(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, fmt, fn):
+        q, mask = _run(fmt, fn, x)
+        ctx.has_mask = mask is not None
+        ctx.x_dtype = x.dtype
+        ctx.save_for_backward(*([mask] if ctx.has_mask else []))
+        return q
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.has_mask:
+            grad = grad * ctx.saved_tensors[0]
+        return grad.to(ctx.x_dtype), None, None
+
+
+def fake_quantize_bf16(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) -> torch.Tensor:
+    """``fmt.fake_quantize(x.float())`` as bf16 (the same values) with the same clipped-STE gradient."""
+    fn = fused_fn(fmt, compile)
+    if not (torch.is_grad_enabled() and x.requires_grad):
+        return _run(fmt, fn, x)[0]
+    return _FusedFakeQuant.apply(x, fmt, fn)
+
+
+def why_not(layer) -> str | None:
+    """Why a ``QuantLinear`` cannot take the bf16 path (None: it can), whatever autocast does."""
+    for role in ("data_in", "weight", "bias"):
+        fmt = getattr(layer.config, role)
+        quantizer = getattr(layer, f"q_{role}")
+        if fmt is None or quantizer is None:
+            continue
+        key = (role, fmt, type(quantizer))
+        if key not in _REASONS:
+            if type(quantizer) is not Quantizer:  # learnable or mode-dependent quantizers run their own forward
+                _REASONS[key] = f"{role}: {type(quantizer).__name__} is not a plain format quantizer"
+            else:
+                reason = fmt.why_not_bf16()
+                _REASONS[key] = f"{role}: {reason}" if reason else None
+        if _REASONS[key]:
+            return _REASONS[key]
+    return None

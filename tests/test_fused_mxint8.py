@@ -1,0 +1,362 @@
+"""Fused MXINT8 weight-only linear (labkit.kernels.fused_linear / fused_triton).
+
+Three tiers, each honest about what it ran:
+- always (CPU): the op's dequantize-then-matmul path, validation, describe(), autograd, MXINT8Linear wiring;
+- Triton's interpreter on CPU (TRITON_INTERPRET=1 set per test): the kernel itself, when triton imports;
+  skipped with the reason otherwise (a skip is not a pass);
+- a CUDA GPU: the compiled kernel, autotuned and with fixed configs.
+
+Oracle: ``y_ref = x @ W^T + b`` in float64 from the operands the kernel multiplies (W dequantized exactly,
+cast to x's dtype; b cast to x's dtype). Tolerance, element by element (``assert_bounded``):
+
+    |y - y_ref| <= u_out * |y_ref| + (1 + u_out) * (K + 2) * 2^-23 * S + tiny,   S = |x| @ |W|^T + |b|
+
+- ``(K + 2) * 2^-23 * S`` bounds fp32 accumulation in any order (split-K included): K - 1 additions, one
+  rounding per product (fp32 inputs; bf16/fp16 products are exact in fp32) and the bias add, with unit
+  roundoff 2^-23 rather than 2^-24 so that a tensor core whose fp32 adds truncate is still covered;
+- ``u_out``: the one rounding of the fp32 sum to x's dtype, half an ulp (eps/2: bf16 2^-8, fp16 2^-11,
+  fp32 2^-24) where it rounds to nearest, a whole ulp (bf16 2^-7) in the Triton 3.9 interpreter, whose
+  fp32 -> bf16 cast truncates;
+- ``tiny``: the dtype's smallest subnormal (fp16 results near 0).
+NaN must appear exactly where the oracle has it (exponent 255 groups).
+"""
+import importlib.util
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from labkit.kernels import MXINT8FusedFallbackWarning, MXINT8Linear, fused_linear, mxint8_linear, quantize_mxint8
+from labkit.kernels.mxint8_ref import dequantize_mxint8
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+CUDA = torch.cuda.is_available()
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed, so the kernel's interpreter "
+                                  "tests cannot run (pip install triton); the kernel is NOT tested here")
+needs_gpu = pytest.mark.skipif(not (CUDA and HAS_TRITON), reason="needs a CUDA GPU and triton")
+U_ACC = 2.0 ** -23
+TINY = {torch.bfloat16: 2.0 ** -133, torch.float16: 2.0 ** -24, torch.float32: 2.0 ** -149}
+
+
+def u_round(dtype, truncates=False) -> float:
+    return torch.finfo(dtype).eps * (1.0 if truncates else 0.5)
+
+
+def make_weight(N, K, g, seed=0, spread=6):
+    """Packed MXINT8 weight whose rows span 2^-spread .. 2^spread (varied exponents)."""
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(N, K, generator=gen) * 2.0 ** torch.randint(-spread, spread + 1, (N, 1), generator=gen)
+    return quantize_mxint8(w, g)
+
+
+def oracle(x, m, e, g, bias):
+    w = dequantize_mxint8(m, e, g, dtype=torch.float32).to(x.dtype).double()
+    xd = x.double().reshape(-1, x.shape[-1])
+    b = bias.to(x.dtype).double() if bias is not None else torch.zeros(w.shape[0], dtype=torch.float64)
+    ref = xd @ w.T + b
+    with torch.no_grad():  # NaN weights (E = 255) make S NaN there; those entries are compared as NaN
+        S = xd.abs() @ w.abs().T + b.abs()
+    return ref.reshape(*x.shape[:-1], -1), S.reshape(*x.shape[:-1], -1)
+
+
+def assert_bounded(y, x, m, e, g, bias, u_out):
+    assert y.dtype == x.dtype and y.shape == (*x.shape[:-1], m.shape[0])
+    ref, S = oracle(x, m, e, g, bias)
+    K = x.shape[-1]
+    yd = y.detach().double()
+    nan = torch.isnan(ref)
+    assert torch.equal(torch.isnan(yd), nan), "NaN positions differ from the oracle"
+    tol = u_out * ref.abs() + (1 + u_out) * (K + 2) * U_ACC * S + TINY[x.dtype]
+    err = (yd - ref).abs()
+    bad = (err > tol) & ~nan
+    assert not bad.any(), (f"{int(bad.sum())} of {bad.numel()} entries outside the bound; worst excess "
+                           f"{float((err - tol)[~nan].max()):.3g}, max |err| {float(err[~nan].max()):.3g}")
+
+
+def rand_x(shape, dtype, seed=1):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# Always: the dequantize-then-matmul path on CPU, checks, describe, autograd, MXINT8Linear
+# ------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def no_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+@pytest.mark.parametrize("M", [1, 3, 17, 64])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("bias", [False, True])
+def test_cpu_dequant_path_matches_oracle(no_interpreter, M, dtype, bias):
+    N, K, g = 48, 96, 32
+    m, e = make_weight(N, K, g)
+    x = rand_x((M, K), dtype)
+    b = torch.randn(N) if bias else None
+    before = fused_linear.path_counts["dequant"]
+    y = mxint8_linear(x, m, e, g, b)
+    assert fused_linear.path_counts["dequant"] == before + 1
+    assert_bounded(y, x, m, e, g, b, u_round(dtype))
+
+
+def test_cpu_path_is_named(no_interpreter, monkeypatch):
+    text = fused_linear.describe("cpu")
+    assert text.startswith("MXINT8 linear on cpu: dequantize-then-matmul (reason: ")
+    assert ("CPU tensors" in text) if HAS_TRITON else ("Triton is not importable" in text)
+    assert fused_linear.path_for(torch.zeros(2, 32), 32)[0] == "dequant"
+    monkeypatch.setenv("LABKIT_MXINT8_TRITON", "0")
+    assert "disabled by LABKIT_MXINT8_TRITON=0" in fused_linear.describe("cuda")
+
+
+def test_bad_inputs_say_what_is_allowed():
+    m, e = make_weight(8, 80, 16)
+    with pytest.raises(ValueError, match=r"group_size=48 does not divide .*allowed values: divisors of 80: "
+                                         r"1, 2, 4, 5, 8, 10, 16, 20, 40, 80"):
+        mxint8_linear(torch.randn(2, 80), m, torch.zeros(8, 2, dtype=torch.uint8), 48)
+    with pytest.raises(ValueError, match=r"last dimension must be in_features=80"):
+        mxint8_linear(torch.randn(2, 64), m, e, 16)
+    with pytest.raises(ValueError, match=r"bias must be a floating-point \(8,\) tensor"):
+        mxint8_linear(torch.randn(2, 80), m, e, 16, torch.zeros(7))
+    with pytest.raises(TypeError, match="mantissa must be a torch.int8 tensor"):
+        mxint8_linear(torch.randn(2, 80), m.float(), e, 16)
+    with pytest.raises(TypeError, match="x must be a floating-point tensor"):
+        mxint8_linear(torch.ones(2, 80, dtype=torch.int32), m, e, 16)
+    with pytest.raises(ValueError, match=r"exponent shape \(8, 4\) does not match"):
+        mxint8_linear(torch.randn(2, 80), m, torch.zeros(8, 4, dtype=torch.uint8), 16)
+
+
+def test_opcheck_and_autograd_on_the_dequant_path(no_interpreter):
+    m, e = make_weight(24, 64, 32)
+    x = torch.randn(2, 3, 64, requires_grad=True)
+    b = torch.randn(24, requires_grad=True)
+    torch.library.opcheck(torch.ops.labkit.mxint8_linear.default, (x, m, e, b, 32))
+    w = dequantize_mxint8(m, e, 32, dtype=torch.float32)
+    x2, b2 = x.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    g = torch.randn(2, 3, 24)
+    (mxint8_linear(x, m, e, 32, b) * g).sum().backward()
+    (F.linear(x2, w, b2) * g).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(b.grad, b2.grad)
+
+
+def test_empty_rows_and_float64(no_interpreter):
+    m, e = make_weight(8, 32, 32)
+    assert mxint8_linear(torch.zeros(0, 32), m, e, 32).shape == (0, 8)
+    x = torch.randn(3, 32, dtype=torch.float64)
+    torch.testing.assert_close(mxint8_linear(x, m, e, 32), x @ dequantize_mxint8(m, e, 32, torch.float64).T)
+
+
+def test_mxint8linear_paths_on_cpu(no_interpreter):
+    lin = torch.nn.Linear(64, 24)
+    q = MXINT8Linear.from_linear(lin, 32)
+    x = torch.randn(5, 64)
+    assert q.path(x) == ("dequant", fused_linear.path_for(x, 32)[1])
+    assert "dequantize-then-matmul" in q.describe("cpu") and "impl='auto'" in repr(q)
+    w = dequantize_mxint8(q.mantissa, q.exponent, 32, dtype=torch.float32)
+    torch.testing.assert_close(q(x), F.linear(x, w, lin.bias), rtol=0, atol=0)
+    assert MXINT8Linear.from_linear(lin, 32, impl="dequant").describe() == \
+        "MXINT8Linear on cuda: dequantize-then-matmul (impl='dequant')"
+    with pytest.raises(RuntimeError, match="impl='fused' but the fused kernel cannot run here: "):
+        MXINT8Linear.from_linear(lin, 32, impl="fused")(x)
+    with pytest.raises(ValueError, match="impl='triton': allowed values are 'auto', 'fused', 'dequant'"):
+        MXINT8Linear(64, 24, impl="triton")
+
+
+# ------------------------------------------------------------------------------------------------
+# Triton's interpreter on CPU: the kernel's indexing, masks, split-K, decode and epilogue
+# ------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from labkit.kernels import fused_triton
+
+    raw, _ = fused_triton.kernels()
+    assert type(raw.fn).__name__ == "InterpretedFunction"  # the interpreter, not a compiled kernel, runs
+    return fused_triton
+
+
+def u_interp(dtype):
+    return u_round(dtype, truncates=dtype == torch.bfloat16)
+
+
+# (N, K, group, BLOCK_N, BLOCK_K, SPLIT_K): ragged N and K tiles, split-K with an empty last split, a group
+# wider than BLOCK_K, a tile wider than K
+CASES = [(40, 96, 32, 32, 64, 1), (33, 80, 16, 16, 32, 2), (64, 192, 64, 32, 32, 2), (24, 160, 32, 16, 64, 3),
+         (17, 32, 32, 32, 64, 1), (50, 224, 32, 32, 32, 4)]
+
+
+@needs_triton
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}-sk{}".format(*c))
+@pytest.mark.parametrize("M", [1, 3, 17, 64])
+def test_interpreted_kernel_bf16(interpreter, case, M):
+    N, K, g, bn, bk, sk = case
+    m, e = make_weight(N, K, g, seed=M)
+    x = rand_x((M, K), torch.bfloat16, seed=N)
+    b = torch.randn(N) if M % 2 else None  # bias on odd M, none on even
+    y = interpreter.launch(x, m, e, b.bfloat16() if b is not None else None, g,
+                           {"BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk})
+    assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("M,split", [(1, 1), (17, 2), (64, 3)])
+def test_interpreted_kernel_fp16_fp32(interpreter, dtype, M, split):
+    N, K, g = 40, 96, 32
+    m, e = make_weight(N, K, g, seed=M, spread=3)  # fp16's range: values within 2^-9 .. 2^8
+    x = rand_x((M, K), dtype)
+    b = torch.randn(N).to(dtype)
+    y = interpreter.launch(x, m, e, b, g, {"BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": split})
+    assert_bounded(y, x, m, e, g, b, u_interp(dtype))
+
+
+@needs_triton
+def test_interpreted_kernel_random_shapes(interpreter):
+    gen = torch.Generator().manual_seed(123)
+    for i in range(6):
+        g = [16, 32][i % 2]
+        N = int(torch.randint(1, 70, (), generator=gen))
+        K = g * int(torch.randint(1, 9, (), generator=gen))  # mostly not a multiple of BLOCK_K
+        M = [1, 3, 17, 64][i % 4]
+        cfg = {"BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 1 + i % 3}
+        m, e = make_weight(N, K, g, seed=i)
+        x = rand_x((M, K), torch.bfloat16, seed=i)
+        b = torch.randn(N).bfloat16() if i % 2 else None
+        assert_bounded(interpreter.launch(x, m, e, b, g, cfg), x, m, e, g, b, u_interp(torch.bfloat16))
+
+
+@needs_triton
+def test_interpreted_edge_exponents_and_strides(interpreter):
+    """Exponents 0..6 (fp32-subnormal scales), 254 with |m| = 127, 255 (NaN groups); a strided x and a
+    mantissa view with row stride != K."""
+    g, N, K = 16, 24, 64
+    m_big, _ = make_weight(N, 2 * K, g)
+    m = m_big[:, :K]  # row stride 2K
+    e = torch.randint(100, 140, (N, K // g), dtype=torch.uint8, generator=torch.Generator().manual_seed(5))
+    e[0] = torch.tensor([0, 3, 6, 7], dtype=torch.uint8)
+    e[1, 1] = 255
+    e[2, 2] = 254
+    m[2, 2 * g:3 * g] = 127
+    # (5, K), column-major; scaled by 2^-8 so that row 2's sums (weights near 2^128) stay finite in fp32
+    x = rand_x((K, 5), torch.float32).T * 2.0 ** -8
+    assert not x.is_contiguous() and not m.is_contiguous()
+    y = interpreter.launch(x, m, e, None, g, {"BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2})
+    assert_bounded(y, x, m, e, g, None, u_interp(torch.float32))
+    assert torch.isnan(y[:, 1]).all() and torch.isfinite(y[:, 2]).all() and y[:, 2].abs().min() > 1e30
+
+
+@needs_triton
+def test_every_autotune_config_runs_in_the_interpreter(interpreter):
+    """Each H100 config at a shape it tiles raggedly (interpreter: semantics only, not smem limits)."""
+    N, K, g = 130, 288, 32  # ragged for every BLOCK_N (32/64/128) and BLOCK_K (128/256)
+    m, e = make_weight(N, K, g)
+    x = rand_x((3, K), torch.bfloat16)
+    for c in interpreter.AUTOTUNE_CONFIGS:
+        y = interpreter.launch(x, m, e, None, g, dict(c.kwargs))
+        assert_bounded(y, x, m, e, g, None, u_interp(torch.bfloat16))
+
+
+@needs_triton
+def test_rows_and_dtypes_outside_the_kernel_take_the_dequant_path(interpreter):
+    m, e = make_weight(8, 32, 32)
+    for x, g, why in ((torch.zeros(0, 32), 32, "0 rows"), (torch.zeros(65, 32), 32, "65 rows"),
+                      (torch.zeros(2, 32, dtype=torch.float64), 32, "x is torch.float64"),
+                      (torch.zeros(2, 48), 48, "group_size=48: the kernel takes powers of two >= 16"),
+                      (torch.zeros(2, 32), 8, "group_size=8")):
+        path, reason = fused_linear.path_for(x, g)
+        assert path == "dequant" and reason.startswith(why)
+    before = dict(fused_linear.path_counts)
+    x = rand_x((65, 32), torch.bfloat16)
+    assert_bounded(mxint8_linear(x, m, e, 32), x, m, e, 32, None, u_round(torch.bfloat16))
+    assert fused_linear.path_counts["dequant"] == before.get("dequant", 0) + 1
+    assert fused_linear.path_counts["triton"] == before.get("triton", 0)
+
+
+@needs_triton
+def test_prune_keeps_splits_with_work(interpreter):
+    configs = interpreter.AUTOTUNE_CONFIGS
+    kept = interpreter._prune(configs, {"K": 256})
+    assert kept and all(c.kwargs["SPLIT_K"] <= math.ceil(256 / c.kwargs["BLOCK_K"]) for c in kept)
+    assert interpreter._prune(configs, {"K": 16})  # never empty
+    assert len(interpreter._prune(configs, {"K": 4096})) == len(configs)
+
+
+@needs_triton
+def test_op_and_layer_take_the_kernel_in_the_interpreter(interpreter):
+    N, K, g = 40, 64, 32
+    lin = torch.nn.Linear(K, N)
+    q = MXINT8Linear.from_linear(lin, g)
+    assert "fused Triton kernel (triton" in q.describe("cpu") and "Triton interpreter" in q.describe("cpu")
+    x = rand_x((2, 3, K), torch.bfloat16)
+    assert q.path(x) == ("fused", None)
+    before = fused_linear.path_counts["triton"]
+    y = q(x)
+    assert fused_linear.path_counts["triton"] == before + 1
+    assert_bounded(y, x, q.mantissa, q.exponent, g, lin.bias.detach(), u_interp(torch.bfloat16))
+    # gradients through the op on the Triton path (backward uses the dense weight)
+    xg = x.float().requires_grad_()
+    out = mxint8_linear(xg, q.mantissa, q.exponent, g, lin.bias)
+    out.square().sum().backward()
+    w = dequantize_mxint8(q.mantissa, q.exponent, g, dtype=torch.float32)
+    torch.testing.assert_close(xg.grad, (2 * out.detach()) @ w)
+    torch.testing.assert_close(lin.bias.grad, (2 * out.detach()).sum((0, 1)))
+    torch.library.opcheck(torch.ops.labkit.mxint8_linear.default, (xg.detach(), q.mantissa, q.exponent, None, g),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+# ------------------------------------------------------------------------------------------------
+# CUDA GPU: the compiled kernel
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("M", [1, 3, 17, 64])
+def test_gpu_kernel_autotuned(no_interpreter, monkeypatch, dtype, M):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # fp32: IEEE products, as the bound
+    shapes = ((1000, 4160, 32), (77, 96, 16))  # ragged N and K for every tile
+    for N, K, g in shapes + (((4096, 4096, 32),) if dtype == torch.bfloat16 else ()):
+        m, e = make_weight(N, K, g, spread=3)
+        x = rand_x((M, K), dtype).cuda()
+        b = torch.randn(N, device="cuda").to(dtype)
+        y = mxint8_linear(x, m.cuda(), e.cuda(), g, b)
+        assert fused_linear.path_for(x, g)[0] == "triton"
+        assert_bounded(y.cpu(), x.cpu(), m, e, g, b.cpu(), u_round(dtype))
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_gpu_every_config_and_edge_exponents(no_interpreter):
+    from labkit.kernels import fused_triton
+
+    g, N, K = 32, 300, 1056
+    m, e = make_weight(N, K, g)
+    e[0, :7] = torch.arange(7, dtype=torch.uint8)  # fp32-subnormal scales: needs the GPU to keep denormals
+    e[1, 3] = 255
+    for M in (1, 17):
+        x = rand_x((M, K), torch.bfloat16).cuda()
+        for c in fused_triton.AUTOTUNE_CONFIGS:
+            y = fused_triton.launch(x, m.cuda(), e.cuda(), None, g, {**c.kwargs, "num_warps": c.num_warps,
+                                                                     "num_stages": c.num_stages})
+            assert_bounded(y.cpu(), x.cpu(), m, e, g, None, u_round(torch.bfloat16))
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_gpu_layer_uses_fused_without_warning_and_compiles(no_interpreter):
+    lin = torch.nn.Linear(512, 256).cuda()
+    q = MXINT8Linear.from_linear(lin, 32)
+    x = torch.randn(4, 512, device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MXINT8FusedFallbackWarning)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = q(x)
+    assert y.dtype == torch.bfloat16 and q.path(x, torch.bfloat16) == ("fused", None)
+    fn = torch.compile(lambda a: mxint8_linear(a, q.mantissa, q.exponent, 32, q.bias), fullgraph=True)
+    xb = x.bfloat16()
+    assert_bounded(fn(xb).cpu(), xb.cpu(), q.mantissa.cpu(), q.exponent.cpu(), 32, q.bias.detach().cpu(),
+                   u_round(torch.bfloat16))
