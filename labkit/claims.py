@@ -169,3 +169,20 @@ def check_all(figures: Path) -> list[Claim]:
     out += lab4(json.loads(bw.read_text()) if bw.is_file() else None, _numbers(figures / "lab4" / "mxint8_memory.json"),
                 _numbers(figures / "lab4" / "compile_cuda.json"), _numbers(figures / "lab4" / "sdpa_cuda.json"))
     return out
+
+
+def main(argv=None) -> int:
+    """``python -m labkit.claims [FIGURES]``: print every claim's verdict; exit 1 if one fails."""
+    import sys
+
+    from . import settings
+
+    args = sys.argv[1:] if argv is None else argv
+    found = check_all(Path(args[0]) if args else settings.figures_dir())
+    for c in found:
+        print(f"{'ok  ' if c.holds else 'FAIL'} {c.lab}: {c.name} ({c.detail})")
+    return 0 if all(c.holds for c in found) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -98,3 +98,13 @@ def test_one_regeneration_reports_one_sft_accuracy():
     assert claims.same_sft({**same, "lab1": (0.86404, {"git_commit": sha})})[0].holds
     # results of different (or unrecorded) commits are not one regeneration: nothing to compare
     assert claims.same_sft({**same, "lab1": (0.86536, {"git_commit": None})}) == []
+
+
+def test_the_command_prints_verdicts_and_fails_on_a_broken_claim(tmp_path, capsys):
+    assert claims.main([str(FIGURES)]) == 0 and "ok   lab1: QAT >= PTQ" in capsys.readouterr().out
+    shutil.copytree(FIGURES / "lab1", tmp_path / "lab1")
+    q = json.loads((tmp_path / "lab1" / "quantization.json").read_text())
+    for r in q["numbers"]["rows"]:
+        r["qat"] = r["ptq"] - 0.05
+    (tmp_path / "lab1" / "quantization.json").write_text(json.dumps(q))
+    assert claims.main([str(tmp_path)]) == 1 and "FAIL lab1: QAT >= PTQ" in capsys.readouterr().out
