@@ -243,3 +243,12 @@ def test_notebooks_only_call_the_prose(src):
     says = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "say"]
     assert says and not [ast.unparse(n) for n in says
                          if any(isinstance(a, (ast.JoinedStr, ast.Constant, ast.BinOp)) for a in n.args)]
+
+
+def test_integer_snr_pairs_are_explained_only_when_they_are_flat():
+    rows = [{"format": "integer", "width": w, "snr_db": s} for w, s in ((4, 1.4), (5, 1.4), (6, 5.3), (7, 5.3), (8, 10.9))]
+    text = lab3_formats.integer_steps(rows)
+    assert "4 and 5 bits: 1.4 dB, 6 and 7 bits: 5.3 dB" in text and "frac = width // 2" in text
+    rows[1]["snr_db"] = 3.0  # an odd width that does refine: nothing to explain
+    rows[3]["snr_db"] = 7.0
+    assert lab3_formats.integer_steps(rows) == ""

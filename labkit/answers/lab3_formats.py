@@ -76,6 +76,18 @@ def at_width(rows: list[dict], width: int) -> dict[str, dict]:
     return {r["format"]: r for r in rows if r["width"] in (width, None)}
 
 
+def integer_steps(rows: list[dict]) -> str:
+    """Why the integer SNR curve climbs in pairs of widths: under the sheet's rule frac = width // 2 an odd
+    width adds an integer bit (range the weights, all below 1, never use) and no fraction bit."""
+    snr = {r["width"]: r["snr_db"] for r in rows if r["format"] == "integer"}
+    flat = [(w, w + 1) for w in sorted(snr) if w + 1 in snr and w % 2 == 0 and abs(snr[w + 1] - snr[w]) < 0.05]
+    if not flat:
+        return ""
+    return (" The integer curve climbs in pairs (" + ", ".join(f"{a} and {b} bits: {snr[a]:.1f} dB" for a, b in flat)
+            + "): under the sheet's rule frac = width // 2 the odd width adds an integer bit, not a fraction bit, "
+            "and weights below 1 use no integer bits, so only the even widths refine the grid.")
+
+
 def snr_text(rows: list[dict], width: int, integer_frac: int | None) -> str:
     at = at_width(rows, width)
     plain = [r for r in at.values() if "fit" not in r["format"]]
@@ -93,6 +105,7 @@ def snr_text(rows: list[dict], width: int, integer_frac: int | None) -> str:
                  "range for all layers)")
         fit = at.get("integer (frac fit per tensor)")
         text += (f"; fitting the frac width per tensor gives {fit['snr_db']:.1f} dB." if fit else ".")
+        text += integer_steps(rows)
     if "log" in at:
         text += f" log at its default bias: {at['log']['snr_db']:.1f} dB, {100 * at['log']['zeroed']:.1f}% zeroed."
     return text
