@@ -139,12 +139,13 @@ _LABS: dict[str, dict[str, dict]] = {
             sdpa_warmup={"cpu": 2, "cuda": 3}, sdpa_causal=False),
     },
     # MXINT8 (Lab 4 part 3). Keeps the IMDb keys: the accuracy check converts the cached SFT model.
-    # bench_*: the notebook's own GPU sweep (benchmarks/mxint8_bandwidth.py runs the full one);
+    # bench_*: the notebook's own GPU sweep, every size of benchmarks/mxint8_bandwidth.py (which also sweeps
+    # the group sizes) so that its figure shows them all;
     # memory_*: the inference batch of the memory measurement; big_*: a DeBERTa-v2-xlarge-sized BERT
     # (hidden 1536, 24 layers; random weights) for the memory table.
     "lab4_mxint8": {
         p: dict(group_size=32, table_exponent=127,
-                bench_sizes=[1 << 20] if p == "smoke" else [1 << 20, 1 << 24, 8192 * 28672],
+                bench_sizes=[1 << 20] if p == "smoke" else [1 << 20, 1 << 22, 1 << 24, 1 << 26, 8192 * 28672],
                 bench_groups=[32], bench_compile=p != "smoke", bench_reps=5 if p == "smoke" else 30,
                 memory_batch=8, memory_seq=128,
                 big_hidden=1536, big_layers=24, big_heads=24, big_intermediate=6144)

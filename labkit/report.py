@@ -16,6 +16,22 @@ def say(markdown: str) -> None:
     print(markdown)
 
 
+def show(fig) -> None:
+    """Show a matplotlib Figure made outside pyplot (e.g. by labkit.kernels.figures) in a notebook, as a PNG,
+    whatever the backend; elsewhere do nothing (scripts save figures instead)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        import io
+
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        display(Image(buf.getvalue()))
+
+
 def table(rows: list[dict], columns: list[str] | None = None, floatfmt: str = ".4f") -> str:
     """A Markdown table of ``rows`` (for ``say``)."""
     if not rows:

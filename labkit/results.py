@@ -112,15 +112,41 @@ def save_results(lab: str, name: str, numbers: dict, settings: dict, figure: str
     return path
 
 
-def save_figure(fig, lab: str, name: str, numbers: dict, settings: dict, formats=("png", "svg")) -> dict:
-    """Save a matplotlib figure as ``<name>.<fmt>`` next to ``<name>.json``; returns the paths."""
-    out = result_dir(lab, settings["profile"])
-    out.mkdir(parents=True, exist_ok=True)
+def _save_images(fig, out: Path, name: str, formats) -> dict:
     paths = {}
     for fmt in formats:
         paths[fmt] = out / f"{name}.{fmt}"
         fig.savefig(paths[fmt], dpi=130, bbox_inches="tight")
+    return paths
+
+
+def save_figure(fig, lab: str, name: str, numbers: dict, settings: dict, formats=("png", "svg")) -> dict:
+    """Save a matplotlib figure as ``<name>.<fmt>`` next to ``<name>.json``; returns the paths."""
+    out = result_dir(lab, settings["profile"])
+    out.mkdir(parents=True, exist_ok=True)
+    paths = _save_images(fig, out, name, formats)
     paths["json"] = save_results(lab, name, numbers, settings, figure=f"{name}.{formats[0]}")
+    return paths
+
+
+def redraw_figure(fig, lab: str, name: str, drawn: dict, profile: str = "full", formats=("png", "svg")) -> dict:
+    """Replace the images of a stored figure with ``fig``, drawn from stored numbers, without measuring.
+
+    ``<name>.json`` keeps its numbers, settings and provenance (those of the run that measured them) as they
+    are; only a ``"drawn"`` block is added or replaced: ``drawn`` (what was drawn from what) plus the commit,
+    date, device and matplotlib version of this drawing. Returns the paths."""
+    out = result_dir(lab, profile)
+    path = out / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no stored results to re-draw")
+    payload = json.loads(path.read_text())
+    paths = _save_images(fig, out, name, formats)
+    payload["figure"] = f"{name}.{formats[0]}"
+    payload["drawn"] = _jsonable({**drawn, "git_commit": git_commit(),
+                                  "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                  "device": device_name(), "matplotlib": versions()["matplotlib"]})
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    paths["json"] = path
     return paths
 
 

@@ -49,8 +49,9 @@ def lab_tile_map(group_size: int, num_groups: int) -> dict:
             "tiles_k": -(-num_groups // t["BLK_K"])}
 
 
-def vec_map(n_vectors: int) -> dict:
-    """Per 8-element vector of the fast kernel: CTA tile, thread and unroll slot."""
+def vec_map(n_vectors: int, threads: int = VEC_THREADS, unroll: int = VEC_UNROLL) -> dict:
+    """Per 8-element vector of the fast kernel: CTA tile, thread and unroll slot (``threads`` per CTA,
+    ``unroll`` vectors per thread: the kernel's kVecThreads and kVecUnroll unless given)."""
     v = np.arange(n_vectors)
-    per_tile = VEC_THREADS * VEC_UNROLL
-    return {"cta_tile": v // per_tile, "thread": v % VEC_THREADS, "slot": (v % per_tile) // VEC_THREADS}
+    per_tile = threads * unroll
+    return {"cta_tile": v // per_tile, "thread": v % threads, "slot": (v % per_tile) // threads}

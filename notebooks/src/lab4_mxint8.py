@@ -20,14 +20,13 @@ import copy
 import json
 
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
 from labkit import models, recipes, train
 from labkit.answers import lab4_mxint8 as answers
-from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, memory, tiling
+from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, figures, memory, tiling
 from labkit.profiles import lab_settings
-from labkit.report import say, table
+from labkit.report import say, show, table
 from labkit.results import load_results, provenance, result_dir, save_answers, save_figure, save_results
 
 S = lab_settings("lab4_mxint8", PROFILE, **OVERRIDES)
@@ -87,9 +86,11 @@ if not EXT:
 # ## The kernel's bandwidth
 #
 # Bytes per element: 1 (mantissa) + 1/group_size (exponent) read, 2 (bf16) written. The ceiling is a
-# device-to-device copy moving the same bytes. On a GPU this runs a short sweep (the full one is
-# `benchmarks/mxint8_bandwidth.py`); elsewhere it shows that script's stored results. Answer 3c below
-# uses these numbers.
+# device-to-device copy moving the same bytes, so the figure gives each implementation's bandwidth as a
+# percentage of that copy's, at every size measured and at the group size in its title (GB/s are in the
+# table and the figure's JSON). On a GPU this runs a sweep of the group size in the settings (the one over
+# all group sizes is `benchmarks/mxint8_bandwidth.py`); elsewhere it shows that script's stored results.
+# Answer 3c below uses these numbers.
 
 # %%
 stored_path = result_dir("lab4", "full") / "mxint8_bandwidth.json"
@@ -109,21 +110,13 @@ else:
     bw_source = f"no GPU results stored yet and no kernel here ({extension.reason()})"
 if bw:
     summary = bench.summary_table(bw)
-    impls = [i for i in ("cute_vec", "cute_tile", "eager", "compile") if f"{i} GB/s" in summary[0]]
     say(answers.bandwidth_text(summary, bw_source, G))
-    fig, ax = plt.subplots(figsize=(7.5, 4))
     g_plot = G if any(r["g"] == G for r in summary) else summary[0]["g"]
-    sel = [r for r in summary if r["g"] == g_plot]
-    ns = [r["n"] for r in sel]
-    ax.plot(ns, [r["copy GB/s"] for r in sel], "k--", label="copy (same bytes)")
-    for i in impls:
-        ax.plot(ns, [r[f"{i} GB/s"] for r in sel], "o-", label=i)
-    ax.set(xscale="log", xlabel="elements n", ylabel="GB/s (bytes read + written)",
-           title=f"MXINT8 -> bf16, group {g_plot}: {bw['device']}")
-    ax.legend(fontsize=8)
-    save_figure(fig, "lab4", "mxint8_bandwidth_plot", {"source": bw_source, "summary": summary}, S)
+    fig = figures.plot_bandwidth(bw["rows"], g_plot, device=bw["device"])
+    save_figure(fig, "lab4", "mxint8_bandwidth_plot", {"source": bw_source, "group_size": g_plot,
+                                                       "rows": bw["rows"], "copy": bw["copy"], "summary": summary}, S)
     PAYLOADS["mxint8_bandwidth_plot"] = saved("mxint8_bandwidth_plot")
-    plt.show()
+    show(fig)
 else:
     summary = None
     say(f"**Bandwidth numbers:** {bw_source}.")
@@ -141,43 +134,13 @@ else:
 K = tiling.kernel_constants()
 assert (K["kVecElems"], K["kVecThreads"], K["kVecUnroll"], K["kTileElems"], K["kTileThreads"]) == \
     (tiling.VEC_ELEMS, tiling.VEC_THREADS, tiling.VEC_UNROLL, tiling.TILE_ELEMS, tiling.TILE_THREADS)
-g_draw, groups_draw = 32, 80  # a (32, 80) view: 2 x 32 groups per tile in k, the last tile ragged
+g_draw, groups_draw = 32, 80  # a (32, 80) view: tiles of 32 groups in k, the third one ragged
 tm = tiling.lab_tile_map(g_draw, groups_draw)
-vm = tiling.vec_map(3 * tiling.VEC_THREADS * tiling.VEC_UNROLL)
-
-fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), gridspec_kw={"width_ratios": [2.0, 1.7, 2.0]})
-ax = axes[0]
-ax.imshow(tm["cta"], cmap="Pastel1", aspect="auto", interpolation="nearest")
-for c in range(tm["tiles_k"]):
-    ax.text(c * tm["BLK_K"] + min(tm["BLK_K"], groups_draw - c * tm["BLK_K"]) / 2 - 0.5, g_draw / 2,
-            f"CTA {c}", ha="center", va="center", fontsize=11)
-ax.set(title=f"local_tile: (group_size, num_groups) = ({g_draw}, {groups_draw}),\n"
-             f"cta_tiler ({tm['BLK_M']}, {tm['BLK_K']}); CTA 2 is ragged (predicated)",
-       xlabel="k: group (shares exponent k)", ylabel="m: element within group")
-ax = axes[1]
-tile0 = tm["thread"][:, :tm["BLK_K"]]
-ax.imshow(tile0 // 32, cmap="tab10", vmin=0, vmax=9, aspect="auto", interpolation="nearest")  # colour = warp
-for kk in range(16):
-    for mrow in (0, 1, 2, 30, 31):
-        ax.text(kk, mrow, str(tile0[mrow, kk]), ha="center", va="center", fontsize=5.5)
-for j in range(1, tm["BLK_K"] // tm["THR_K"]):
-    ax.axvline(j * tm["THR_K"] - 0.5, color="k", lw=1.5)
-ax.set(title=f"local_partition, column-major ({tm['THR_M']}, {tm['THR_K']}) thread layout:\n"
-             f"thread ids (colour = warp); the layout repeats every {tm['THR_K']} columns",
-       xlabel="k within CTA 0", ylabel="m")
-ax = axes[2]
-strip = np.stack([vm["thread"], vm["slot"] * 64, vm["cta_tile"] * 85])
-ax.imshow(strip, cmap="magma", aspect="auto", interpolation="nearest")
-ax.set_yticks([0, 1, 2], ["thread", "slot u", "CTA tile"])
-ax.set(title=f"fast path: {tiling.VEC_ELEMS}-element vector v -> thread v % {tiling.VEC_THREADS}, slot "
-             f"(v // {tiling.VEC_THREADS}) % {tiling.VEC_UNROLL},\nCTA tile v // "
-             f"{tiling.VEC_THREADS * tiling.VEC_UNROLL} (grid-stride)",
-       xlabel=f"{tiling.VEC_ELEMS}-element vector index v")
-fig.tight_layout()
 tiling_numbers = {"constants": K, "drawn": {"group_size": g_draw, "num_groups": groups_draw,
                                             **{k: tm[k] for k in ("BLK_M", "BLK_K", "THR_M", "THR_K")}}}
+fig = figures.plot_tiling(tiling_numbers)  # the maps are recomputed from these numbers (labkit.kernels.figures)
 save_figure(fig, "lab4", "mxint8_tiling", tiling_numbers, S)
-plt.show()
+show(fig)
 PAYLOADS["mxint8_tiling"] = saved("mxint8_tiling")
 say(answers.tiling_answer(tiling_numbers, G, summary))
 
@@ -233,19 +196,12 @@ say(f"**Peak memory numbers:** {mem_source}.")
 if measured:
     mem_rows = answers.memory_rows(measured)
     say(table(mem_rows, floatfmt=".1f"))
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    labels = [f"{r['model'][:24]}\n{r['format']}" for r in mem_rows]
-    ax.bar(labels, [r["peak MB"] for r in mem_rows], color=["#4c72b0", "#dd8452"] * len(measured))
-    ax.bar(labels, [r["resident MB"] for r in mem_rows], color="none", edgecolor="k", hatch="//",
-           label="resident (weights)")
-    ax.set(ylabel="MB", title=f"inference peak, batch {S['memory_batch']} x {S['memory_seq']} tokens")
-    ax.legend(fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
-    fig.tight_layout()
+    fig = figures.plot_memory(measured, device=torch.cuda.get_device_name(0) if ON_GPU
+                              else (stored or {}).get("provenance", {}).get("device"))
     if ON_GPU:
         save_figure(fig, "lab4", "mxint8_memory", {"measured": measured, "parameters": param_rows}, S)
         PAYLOADS["mxint8_memory"] = saved("mxint8_memory")
-    plt.show()
+    show(fig)
 say(answers.memory_answer(measured, param_rows, G))
 
 # %% [markdown]
