@@ -1,5 +1,6 @@
 """Re-draw a lab's stored figures from their stored JSON; nothing is measured.
 
+    python tools/redraw_figures.py lab1                  # quantization, pruning
     python tools/redraw_figures.py lab4                  # mxint8_tiling, mxint8_memory, mxint8_bandwidth_plot
     python tools/redraw_figures.py lab4 --only mxint8_memory --profile quick
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from labkit import compression_figures  # noqa: E402
 from labkit.kernels import figures, tiling  # noqa: E402
 from labkit.results import load_results, redraw_figure, result_dir  # noqa: E402
 
@@ -69,7 +71,16 @@ def lab4_bandwidth(profile: str):
     return figures.plot_bandwidth(rows, g, device=device), {"by": f"{BY} lab4", **drawn}
 
 
-FIGURES = {"lab4": {"mxint8_tiling": lab4_tiling, "mxint8_memory": lab4_memory,
+def lab1(name: str, plot):
+    def draw(profile: str):
+        p = _stored("lab1", name, profile)
+        return plot(p["numbers"], p["settings"]), {"by": f"{BY} lab1", "from": "numbers and settings of this file"}
+    return draw
+
+
+FIGURES = {"lab1": {"quantization": lab1("quantization", compression_figures.plot_quantization),
+                    "pruning": lab1("pruning", compression_figures.plot_pruning)},
+           "lab4": {"mxint8_tiling": lab4_tiling, "mxint8_memory": lab4_memory,
                     "mxint8_bandwidth_plot": lab4_bandwidth}}
 
 

@@ -10,13 +10,12 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"sparsities": [0.5]}
 
 # %%
-import matplotlib.pyplot as plt
-
 from labkit import prune, recipes
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import load_results, provenance, save_answers, save_figure
 from labkit.answers import lab1 as answers
+from labkit.compression_figures import plot_pruning
 from labkit.sweeps import fp32_control, pruning_sweep
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
@@ -47,27 +46,8 @@ say(table(prows, ["method", "scope", "sparsity", "achieved_weight_sparsity", "ac
                   "pruned", "finetuned", "pruned_positive_share", "finetuned_positive_share"]))
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 4.6))
-series = [("random", S["prune_scope"], "#c44e52", "o"), ("l1-norm", S["prune_scope"], "#4c72b0", "s"),
-          ("l1-norm", other, "#55a868", "^")]
-for k, (method, scope, color, marker) in enumerate(series):
-    rows = [r for r in prows if r["method"] == method and r["scope"] == scope]
-    if not rows:
-        continue
-    # a small horizontal offset per series: points at equal accuracy (e.g. 0.5) stay visible side by side
-    xs = [r["sparsity"] + (k - 1) * 0.008 for r in rows]
-    ax.plot(xs, [r["pruned"] for r in rows], marker + "--", color=color, alpha=0.55, mfc="none",
-            label=f"{method} ({scope}), pruned")
-    ax.plot(xs, [r["finetuned"] for r in rows], marker + "-", color=color,
-            label=f"{method} ({scope}), + {S['prune_epochs']:g} epoch")
-ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"unpruned ({fp32:.3f})")
-ax.axhline(control["accuracy"], ls=":", color="k", lw=1.2,
-           label=f"unpruned + {S['prune_epochs']:g} epoch ({control['accuracy']:.3f})")
-ax.set_xlabel("sparsity (weights and activations)")
-ax.set_ylabel("IMDb test accuracy")
-ax.set_title(f"Unstructured pruning (profile {S['profile']})")
-ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
-save_figure(fig, "lab1", "pruning", {"fp32": fp32, "rows": prows, "dataset_sizes": dl.sizes, "control": control}, S)
+numbers = {"fp32": fp32, "rows": prows, "dataset_sizes": dl.sizes, "control": control}
+save_figure(plot_pruning(numbers, S), "lab1", "pruning", numbers, S)
 
 # %% [markdown]
 # ## Answers from the numbers

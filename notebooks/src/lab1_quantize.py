@@ -18,8 +18,6 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8]}
 
 # %%
-import matplotlib.pyplot as plt
-
 from labkit import quant, recipes, train
 from labkit.compress import compress, fixed_point
 from labkit.profiles import lab_settings
@@ -27,6 +25,7 @@ from labkit.report import say, table
 from labkit.results import load_results, provenance, save_answers, save_figure
 from labkit.quant.calibrate import calibrated_fixed_point, input_ranges
 from labkit.answers import lab1 as answers
+from labkit.compression_figures import plot_quantization
 from labkit.sweeps import fp32_control, quantization_sweep
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
@@ -69,21 +68,9 @@ say(f"Equal-training control: fp32 trained {S['qat_epochs']:g} epoch more at lr 
 say(table(qrows, ["width", "frac_width", "ptq", "qat", "qat_train_seconds"]))
 
 # %%
-widths = [r["width"] for r in qrows]
-fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.plot(widths, [r["ptq"] for r in qrows], "o-", label="PTQ")
-ax.plot(widths, [r["qat"] for r in qrows], "s-", label=f"QAT ({S['qat_epochs']:g} epoch)")
-ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"fp32 ({fp32:.3f})")
-ax.axhline(control["accuracy"], ls=":", color="C2", lw=1.2,
-           label=f"fp32 + {S['qat_epochs']:g} epoch, no quantizer ({control['accuracy']:.3f})")
-ax.set_xlabel("fixed-point width (frac widths calibrated per tensor)")
-ax.set_ylabel("IMDb test accuracy")
-ax.set_xticks(widths)
-ax.set_title(f"Fixed-point quantization of every Linear ({S['model']}, profile {S['profile']})")
-ax.legend()
-save_figure(fig, "lab1", "quantization", {"fp32": fp32, "rows": qrows, "dataset_sizes": dl.sizes,
-                                                  "sheet_rule_int8_frac4_ptq": sheet8, "input_ranges": ranges,
-                                                  "control": control}, S)
+numbers = {"fp32": fp32, "rows": qrows, "dataset_sizes": dl.sizes, "sheet_rule_int8_frac4_ptq": sheet8,
+           "input_ranges": ranges, "control": control}
+save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 
 # %% [markdown]
 # ## Answers from the numbers
