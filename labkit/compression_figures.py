@@ -7,29 +7,21 @@ import matplotlib.pyplot as plt
 
 def plot_quantization(numbers: dict, settings: dict):
     """PTQ and QAT accuracy per fixed-point width, fp32 and (when measured) the equal-training control."""
-    rows, fp32 = numbers["rows"], numbers["fp32"]
+    rows = numbers["rows"]
     widths = [r["width"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.6))
     ax.plot(widths, [r["ptq"] for r in rows], "o-", label="PTQ")
     ax.plot(widths, [r["qat"] for r in rows], "s-", label=f"QAT ({settings['qat_epochs']:g} epoch)")
-    ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"fp32 ({fp32:.3f})")
-    if numbers.get("control"):
-        c = numbers["control"]
-        ax.axhline(c["accuracy"], ls=":", color="C2", lw=1.2,
-                   label=f"fp32 + {c['epochs']:g} epoch, no quantizer ({c['accuracy']:.3f})")
-    ax.set_xlabel("fixed-point width (frac widths calibrated per tensor)")
-    ax.set_ylabel("IMDb test accuracy")
     ax.set_xticks(widths)
-    ax.set_title(f"Fixed-point quantization of every Linear ({settings['model']}, profile {settings['profile']})")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, numbers, ("fp32", "fp32 + {epochs:g} epoch, no quantizer"),
+                   "fixed-point width (frac widths calibrated per tensor)",
+                   f"Fixed-point quantization of every Linear ({settings['model']}, profile {settings['profile']})")
 
 
 def plot_pruning(numbers: dict, settings: dict):
     """Accuracy right after pruning and after fine-tuning per sparsity, one colour per method and scope;
     series are offset a little along x so points at the same accuracy (e.g. 0.5) stay visible."""
-    rows, fp32 = numbers["rows"], numbers["fp32"]
+    rows = numbers["rows"]
     main = settings["prune_scope"]
     series = [("random", main, "#c44e52", "o"), ("l1-norm", main, "#4c72b0", "s"),
               ("l1-norm", "global" if main == "local" else "local", "#55a868", "^")]
@@ -43,14 +35,20 @@ def plot_pruning(numbers: dict, settings: dict):
                 label=f"{method} ({scope}), pruned")
         ax.plot(xs, [r["finetuned"] for r in sel], marker + "-", color=color,
                 label=f"{method} ({scope}), + {settings['prune_epochs']:g} epoch")
-    ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"unpruned ({fp32:.3f})")
+    return _finish(fig, ax, numbers, ("unpruned", "unpruned + {epochs:g} epoch"), "sparsity (weights and activations)",
+                   f"Unstructured pruning (profile {settings['profile']})")
+
+
+def _finish(fig, ax, numbers: dict, names: tuple[str, str], xlabel: str, title: str):
+    """The uncompressed baseline and (when measured) its equal-training control as horizontal lines, axes
+    labels, and the legend below the axes where it hides no point."""
+    fp32 = numbers["fp32"]
+    ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"{names[0]} ({fp32:.3f})")
     if numbers.get("control"):
         c = numbers["control"]
         ax.axhline(c["accuracy"], ls=":", color="k", lw=1.2,
-                   label=f"unpruned + {c['epochs']:g} epoch ({c['accuracy']:.3f})")
-    ax.set_xlabel("sparsity (weights and activations)")
-    ax.set_ylabel("IMDb test accuracy")
-    ax.set_title(f"Unstructured pruning (profile {settings['profile']})")
+                   label=f"{names[1].format(epochs=c['epochs'])} ({c['accuracy']:.3f})")
+    ax.set(xlabel=xlabel, ylabel="IMDb test accuracy", title=title)
     ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
     fig.tight_layout()
     return fig

@@ -116,12 +116,20 @@ def sizes_text(settings: dict, dev: str) -> str:
             f"seq {g('sdpa_seqs')}{note}")
 
 
+def _not_stored(study: str, dev: str) -> str:
+    return f"### {dev.upper()}\n\nNo stored result `{study}_{dev}` yet."
+
+
+def _loads(payload: dict) -> str:
+    """The 1-minute load averages a study recorded (how busy the machine was while it measured)."""
+    return ", ".join(f"{load[0]:.1f}" for load in payload["numbers"].get("loadavg_1_5_15", []))
+
+
 def compile_section(payload: dict | None, dev: str) -> str:
     """The tables of one device's compile study."""
     if payload is None:
-        return f"### {dev.upper()}\n\nNo stored result `compile_{dev}` yet."
-    st = payload["numbers"]
-    loads = ", ".join(f"{load[0]:.1f}" for load in st.get("loadavg_1_5_15", []))
+        return _not_stored("compile", dev)
+    st, loads = payload["numbers"], _loads(payload)
     return (f"### {dev.upper()}: {sources.label(payload)}\n\nModel: {st['model_source']}; weights {st['weights']}. "
             f"{st['threads']} CPU threads; cold compiler cache: {st['cold_cache']}; TF32: {st['tf32']}. 1-minute "
             f"load average at each worker boundary: {loads} on {st.get('cpu_count')} cores (this run adds about its "
@@ -327,9 +335,8 @@ def tf32_note(payload: dict | None) -> str:
 def attention_section(payload: dict | None, dev: str) -> str:
     """The tables of one device's attention study."""
     if payload is None:
-        return f"### {dev.upper()}\n\nNo stored result `sdpa_{dev}` yet."
-    st = payload["numbers"]
-    loads = ", ".join(f"{load[0]:.1f}" for load in st.get("loadavg_1_5_15", []))
+        return _not_stored("sdpa", dev)
+    st, loads = payload["numbers"], _loads(payload)
     return (f"### {dev.upper()}: {sources.label(payload)}\n\nbatch {st['batch']}, {st['heads']} heads, head dim "
             f"{st['head_dim']}, {st['dtype']}, causal={st['is_causal']}. Memory: {st['memory_method']}. "
             f"{st.get('threads')} CPU threads; 1-minute load average before and after: {loads} on "
