@@ -64,10 +64,12 @@ def quantization(q: dict, settings: dict) -> list[str]:
                  f"to **{c:.4f}** ({_compare(c, fp32, n)}): that is the baseline QAT must be read against. ")
         if wide:
             spread = max(abs(r["qat"] - c) for r in wide)
+            above_base = [r["width"] for r in wide if r["qat"] - fp32 > 2 * se(fp32, n)]
             text += (f"From 8 bits up QAT lands within {spread:.4f} of that control"
                      + (f" and beyond 2 SE above it only at widths {beat}" if beat else
-                        ", never beyond 2 SE above it: QAT's gain over the untouched fp32 model is the extra "
-                        "training, not quantization") + ". ")
+                        ", never beyond 2 SE above it" + (
+                            ": QAT's gain over the untouched fp32 model is the extra training, not quantization"
+                            if above_base else "")) + ". ")
         text += (f"At {low['width']} bits QAT recovers {low['ptq']:.4f} -> {low['qat']:.4f}, "
                  f"{_compare(low['qat'], c, n)} from the control.")
     out.append(text)
