@@ -6,8 +6,10 @@ without retraining it in every notebook.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 
 import torch
@@ -100,6 +102,41 @@ def checkpoint_path(s: dict):
     return _paths.cache_dir() / "checkpoints" / f"sft-{s['model']}-{digest}.pt"
 
 
+def state_digest(state_dict: dict) -> str:
+    """sha256 of a state_dict's names, dtypes, shapes and bytes: the same weights, the same digest."""
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        t = state_dict[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def checkpoint_digest(path) -> str:
+    """The weights digest of a cached SFT checkpoint (stored at save time; computed for older files)."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    return saved.get("digest") or state_digest(saved["state_dict"])
+
+
+@contextlib.contextmanager
+def deterministic(device):
+    """Deterministic kernels while the SFT model trains on CUDA, so a later GPU call (a fresh machine of
+    the same kind) that retrains it gets the same weights; labkit.regenerate checks the digests."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition for reproducibility
+    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns (the digest tells)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
+
+
 def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False) -> tuple[torch.nn.Module, dict]:
     """The SFT classifier for settings ``s`` (embeddings frozen, 1 pass of ``train``) and its metrics.
 
@@ -110,22 +147,28 @@ def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False) -
     if path.is_file() and not retrain:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(saved["state_dict"])
+        digest = saved.get("digest") or state_digest(saved["state_dict"])
         if saved.get("test_key") == _test_key(s):
-            return model, {**saved["metrics"], "cached": str(path)}
+            return model, {**saved["metrics"], "sft_digest": digest, "cached": str(path)}
         # the checkpoint is shared by labs whose test sets differ (Lab 1 quick tests on 500 reviews, Lab 0
         # on 1,000): the stored accuracy is another test set's, so measure this one
         dl = dl or loaders(s)
         fit = {k: saved["metrics"].get(k) for k in ("train_seconds", "train_loss_last")}
         return model, {**train.evaluate(model, dl.test, device=s["device"], desc="SFT eval"), **fit,
-                       "cached": str(path)}
+                       "sft_digest": digest, "cached": str(path)}
     dl = dl or loaders(s)
     freeze_embeddings(model)
-    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"],
-                      desc="SFT")
+    with deterministic(train.pick_device(s["device"])):
+        fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"],
+                          desc="SFT")
     metrics = {**train.evaluate(model, dl.test, device=s["device"], desc="SFT eval"),
                "train_seconds": fit["train_seconds"], "train_loss_last": fit["train_loss_last"]}
     model.cpu()
+    digest = state_digest(model.state_dict())
+    metrics["sft_digest"] = digest
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": model.state_dict(), "metrics": metrics, "test_key": _test_key(s),
-                "settings": {k: s[k] for k in SFT_KEYS}}, path)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")  # never a half-written checkpoint under the real name
+    torch.save({"state_dict": model.state_dict(), "metrics": metrics, "test_key": _test_key(s), "digest": digest,
+                "settings": {k: s[k] for k in SFT_KEYS}}, tmp)
+    tmp.replace(path)
     return model, metrics

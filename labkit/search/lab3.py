@@ -89,6 +89,24 @@ def qat_plan(s: dict, candidates: list[optuna.trial.FrozenTrial]) -> StudyPlan:
                  enqueue=[t.params for t in candidates], sampler="random")
 
 
+def check_same_sft(plans: list[StudyPlan], url: str, digest: str) -> None:
+    """Stored trials measured on another SFT model (a GPU call that retrained it with other weights) must not
+    be mixed with this model's: an error naming both digests and what to do."""
+    from .storage import make_storage
+
+    store = make_storage(url)
+    have = {s.study_name for s in optuna.get_all_study_summaries(store, include_best_trial=False)}
+    for plan in plans:
+        if plan.name not in have:
+            continue
+        trials = optuna.load_study(study_name=plan.name, storage=store).get_trials(deepcopy=False)
+        other = {t.user_attrs["sft_digest"] for t in trials if t.user_attrs.get("sft_digest", digest) != digest}
+        if other:
+            raise RuntimeError(f"study {plan.name!r} in {url} holds trials measured on another SFT model (weights "
+                               f"sha256 {', '.join(sorted(d[:12] for d in other))}; this one is {digest[:12]}): "
+                               "move that storage aside to start the search over on this model")
+
+
 def run_all(s: dict, storage: str | None = None, progress=True, workers=None, first_worker: int = 0):
     """Phase 1 then the QAT phase; returns ``(phase-1 studies by role, qat study)``."""
     from .. import recipes
@@ -97,8 +115,9 @@ def run_all(s: dict, storage: str | None = None, progress=True, workers=None, fi
 
     workers = workers if workers is not None else (s["workers"] or "auto")
     url = storage or s["storage"] or default_storage(s)
-    base, _ = recipes.finetuned_model(s)  # trained once here, before any worker needs it
+    base, metrics = recipes.finetuned_model(s)  # trained once here, before any worker needs it
     plans = phase1_plans(s, linear_layers(base))
+    check_same_sft(list(plans.values()), url, metrics["sft_digest"])
     studies = run_studies(list(plans.values()), storage=url, workers=workers, progress=progress,
                           desc="Lab 3 search", mps=s["mps"], first_worker=first_worker)
     by_role = {role: studies[p.name] for role, p in plans.items()}

@@ -141,6 +141,8 @@ class PrecisionObjective:
         if not lam >= 0:
             raise ValueError(f"lam={lam!r}: must be a number >= 0 (accuracy per average weight bit)")
         self.dl, self.s, self.base = dl, s, base
+        # the SFT weights' digest: measurements of another SFT model (retrained elsewhere) never count here
+        self.sft_digest = recipes.state_digest(base.state_dict())
         self.formats, self.objective, self.lam, self.mode = check_formats(formats), objective, lam, mode
         self.layers = linear_layers(base)
         self.cache = None  # set by the worker
@@ -154,7 +156,8 @@ class PrecisionObjective:
     def __call__(self, trial: optuna.Trial):
         config = sample_config(trial, self.layers, self.formats)
         key = config_key({"objective": "lab3", "config": {k: list(v) for k, v in config.items()},
-                          "settings": trial_settings(self.s), "mode": self.mode})
+                          "settings": trial_settings(self.s), "mode": self.mode,
+                          "sft": self.sft_digest})
         return cached_or_run(trial, self.cache, key, lambda: self._measure(trial, config), from_attrs=self.value)
 
     def _measure(self, trial: optuna.Trial, config: dict):
@@ -173,7 +176,7 @@ class PrecisionObjective:
                 raise RuntimeError(f"{layer}: sampled {name} {params} but the model holds {built}")
         bits = average_bits(model)
         attrs = {"weight_bits": bits["weight_bits"], "data_in_bits": bits["data_in_bits"],
-                 "formats": format_counts(config), "n_test": self.dl.sizes["test"]}
+                 "formats": format_counts(config), "n_test": self.dl.sizes["test"], "sft_digest": self.sft_digest}
         dev = self.s["device"]
         attrs["accuracy_ptq"] = train.evaluate(model, self.dl.test, device=dev, progress=False)["accuracy"]
         attrs["accuracy"] = attrs["accuracy_ptq"]

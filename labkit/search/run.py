@@ -39,12 +39,65 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def resolve_workers(workers: int | str = "auto", per_gpu: int = WORKERS_PER_GPU) -> int:
-    """``auto``: ``per_gpu`` per visible GPU, 1 on a CPU-only machine (its cores are one trial's)."""
-    if workers == "auto":
-        return per_gpu * len(visible_gpus()) or 1
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+# GPU memory one worker may need at its peak, by objective (seen on an H100 in full-profile runs: Lab 2
+# workers up to 4.6 GiB, Lab 3 workers up to 8.1 GiB evaluating 256 x 256-token batches through block
+# formats); LABKIT_WORKER_GIB overrides. Objectives without an entry get the largest.
+WORKER_GIB = {"lab2": 5.0, "lab3": 9.0}
+FREE_SHARE = 0.9  # of the free memory: the allocators' fragmentation and CUDA contexts need the rest
+
+
+def worker_gib(plans: list[StudyPlan] | None = None) -> float:
+    env = os.environ.get("LABKIT_WORKER_GIB")
+    if env:
+        try:
+            value = float(env)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise ValueError(f"LABKIT_WORKER_GIB={env!r}: allowed values are numbers > 0 (GiB per worker)")
+        return value
+    names = {p.objective for p in plans or []}
+    return max((WORKER_GIB.get(n, max(WORKER_GIB.values())) for n in names), default=max(WORKER_GIB.values()))
+
+
+def memory_fit(per_worker_gib: float, free_bytes: list[int]) -> list[int]:
+    """How many workers of ``per_worker_gib`` fit in each GPU's free memory (``FREE_SHARE`` of it)."""
+    return [int(free * FREE_SHARE // (per_worker_gib * 2**30)) for free in free_bytes]
+
+
+def free_gpu_memory() -> list[int]:
+    """Free bytes on each visible GPU, as the driver reports them (other processes' use included)."""
+    import torch
+
+    return [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+
+
+def resolve_workers(workers: int | str = "auto", per_gpu: int = WORKERS_PER_GPU, plans=None) -> int:
+    """``auto``: ``per_gpu`` per visible GPU, as many as its free memory holds at ``worker_gib(plans)``
+    each (``labkit.search.run.WORKER_GIB``); 1 on a CPU-only machine (its cores are one trial's). A
+    number is taken as given, with a warning where the GPUs' free memory holds fewer such workers."""
+    if workers != "auto" and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers={workers!r}: allowed values are 'auto' or an integer >= 1")
+    gpus = visible_gpus()
+    if not gpus:
+        return 1 if workers == "auto" else workers
+    need = worker_gib(plans)
+    free = free_gpu_memory()
+    fit = memory_fit(need, free)
+    if workers == "auto":
+        n = sum(min(per_gpu, f) for f in fit)
+        if n < 1:
+            raise RuntimeError(f"not enough free GPU memory for one search worker: each needs about {need:g} GiB "
+                               f"(LABKIT_WORKER_GIB), free: {', '.join(f'{b / 2**30:.1f} GiB' for b in free)}")
+        if n < per_gpu * len(fit):
+            print(f"[labkit] {n} search workers, not {per_gpu * len(fit)}: the GPUs' free memory "
+                  f"({', '.join(f'{b / 2**30:.1f}' for b in free)} GiB) holds {n} at about {need:g} GiB each",
+                  file=sys.stderr, flush=True)
+        return n
+    if workers > sum(fit):
+        print(f"[labkit] warning: {workers} search workers at about {need:g} GiB each may not fit the GPUs' free "
+              f"memory ({', '.join(f'{b / 2**30:.1f}' for b in free)} GiB holds {sum(fit)}); an out-of-memory "
+              "trial is queued again, never lost", file=sys.stderr, flush=True)
     return workers
 
 
@@ -115,24 +168,28 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     store = make_storage(url)
     if report_only:
         return stored_studies(plans, store)
-    n = resolve_workers(workers)
-    if objectives and n > 1:
+    if workers != "auto" and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers={workers!r}: allowed values are 'auto' or an integer >= 1")
+    if objectives and workers not in ("auto", 1):
         raise ValueError("in-process objectives run with workers=1; give plans (registered objectives) for more")
+    # more than one: resolved once the launcher has handed its GPU memory back (sized to what is free)
+    n = 1 if objectives or workers == 1 or (workers == "auto" and not visible_gpus()) else None
     for plan in plans:  # created here, once, before any worker starts
         ensure_study(store, plan)
-    poll = poll if poll is not None else (1.0 if n == 1 else 5.0)
     bar = SearchProgress(plans, store, desc=desc, progress=progress)
     try:
-        if n == 1:
-            Worker(plans, store, worker=first_worker, objectives=objectives, on_trial=bar.update).run()
-        else:
+        if n is None:
             if not isinstance(url, str):
                 raise ValueError("workers > 1 need a storage URL (journal:PATH or an RDB URL), not an object")
             prepare(plans)
             # the launching notebook's cached GPU blocks (its own training and evaluation: 13.7 GiB in a
             # full-profile Lab 3 run) would sit idle beside the workers that need them
             release_gpu_memory()
-            _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker)
+            n = resolve_workers(workers, plans=plans)
+        if n == 1:
+            Worker(plans, store, worker=first_worker, objectives=objectives, on_trial=bar.update).run()
+        else:
+            _run_processes(plans, url, n, bar, poll if poll is not None else 5.0, mps, log_dir, first_worker)
     finally:
         bar.close()
     out = {}

@@ -1,0 +1,298 @@
+"""One full-profile regeneration of every lab, in calls that each fit a time limit, resumable.
+
+A GPU lent for at most ~10 minutes a call cannot run every lab at once. ``regenerate`` runs the plan's
+notebooks in order until its deadline and records what finished in a state file; the next call (this
+session or a later one) skips finished steps, resumes searches through their Optuna journals, and starts
+a step only where its expected time fits what is left (searches start whenever a few minutes remain: their
+trials are kept). Everything the next call needs lives under ``runs/`` (the state, ``runs/optuna``), which
+``tools/gpu_full_run.sh`` packs and restores.
+
+    python -m labkit.regenerate --budget 540            # run what fits in 540 s
+    python -m labkit.regenerate --status                # what is done, what is left
+
+The SFT model is trained once per call and cached (``LABKIT_CACHE_DIR``); every lab that starts from it in
+that call reuses it. Its digest is recorded per call, so a later call that retrains it shows whether the
+training reproduced the same weights.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import settings as _settings
+
+
+@dataclass(frozen=True)
+class Step:
+    notebook: str           # stem under notebooks/
+    estimate: float         # seconds on one H100 (a guess until a call measures it; measured ones win)
+    search: str | None = None  # the lab whose Optuna journal (runs/optuna/<lab>.journal) holds its trials
+    seed_journal: str | None = None  # committed studies to resume from when runs/optuna has none
+
+    @property
+    def resumable(self) -> bool:
+        return self.search is not None
+
+
+# The order: the four notebooks on the 512-token SFT model first (one training serves them all in one
+# call), then Lab 3 on its 256-token SFT model, then Lab 4's timings (the GPU to themselves), then Lab 2's
+# search, which resumes from the committed studies.
+PLAN = (
+    Step("lab0_graphs_lora", 150),
+    Step("lab1_quantize", 150),
+    Step("lab1_prune", 300),
+    Step("lab4_mxint8", 180),
+    Step("lab3_formats", 240),
+    Step("lab3_search", 600, search="lab3"),
+    Step("lab4_perf", 300),
+    Step("lab2_search", 300, search="lab2", seed_journal="figures/lab2/studies.journal"),
+)
+MIN_SEARCH_SLOT = 240  # seconds: less would go on start-up (the SFT model, tokenising, workers)
+PACK_MARGIN = 20       # seconds kept after the last step for packing
+
+
+def state_path() -> Path:
+    return _settings.runs_dir() / "regen" / "state.json"
+
+
+def load_state(path: Path | None = None) -> dict:
+    path = path or state_path()
+    if path.is_file():
+        return json.loads(path.read_text())
+    return {"steps": {}, "calls": [], "sft": {}}
+
+
+def save_state(state: dict, path: Path | None = None) -> None:
+    path = path or state_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def expected_seconds(step: Step, state: dict) -> float:
+    """The longest time this step took in an earlier call that finished it, else the plan's estimate."""
+    runs = [r["seconds"] for r in state["steps"].get(step.notebook, {}).get("runs", []) if r["status"] == "done"]
+    return max(runs) if runs else step.estimate
+
+
+def pending(state: dict, only: list[str] | None = None) -> list[Step]:
+    steps = [s for s in PLAN if only is None or s.notebook in only]
+    return [s for s in steps if state["steps"].get(s.notebook, {}).get("status") != "done"]
+
+
+def should_start(step: Step, state: dict, remaining: float) -> tuple[bool, str]:
+    """Whether ``step`` starts with ``remaining`` seconds left, and why not."""
+    need = MIN_SEARCH_SLOT if step.resumable else expected_seconds(step, state)
+    if remaining >= need:
+        return True, ""
+    kind = "a search slot" if step.resumable else "its expected time"
+    return False, f"{remaining:.0f} s left < {need:.0f} s ({kind})"
+
+
+def check_only(only: list[str] | None) -> list[str] | None:
+    if only is None:
+        return None
+    names = [s.notebook for s in PLAN]
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise ValueError(f"--only {unknown}: allowed notebooks are {', '.join(names)}")
+    return only
+
+
+def _seed_journal(step: Step) -> None:
+    """A search with committed studies resumes from them when this machine has none of its own."""
+    if not step.seed_journal:
+        return
+    here = _settings.runs_dir() / "optuna" / f"{step.search}.journal"
+    seed = _settings.REPO_ROOT / step.seed_journal
+    if not here.is_file() and seed.is_file():
+        here.parent.mkdir(parents=True, exist_ok=True)
+        here.write_bytes(seed.read_bytes())
+        print(f"[regen] {step.notebook}: resuming from the committed studies {step.seed_journal}", flush=True)
+
+
+def _publish_journal(step: Step) -> None:
+    """A finished search's studies go beside its figures (committed: anyone can redraw them)."""
+    src = _settings.runs_dir() / "optuna" / f"{step.search}.journal"
+    if src.is_file():
+        dest = _settings.figures_dir() / step.search / "studies.journal"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(src.read_bytes())
+
+
+def _measured_on_other_sft(log: Path) -> bool:
+    try:
+        return "measured on another SFT model" in log.read_text(errors="replace")[-20000:]
+    except OSError:
+        return False
+
+
+def _set_aside(step: Step, call: str) -> Path:
+    src = _settings.runs_dir() / "optuna" / f"{step.search}.journal"
+    dest = src.with_name(f"{step.search}.journal.other-sft-{call}")
+    src.replace(dest)
+    return dest
+
+
+def _run_notebook(step: Step, timeout: float, log: Path) -> tuple[str, float]:
+    """Run one notebook in its own process group under ``timeout``; ("done" | "timeout" | "failed", s)."""
+    code = ("from pathlib import Path; from labkit import runner; "
+            f"runner.run_notebook(Path({str(_settings.REPO_ROOT / 'notebooks' / (step.notebook + '.ipynb'))!r}), "
+            "'full', progress=False)")
+    start = time.monotonic()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # its own group: a timeout stops its kernel and workers
+        deadline = start + timeout
+        status = None
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        while status is None:
+            chunk = proc.stdout.read()
+            if chunk:
+                fh.write(chunk)
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+            if proc.poll() is not None:
+                rest = proc.stdout.read() or b""
+                fh.write(rest)
+                sys.stdout.buffer.write(rest)
+                status = "done" if proc.returncode == 0 else "failed"
+            elif time.monotonic() > deadline:
+                _stop_group(proc)
+                status = "timeout"
+            else:
+                time.sleep(0.5)
+    return status, time.monotonic() - start
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def record_sft(state: dict, call: str) -> list[str]:
+    """Record this call's SFT checkpoints' digests; returns warnings for a checkpoint whose digest differs
+    from an earlier call's (the training did not reproduce the same weights)."""
+    from .recipes import checkpoint_digest
+
+    warnings = []
+    folder = _settings.cache_dir() / "checkpoints"
+    for path in sorted(folder.glob("sft-*.pt")) if folder.is_dir() else []:
+        digest = checkpoint_digest(path)
+        seen = state["sft"].setdefault(path.name, {})
+        if call not in seen:
+            others = {d for d in seen.values()}
+            seen[call] = digest
+            if others and digest not in others:
+                warnings.append(f"{path.name}: this call's SFT weights (sha256 {digest[:12]}) differ from an earlier "
+                                f"call's ({', '.join(sorted(d[:12] for d in others))}); labs that ran in different "
+                                "calls started from different SFT models")
+    return warnings
+
+
+def regenerate(budget: float, only: list[str] | None = None, commit: str | None = None,
+               log_dir: Path | None = None, runner=None) -> dict:
+    """Run pending steps until ``budget`` seconds are spent; returns the state. ``runner(step, timeout,
+    log)`` replaces the notebook runner (tests)."""
+    from . import results
+
+    only = check_only(only)
+    runner = runner or _run_notebook
+    start = time.monotonic()
+    deadline = start + budget - PACK_MARGIN
+    state = load_state()
+    call = f"call{len(state['calls']) + 1}"
+    commit = commit or results.git_commit()
+    state["calls"].append({"call": call, "commit": commit, "device": results.device_name(),
+                           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "budget_s": budget})
+    save_state(state)
+    log_dir = log_dir or _settings.runs_dir() / "regen" / "logs"
+    for step in pending(state, only):
+        remaining = deadline - time.monotonic()
+        go, why = should_start(step, state, remaining)
+        if not go:
+            print(f"[regen] {step.notebook}: left for the next call ({why})", flush=True)
+            continue
+        if step.search:
+            _seed_journal(step)
+        print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left", flush=True)
+        log = log_dir / f"{call}-{step.notebook}.log"
+        status, seconds = runner(step, remaining, log)
+        if status == "failed" and step.search and _measured_on_other_sft(log):
+            # this call's SFT model is not the one the stored trials were measured on: start that search over
+            moved = _set_aside(step, call)
+            print(f"[regen] {step.notebook}: its stored trials were measured on another SFT model; moved them to "
+                  f"{moved} and starting over", flush=True)
+            state.setdefault("warnings", []).append(f"{call}: {step.notebook} restarted (stored trials from another "
+                                                    f"SFT model, moved to {moved.name})")
+            more, spent = runner(step, deadline - time.monotonic(), log)
+            status, seconds = more, seconds + spent
+        if status == "done" and step.search:
+            _publish_journal(step)
+        entry = state["steps"].setdefault(step.notebook, {"runs": []})
+        entry["runs"].append({"call": call, "status": status, "seconds": round(seconds, 1), "commit": commit})
+        entry["status"] = status if status == "done" else ("partial" if step.resumable else status)
+        for warning in record_sft(state, call):
+            print(f"[regen] WARNING: {warning}", flush=True)
+            state.setdefault("warnings", []).append(warning)
+        save_state(state)
+        print(f"[regen] {step.notebook}: {status} in {seconds:.0f} s", flush=True)
+    state["calls"][-1]["seconds"] = round(time.monotonic() - start, 1)
+    save_state(state)
+    print(status_text(state), flush=True)
+    return state
+
+
+def status_text(state: dict) -> str:
+    lines = ["[regen] plan:"]
+    for step in PLAN:
+        entry = state["steps"].get(step.notebook, {})
+        runs = entry.get("runs", [])
+        spent = sum(r["seconds"] for r in runs)
+        calls = ", ".join(f"{r['call']} {r['status']} {r['seconds']:.0f} s" for r in runs) or "not started"
+        lines.append(f"  {step.notebook:18s} {entry.get('status', 'pending'):8s} {spent:6.0f} s  ({calls})")
+    total = sum(r["seconds"] for e in state["steps"].values() for r in e.get("runs", []))
+    left = [s.notebook for s in pending(state)]
+    lines.append(f"  notebook time so far {total:.0f} s over {len(state['calls'])} call(s); "
+                 + (f"left: {', '.join(left)}" if left else "every step is done"))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.regenerate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=float, default=540, help="seconds this call may spend (default 540)")
+    parser.add_argument("--only", nargs="+", help="run only these notebooks (stems), still in plan order")
+    parser.add_argument("--status", action="store_true", help="print the state and exit")
+    args = parser.parse_args(argv)
+    if args.status:
+        print(status_text(load_state()))
+        return 0
+    if args.budget <= PACK_MARGIN:
+        parser.error(f"--budget {args.budget}: must be > {PACK_MARGIN} seconds")
+    try:
+        state = regenerate(args.budget, args.only)
+    except ValueError as err:
+        parser.error(str(err))
+    return 0 if not pending(state, args.only) else 3  # 3: work is left for another call
+
+
+if __name__ == "__main__":
+    sys.exit(main())

