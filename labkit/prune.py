@@ -221,9 +221,11 @@ def activation_sparsity(model: torch.nn.Module, inputs: dict) -> float:
         seen.append((int((x == 0).sum()), x.numel()))
 
     hooks = [m.register_forward_pre_hook(record) for m in model.modules() if hasattr(m, "activation_mask")]
+    # the probe batch may live where the loaders keep their tensors (the GPU), the model elsewhere
+    dev = next(model.parameters()).device
     try:
         with torch.no_grad():
-            model(**inputs)
+            model(**{k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
     finally:
         for h in hooks:
             h.remove()

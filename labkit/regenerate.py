@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ class Step:
     estimate: float         # seconds on one H100 (a guess until a call measures it; measured ones win)
     search: str | None = None  # the lab whose Optuna journal (runs/optuna/<lab>.journal) holds its trials
     seed_journal: str | None = None  # committed studies to resume from when runs/optuna has none
+    timed: bool = False     # measures speed: never beside another notebook (--parallel leaves it alone)
 
     @property
     def resumable(self) -> bool:
@@ -46,14 +48,15 @@ class Step:
 # search, which resumes from the committed studies.
 PLAN = (
     Step("lab0_graphs_lora", 150),
-    Step("lab1_quantize", 150),
-    Step("lab1_prune", 300),
-    Step("lab4_mxint8", 180),
-    Step("lab3_formats", 240),
+    Step("lab1_quantize", 230),
+    Step("lab1_prune", 330),
+    Step("lab4_mxint8", 160, timed=True),
+    Step("lab3_formats", 450),
     Step("lab3_search", 600, search="lab3"),
-    Step("lab4_perf", 300),
+    Step("lab4_perf", 300, timed=True),
     Step("lab2_search", 300, search="lab2", seed_journal="figures/lab2/studies.journal"),
 )
+_STATE_LOCK = threading.Lock()
 MIN_SEARCH_SLOT = 240  # seconds: less would go on start-up (the SFT model, tokenising, workers)
 PACK_MARGIN = 20       # seconds kept after the last step for packing
 
@@ -209,7 +212,7 @@ def record_sft(state: dict, call: str) -> list[str]:
 
 
 def regenerate(budget: float, only: list[str] | None = None, commit: str | None = None,
-               log_dir: Path | None = None, runner=None) -> dict:
+               log_dir: Path | None = None, runner=None, parallel: bool = False) -> dict:
     """Run pending steps until ``budget`` seconds are spent; returns the state. ``runner(step, timeout,
     log)`` replaces the notebook runner (tests)."""
     from . import results
@@ -225,40 +228,66 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "budget_s": budget})
     save_state(state)
     log_dir = log_dir or _settings.runs_dir() / "regen" / "logs"
+    if parallel:
+        _run_parallel(state, pending(state, only), call, commit, deadline, runner, log_dir)
     for step in pending(state, only):
         remaining = deadline - time.monotonic()
         go, why = should_start(step, state, remaining)
         if not go:
             print(f"[regen] {step.notebook}: left for the next call ({why})", flush=True)
             continue
-        if step.search:
-            _seed_journal(step)
-        print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left", flush=True)
-        log = log_dir / f"{call}-{step.notebook}.log"
-        status, seconds = runner(step, remaining, log)
-        if status == "failed" and step.search and _measured_on_other_sft(log):
-            # this call's SFT model is not the one the stored trials were measured on: start that search over
-            moved = _set_aside(step, call)
-            print(f"[regen] {step.notebook}: its stored trials were measured on another SFT model; moved them to "
-                  f"{moved} and starting over", flush=True)
-            state.setdefault("warnings", []).append(f"{call}: {step.notebook} restarted (stored trials from another "
-                                                    f"SFT model, moved to {moved.name})")
-            more, spent = runner(step, deadline - time.monotonic(), log)
-            status, seconds = more, seconds + spent
-        if status == "done" and step.search:
-            _publish_journal(step)
-        entry = state["steps"].setdefault(step.notebook, {"runs": []})
-        entry["runs"].append({"call": call, "status": status, "seconds": round(seconds, 1), "commit": commit})
-        entry["status"] = status if status == "done" else ("partial" if step.resumable else status)
-        for warning in record_sft(state, call):
-            print(f"[regen] WARNING: {warning}", flush=True)
-            state.setdefault("warnings", []).append(warning)
-        save_state(state)
-        print(f"[regen] {step.notebook}: {status} in {seconds:.0f} s", flush=True)
+        _run_step(state, step, call, commit, deadline, runner, log_dir)
     state["calls"][-1]["seconds"] = round(time.monotonic() - start, 1)
     save_state(state)
     print(status_text(state), flush=True)
     return state
+
+
+def _run_parallel(state, steps, call, commit, deadline, runner, log_dir) -> None:
+    """Every untimed step that fits, at once on the one GPU: small models leave it mostly idle, so notebooks
+    side by side finish sooner than one after another (their own timings stretch; none of them is a claim).
+    Timed steps (Lab 4) and steps that do not fit are left to the sequential pass."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    remaining = deadline - time.monotonic()
+    chosen = [s for s in steps if not s.timed and should_start(s, state, remaining)[0]]
+    if len(chosen) < 2:
+        return
+    print(f"[regen] side by side: {', '.join(s.notebook for s in chosen)}", flush=True)
+    with ThreadPoolExecutor(len(chosen)) as pool:
+        for future in [pool.submit(_run_step, state, s, call, commit, deadline, runner, log_dir, True)
+                       for s in chosen]:
+            future.result()
+
+
+def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=False) -> None:
+    remaining = deadline - time.monotonic()
+    if step.search:
+        _seed_journal(step)
+    print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left", flush=True)
+    log = log_dir / f"{call}-{step.notebook}.log"
+    status, seconds = runner(step, remaining, log)
+    if status == "failed" and step.search and _measured_on_other_sft(log):
+        # this call's SFT model is not the one the stored trials were measured on: start that search over
+        moved = _set_aside(step, call)
+        print(f"[regen] {step.notebook}: its stored trials were measured on another SFT model; moved them to "
+              f"{moved} and starting over", flush=True)
+        state.setdefault("warnings", []).append(f"{call}: {step.notebook} restarted (stored trials from another "
+                                                f"SFT model, moved to {moved.name})")
+        more, spent = runner(step, deadline - time.monotonic(), log)
+        status, seconds = more, seconds + spent
+    if status == "done" and step.search:
+        _publish_journal(step)
+    entry = state["steps"].setdefault(step.notebook, {"runs": []})
+    entry["runs"].append({"call": call, "status": status, "seconds": round(seconds, 1), "commit": commit,
+                          **({"side_by_side": True} if parallel else {})})
+    entry["status"] = status if status == "done" else ("partial" if step.resumable else status)
+    with _STATE_LOCK:
+        for warning in record_sft(state, call):
+            print(f"[regen] WARNING: {warning}", flush=True)
+            state.setdefault("warnings", []).append(warning)
+        save_state(state)
+    print(f"[regen] {step.notebook}: {status} in {seconds:.0f} s", flush=True)
 
 
 def status_text(state: dict) -> str:
@@ -280,6 +309,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labkit.regenerate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=540, help="seconds this call may spend (default 540)")
     parser.add_argument("--only", nargs="+", help="run only these notebooks (stems), still in plan order")
+    parser.add_argument("--parallel", action="store_true",
+                        help="first run the untimed steps that fit side by side on the one GPU")
     parser.add_argument("--status", action="store_true", help="print the state and exit")
     args = parser.parse_args(argv)
     if args.status:
@@ -288,7 +319,7 @@ def main(argv=None) -> int:
     if args.budget <= PACK_MARGIN:
         parser.error(f"--budget {args.budget}: must be > {PACK_MARGIN} seconds")
     try:
-        state = regenerate(args.budget, args.only)
+        state = regenerate(args.budget, args.only, parallel=args.parallel)
     except ValueError as err:
         parser.error(str(err))
     return 0 if not pending(state, args.only) else 3  # 3: work is left for another call

@@ -130,3 +130,29 @@ def test_status_and_cli(runs, capsys):
         regenerate.main(["--budget", "5"])
     assert "--budget 5.0: must be > 20 seconds" in capsys.readouterr().err
     assert not (runs / "runs" / "regen" / "state.json").exists()  # a refused call records nothing
+
+
+def test_parallel_runs_untimed_steps_together_and_timed_ones_alone(runs, monkeypatch):
+    import threading
+
+    active, peak, order = [0], [0], []
+    lock = threading.Lock()
+
+    def run(step, timeout, log):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+            order.append((step.notebook, active[0]))
+        import time as _t
+        _t.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return "done", 1.0
+
+    state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats", "lab4_perf", "lab2_search"],
+                                  runner=run, parallel=True)
+    assert peak[0] == 3  # lab1_prune, lab3_formats and lab2_search side by side
+    assert dict(order)["lab4_perf"] == 1  # the timed one ran alone, afterwards
+    assert state["steps"]["lab1_prune"]["runs"][0]["side_by_side"] is True
+    assert "side_by_side" not in state["steps"]["lab4_perf"]["runs"][0]
+    assert not regenerate.pending(state, ["lab1_prune", "lab3_formats", "lab4_perf", "lab2_search"])

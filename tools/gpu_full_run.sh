@@ -5,7 +5,8 @@
 #   $OUT/results.tgz  figures/, the executed notebooks runs/full/*.ipynb, the calls' logs
 # Between calls, here:  mkdir -p .carry && tar xzf <files_at>/state.tgz -C .carry   (carry ".carry" and
 # ".gpu-kit" in the next call; tools/make_gpu_kit.sh builds the kit, CUTLASS headers included).
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_full_run.sh [--budget 540] [notebook ...]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) [LABKIT_PARALLEL=1] bash tools/gpu_full_run.sh [--budget 540] [notebook ...]
+# LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side (labkit.regenerate --parallel).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The copy on the GPU machine has no git history of its own: results must name the code that made them.
@@ -31,7 +32,7 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torc
 if [[ -d .carry/runs ]]; then
   mkdir -p runs && cp -a .carry/runs/. runs/ && echo "resuming from carried state: $(ls .carry/runs)"
 fi
-python3 -m labkit.regenerate --budget "$budget" ${1:+--only "$@"}
+python3 -m labkit.regenerate --budget "$budget" ${LABKIT_PARALLEL:+--parallel} ${1:+--only "$@"}
 status=$?
 # a timed-out notebook can leave search workers behind: stop them before packing their journal
 pkill -f "labkit.search" 2>/dev/null; sleep 1
