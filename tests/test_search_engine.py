@@ -279,3 +279,23 @@ def test_shown_url_hides_project_paths_and_passwords():
     assert shown_url(f"journal:{settings.REPO_ROOT}/figures/lab2/s.journal") == "journal:figures/lab2/s.journal"
     assert shown_url("postgresql://me:secret@db-host/optuna") == "postgresql://me:***@db-host/optuna"
     assert shown_url("journal:/elsewhere/x.journal") == "journal:/elsewhere/x.journal"
+
+
+def test_resumed_grid_queues_points_that_failed_before_retries_existed(tmp_path):
+    # A journal from before out-of-memory points were queued again: a grid point failed with nothing after
+    # it (the committed Lab 2 studies hold two). Resuming must run that point, not end with a hole or an error.
+    grid = {"x": [1, 2, 3], "y": ["a"]}
+    url = f"journal:{tmp_path / 'old.journal'}"
+    plan = StudyPlan("grid", TOY, {}, {"sleep": 0.0}, "grid", 0, 3, grid=grid)
+    store = search.make_storage(url)
+    search.worker.ensure_study(store, plan)
+    study = optuna.load_study(study_name="grid", storage=store)
+    old = study.ask()  # takes a queued point and fails it, as the old worker did, leaving no retry
+    study.tell(old, state=TrialState.FAIL)
+    assert len(search.worker.errors_of(study)) == 1
+    done = run_studies([plan], storage=url, workers=1, progress=False)["grid"]
+    xs = sorted(t.params["x"] for t in complete(done))
+    assert xs == [1, 2, 3]
+    assert search.worker.errors_of(done) == []  # the failed trial's retry stands for it
+    retry = [t for t in done.trials if t.user_attrs.get("retry_of") == old.number]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE

@@ -29,8 +29,14 @@ OUT=${OUT:-/tmp/labkit-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+calls() { python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['calls']))" "$1" 2>/dev/null || echo 0; }
 if [[ -d .carry/runs ]]; then
-  mkdir -p runs && cp -a .carry/runs/. runs/ && echo "resuming from carried state: $(ls .carry/runs)"
+  # a warm machine keeps runs/ from its last call: newer than a carried state made before that call
+  if (( $(calls runs/regen/state.json) > $(calls .carry/runs/regen/state.json) )); then
+    echo "keeping this machine's state ($(calls runs/regen/state.json) calls) over the carried one"
+  else
+    mkdir -p runs && cp -a .carry/runs/. runs/ && echo "resuming from carried state: $(ls .carry/runs)"
+  fi
 fi
 python3 -m labkit.regenerate --budget "$budget" ${LABKIT_PARALLEL:+--parallel} ${1:+--only "$@"}
 status=$?

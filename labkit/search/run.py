@@ -20,7 +20,7 @@ from .. import settings as _settings
 from . import mps as _mps
 from .plan import IN_PROCESS, StudyPlan, prepare
 from .progress import SearchProgress
-from .storage import default_url, make_storage
+from .storage import default_url, make_storage, requeue_lost
 from .worker import Worker, release_gpu_memory, ensure_study, errors_of, plan_state
 
 # Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
@@ -176,6 +176,10 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     n = 1 if objectives or workers == 1 or (workers == "auto" and not visible_gpus()) else None
     for plan in plans:  # created here, once, before any worker starts
         ensure_study(store, plan)
+        if plan.queue_only:
+            lost = requeue_lost(optuna.load_study(study_name=plan.name, storage=store))
+            if lost:
+                print(f"[labkit] {plan.name}: failed points of trials {lost} queued again", file=sys.stderr, flush=True)
     bar = SearchProgress(plans, store, desc=desc, progress=progress)
     try:
         if n is None:

@@ -168,6 +168,21 @@ def requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
     return True
 
 
+def retried(study: optuna.Study) -> set[int]:
+    """Numbers of the trials whose point was queued again (a later trial says ``retry_of`` them)."""
+    return {t.user_attrs["retry_of"] for t in study.get_trials(deepcopy=False) if "retry_of" in t.user_attrs}
+
+
+def requeue_lost(study: optuna.Study) -> list[int]:
+    """Queue again the failed points of a grid study that were never queued again (trials stored before
+    out-of-memory points were retried, or whose worker died before requeueing): on resume the grid gets
+    them back instead of ending with holes. Returns the trial numbers queued again."""
+    again = retried(study)
+    lost = [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+            if t.number not in again and requeue(study, t)]
+    return [t.number for t in lost]
+
+
 # --- counting ----------------------------------------------------------------------------------------
 
 def counts(study: optuna.Study) -> dict:

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from . import cache as _cache
 from .plan import StudyPlan, build_objective
 from .samplers import make_sampler, worker_seed
-from .storage import WORKER_ATTR, counts, identity, make_storage, reap_stale, requeue
+from .storage import WORKER_ATTR, counts, identity, make_storage, reap_stale, requeue, retried
 from .samplers import grid_order
 
 log = logging.getLogger("labkit.search")
@@ -95,8 +95,9 @@ def plan_state(plan: StudyPlan, study: optuna.Study) -> tuple[str, dict]:
 
 def errors_of(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """Trials that failed in their objective (not those of dead workers or lost queue races)."""
+    again = retried(study)  # a point queued again is not lost: its retry stands for it
     return [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-            if "failed_because" not in t.user_attrs]
+            if "failed_because" not in t.user_attrs and t.number not in again]
 
 
 def _out_of_memory(err: BaseException) -> bool:
