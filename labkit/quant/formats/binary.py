@@ -171,12 +171,16 @@ class ResidualSignFormat(NumberFormat):
         codes = torch.arange(2 ** g.numel(), device=g.device)
         signs = (((codes[:, None] >> bits) & 1) * 2 - 1).to(g.dtype)  # (2^L, L): every e in {-1, +1}^L
         # sorted level sums; negating e negates its sum exactly, so the set is exactly symmetric
-        levels, _ = torch.sort((signs * g).sum(-1))
+        levels, order = torch.sort((signs * g).sum(-1))
         lv = levels.detach()
         r = x.detach().to(g.dtype)
         # index of the nearest level: how many midpoints lie at or below r (a tie goes up)
         idx = torch.searchsorted((lv[1:] + lv[:-1]) / 2, r.contiguous(), right=True)
-        q = levels[idx]  # gathering from `levels` carries d level / d g_i = e_i back to the scales
+        # levels[idx] with dq/dg_i = e_i (the chosen level's signs) summed over the elements; autograd's
+        # own gather would send the gradient through index_put with accumulate into 2^L slots, millions of
+        # duplicates each, which CUDA processes one duplicate at a time (the likely reason this format's QAT
+        # ran past 300 s on an H100 where every other format took 7-27 s)
+        q = _NearestLevel.apply(g, levels.detach(), signs[order], idx)
         return torch.where(torch.isnan(r), r, q)
 
     def quantize_values(self, x):
@@ -219,6 +223,22 @@ class ResidualSignQuantizer(torch.nn.Module):
 
     def extra_repr(self):
         return self.fmt.describe()
+
+
+class _NearestLevel(torch.autograd.Function):
+    """Forward: ``levels[idx]``. Backward: d/dg_i = sum over elements of grad x e_i, where e = ``table[idx]``
+    (the signs of each element's level), one reduction per scale."""
+
+    @staticmethod
+    def forward(ctx, g, levels, table, idx):
+        ctx.save_for_backward(table, idx)
+        return levels[idx]
+
+    @staticmethod
+    def backward(ctx, grad):
+        table, idx = ctx.saved_tensors
+        grad_g = torch.stack([(grad * table[:, i][idx]).sum() for i in range(table.shape[1])])
+        return grad_g, None, None, None
 
 
 class _Through(torch.autograd.Function):
