@@ -29,13 +29,22 @@ def above_chance(p: float, n: int) -> bool:
     return p > CHANCE + 2 * se(CHANCE, n)
 
 
+def merge_flips(n: int) -> int:
+    """Reviews whose prediction may change when LoRA is merged: W + BA rounds differently from Wx + B(Ax)
+    (in bf16 under autocast on a GPU), which moves logits by ~1e-6 and flips the few reviews that lie that
+    close to the decision boundary (2 of 25,000 on an H100); 0.05% of the test set, at least one."""
+    return max(1, int(0.0005 * n))
+
+
 def lab0(acc: dict) -> list[Claim]:
     n = acc["sft"]["n"]
     sft, lora, merged = acc["sft"]["accuracy"], acc["lora"]["accuracy"], acc["merged"]["accuracy"]
     return [
         Claim("lab0", "SFT beats chance", above_chance(sft, n), f"SFT {sft:.4f} on {n:,} reviews"),
-        Claim("lab0", "merging LoRA keeps the model", abs(merged - lora) <= 1 / n and acc["merge_max_logit_diff"] < 1e-3,
-              f"LoRA {lora:.5f}, merged {merged:.5f}, max logit gap {acc['merge_max_logit_diff']:.1e}"),
+        Claim("lab0", "merging LoRA keeps the model",
+              abs(merged - lora) * n <= merge_flips(n) + 1e-9 and acc["merge_max_logit_diff"] < 1e-3,
+              f"LoRA {lora:.5f}, merged {merged:.5f} (net {round((merged - lora) * n):+d} of {n:,} reviews, at most "
+              f"{merge_flips(n)} allowed), max logit gap {acc['merge_max_logit_diff']:.1e}"),
     ]
 
 
@@ -127,13 +136,16 @@ def lab4(bandwidth: dict | None = None, memory: dict | None = None, compile_cuda
 
 def same_sft(payloads: dict[str, dict]) -> list[Claim]:
     """One SFT model, one accuracy: the labs that report it (``{name: (accuracy, provenance)}``) agree to the
-    review when one regeneration made them (same commit); runs from different commits may differ."""
-    commits = {prov.get("git_commit") for _, prov in payloads.values()}
-    if len(payloads) < 2 or len(commits) != 1 or None in commits:
-        return []
-    accs = {name: acc for name, (acc, _) in payloads.items()}
+    review where one regeneration made them (same commit); runs from different commits may differ, so each
+    commit's results are compared among themselves."""
+    by_commit: dict[str, dict] = {}
+    for name, (acc, prov) in payloads.items():
+        if prov.get("git_commit"):
+            by_commit.setdefault(prov["git_commit"], {})[name] = acc
     return [Claim("all", "the SFT model scores the same in every lab of one regeneration",
-                  max(accs.values()) - min(accs.values()) < 1e-9, ", ".join(f"{k} {v:.5f}" for k, v in accs.items()))]
+                  max(accs.values()) - min(accs.values()) < 1e-9,
+                  f"at {commit[:7]}: " + ", ".join(f"{k} {v:.5f}" for k, v in accs.items()))
+            for commit, accs in sorted(by_commit.items()) if len(accs) >= 2]
 
 
 def _numbers(path: Path) -> dict | None:
@@ -156,7 +168,7 @@ def check_all(figures: Path) -> list[Claim]:
         out += lab3_formats(f)
     sft = {}
     for lab, name, get in (("lab0", "accuracy", lambda n: n["sft"]["accuracy"]), ("lab1", "quantization", lambda n: n["fp32"]),
-                           ("lab4", "mxint8_accuracy", lambda n: n["fp32"]["accuracy"])):
+                           ("lab1", "pruning", lambda n: n["fp32"]), ("lab4", "mxint8_accuracy", lambda n: n["fp32"]["accuracy"])):
         path = figures / lab / f"{name}.json"
         if path.is_file():
             d = json.loads(path.read_text())

@@ -120,8 +120,10 @@ def checkpoint_digest(path) -> str:
 
 @contextlib.contextmanager
 def deterministic(device):
-    """Deterministic kernels while the SFT model trains on CUDA, so a later GPU call (a fresh machine of
-    the same kind) that retrains it gets the same weights; labkit.regenerate checks the digests."""
+    """Deterministic kernels where PyTorch has them while the SFT model trains on CUDA. Not enough for the
+    same weights on another machine: three H100 machines trained three different 512-token SFT models
+    (labkit.regenerate records each call's digest and warns), so labs that must share one SFT model run on
+    one machine, whose checkpoint cache keeps it between calls."""
     if torch.device(device).type != "cuda":
         yield
         return

@@ -10,9 +10,10 @@ trials are kept). Everything the next call needs lives under ``runs/`` (the stat
     python -m labkit.regenerate --budget 540            # run what fits in 540 s
     python -m labkit.regenerate --status                # what is done, what is left
 
-The SFT model is trained once per call and cached (``LABKIT_CACHE_DIR``); every lab that starts from it in
-that call reuses it. Its digest is recorded per call, so a later call that retrains it shows whether the
-training reproduced the same weights.
+The SFT model is trained once per machine and cached (``LABKIT_CACHE_DIR``, kept while the machine stays
+warm between calls); every lab that starts from it there reuses it. Its weights digest is recorded per call:
+a fresh machine retrains it, and on H100s that gave different weights each time (see recipes.deterministic),
+so a warning names the labs' calls whose SFT models differ.
 """
 from __future__ import annotations
 
@@ -32,12 +33,13 @@ from . import settings as _settings
 
 @dataclass(frozen=True)
 class Step:
-    notebook: str           # stem under notebooks/
+    notebook: str           # stem under notebooks/ (a script step: its name)
     estimate: float         # seconds on one H100 (a guess until a call measures it; measured ones win)
     search: str | None = None  # the lab whose Optuna journal (runs/optuna/<lab>.journal) holds its trials
     seed_journal: str | None = None  # committed studies to resume from when runs/optuna has none
     timed: bool = False     # measures speed: never beside another notebook (--parallel leaves it alone)
     min_slot: float | None = None  # a search: the least time worth starting it with (MIN_SEARCH_SLOT)
+    script: tuple[str, ...] | None = None  # a benchmark that writes figures/ JSON: its argv after python
 
     @property
     def resumable(self) -> bool:
@@ -55,6 +57,10 @@ PLAN = (
     Step("lab3_formats", 450),
     Step("lab3_search", 600, search="lab3"),
     Step("lab4_perf", 300, timed=True),
+    # the MXINT8 kernel benchmarks whose JSON the Lab 4 notebook and answers read (figures/lab4/)
+    Step("mxint8_bandwidth", 150, timed=True, script=("benchmarks/mxint8_bandwidth.py",)),
+    Step("mxint8_variants", 200, timed=True,
+         script=("benchmarks/mxint8_variants.py", "--out", "figures/lab4/mxint8_variants.json")),
     # Lab 2 resumes a nearly finished search (no SFT model to train): a short slot is worth taking
     Step("lab2_search", 300, search="lab2", seed_journal="figures/lab2/studies.journal", min_slot=150),
 )
@@ -67,10 +73,15 @@ def state_path() -> Path:
     return _settings.runs_dir() / "regen" / "state.json"
 
 
+# the committed record of the last landed call (tools/land_gpu_call.py): a new session resumes from it
+COMMITTED_STATE = _settings.REPO_ROOT / "notebooks" / "executed" / "full" / "regen_state.json"
+
+
 def load_state(path: Path | None = None) -> dict:
-    path = path or state_path()
-    if path.is_file():
-        return json.loads(path.read_text())
+    """This machine's state, else (a fresh machine, nothing carried) the committed one, else a new one."""
+    for candidate in (path or state_path(), None if path else COMMITTED_STATE):
+        if candidate is not None and candidate.is_file():
+            return json.loads(candidate.read_text())
     return {"steps": {}, "calls": [], "sft": {}}
 
 
@@ -152,10 +163,11 @@ def _run_notebook(step: Step, timeout: float, log: Path) -> tuple[str, float]:
     code = ("from pathlib import Path; from labkit import runner; "
             f"runner.run_notebook(Path({str(_settings.REPO_ROOT / 'notebooks' / (step.notebook + '.ipynb'))!r}), "
             "'full', progress=False)")
+    argv = [sys.executable, *step.script] if step.script else [sys.executable, "-c", code]
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=_settings.REPO_ROOT,
                                 start_new_session=True)  # its own group: a timeout stops its kernel and workers
         deadline = start + timeout
         status = None

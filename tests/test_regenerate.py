@@ -1,4 +1,5 @@
 """labkit.regenerate: a regeneration split over calls with a time budget, resumed from its state file."""
+import json
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ def runs(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
     monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("LABKIT_COMMIT", "a" * 40)
+    monkeypatch.setattr(regenerate, "COMMITTED_STATE", tmp_path / "committed" / "regen_state.json")
     return tmp_path
 
 
@@ -156,3 +158,17 @@ def test_parallel_runs_untimed_steps_together_and_timed_ones_alone(runs, monkeyp
     assert state["steps"]["lab1_prune"]["runs"][0]["side_by_side"] is True
     assert "side_by_side" not in state["steps"]["lab4_perf"]["runs"][0]
     assert not regenerate.pending(state, ["lab1_prune", "lab3_formats", "lab4_perf", "lab2_search"])
+
+
+def test_a_fresh_machine_resumes_from_the_committed_state(runs, monkeypatch):
+    committed = {"steps": {"lab0_graphs_lora": {"status": "done", "runs": [{"call": "call1", "status": "done",
+                                                                            "seconds": 70.0}]}},
+                 "calls": [{"call": "call1"}], "sft": {}}
+    regenerate.COMMITTED_STATE.parent.mkdir(parents=True)
+    regenerate.COMMITTED_STATE.write_text(json.dumps(committed))
+    clock = FakeClock(monkeypatch)
+    run, ran = fake_runner(clock, {})
+    state = regenerate.regenerate(400, only=["lab0_graphs_lora", "lab1_quantize"], runner=run)
+    assert [r[0] for r in ran] == ["lab1_quantize"]  # lab0 was done in the committed state
+    assert [c["call"] for c in state["calls"]] == ["call1", "call2"]
+    assert (runs / "runs" / "regen" / "state.json").is_file()  # from now on this machine's own

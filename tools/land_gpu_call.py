@@ -1,0 +1,93 @@
+"""Land what one `tools/gpu_full_run.sh` call brought back, here, so it can be committed at once:
+
+    python tools/land_gpu_call.py /work/.device/3      # the folder holding state.tgz and results.tgz
+
+- state.tgz goes to .carry/ (carry it in the next call) and its state.json to
+  notebooks/executed/full/regen_state.json (committed: the next session resumes from it);
+- for each step this call finished, its figures/<lab>/ files that differ from the checkout are copied in
+  (a lab folder is skipped, with a warning, where another step of the same folder ran unfinished in that
+  call: its partial files would mix in), and its executed notebook is published
+  (tools/publish_notebooks.py).
+Nothing is committed; `git status` shows what landed.
+"""
+import argparse
+import filecmp
+import json
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from labkit import regenerate  # noqa: E402
+import publish_notebooks  # noqa: E402
+
+STATE_COPY = ROOT / "notebooks" / "executed" / "full" / "regen_state.json"
+
+
+def lab_folder(step: str) -> str:
+    """figures/<folder> a step writes: lab4_perf -> lab4; the MXINT8 benchmarks -> lab4."""
+    return "lab4" if step.startswith("mxint8") else step.split("_", 1)[0]
+
+
+def land(call_dir: Path) -> list[str]:
+    notes = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        with tarfile.open(call_dir / "state.tgz") as tar:
+            tar.extractall(tmp / "state", filter="data")
+        with tarfile.open(call_dir / "results.tgz") as tar:
+            tar.extractall(tmp / "results", filter="data")
+        state = json.loads((tmp / "state" / "runs" / "regen" / "state.json").read_text())
+        call = state["calls"][-1]["call"]
+        carry = ROOT / ".carry"
+        shutil.rmtree(carry, ignore_errors=True)
+        shutil.copytree(tmp / "state", carry)
+        STATE_COPY.parent.mkdir(parents=True, exist_ok=True)
+        STATE_COPY.write_text(json.dumps(state, indent=1, sort_keys=True))
+        ran = {name: next(r for r in e["runs"][::-1] if r["call"] == call)["status"]
+               for name, e in state["steps"].items() if any(r["call"] == call for r in e["runs"])}
+        unfinished = {lab_folder(n) for n, s in ran.items() if s != "done"}
+        for name, status in sorted(ran.items()):
+            if status != "done":
+                notes.append(f"{name}: {status} in {call}: nothing landed")
+                continue
+            folder = lab_folder(name)
+            if folder in unfinished:
+                notes.append(f"{name}: done, but another figures/{folder} step ran unfinished in {call}: "
+                             "copy its files by hand")
+                continue
+            src = tmp / "results" / "figures" / folder
+            copied = []
+            for f in sorted(p for p in src.rglob("*") if p.is_file() and not {"quick", "smoke"} & set(p.parts)):
+                dest = ROOT / "figures" / folder / f.relative_to(src)
+                if not dest.is_file() or not filecmp.cmp(f, dest, shallow=False):
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(f, dest)
+                    copied.append(dest.name)
+            executed = tmp / "results" / "runs" / "full" / f"{name}.ipynb"
+            if executed.is_file():
+                publish_notebooks.publish(executed, ROOT / "notebooks" / "executed" / "full")
+            notes.append(f"{name}: done in {call}; figures/{folder}: {', '.join(copied) or 'no change'}"
+                         + ("; executed notebook published" if executed.is_file() else ""))
+    notes.append(regenerate.status_text(state))
+    return notes
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("call_dir", type=Path)
+    args = parser.parse_args(argv)
+    for needed in ("state.tgz", "results.tgz"):
+        if not (args.call_dir / needed).is_file():
+            parser.error(f"{args.call_dir}: no {needed} (the folder a gpu_full_run.sh call returned)")
+    print("\n".join(land(args.call_dir)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
