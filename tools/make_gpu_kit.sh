@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-.gpu-kit}
-bash ../shared/gpu/make-kit.sh "$dest"
+# pydot: torch.fx draws graphs through it (Lab 0), and the GPU image lacks it
+bash ../shared/gpu/make-kit.sh "$dest" --extra-wheel "$(grep -i "^pydot==" constraints.txt || echo pydot==4.0.1)"
 rm -f "$dest"/wheels/{sqlalchemy,alembic,mako}-*.whl
 tmp=$(mktemp -d)
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$(python3 -c 'import sys; sys.path.insert(0, "labkit/kernels"); import build_config; print(build_config.CUTLASS_PIN)')"
