@@ -121,6 +121,25 @@ def interpreting() -> bool:
     return bool(knobs.runtime.interpret)
 
 
+def _interpreter_scalar_compat() -> None:
+    """Triton 3.6's interpreter turns a scalar into a Python int with ``int(array of shape (1,))``, which
+    NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars"), so ``range()``
+    over a program-id-derived bound fails (the GPU image's Triton 3.6 with NumPy 2.5). Triton 3.9 squeezes
+    the array first; give older interpreters the same ``__index__``. A no-op where the private hook is gone."""
+    from triton.runtime import interpreter as interp
+
+    patch = getattr(interp, "_patch_lang_tensor", None)
+    if patch is None or getattr(patch, "labkit_compat", False):
+        return
+
+    def patched(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patched.labkit_compat = True
+    interp._patch_lang_tensor = patched
+
+
 def block_m(M: int) -> int:
     """tl.dot needs >= 16 rows; above MAX_BLOCK_M the grid tiles M."""
     return min(MAX_BLOCK_M, max(16, triton.next_power_of_2(M)))
@@ -136,6 +155,8 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
     raw, tuned = kernels()
     interp = interpreting()
+    if interp:
+        _interpreter_scalar_compat()
     if config is None and interp:
         config = {"BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 1}
     split = 1 if config is None else int(config["SPLIT_K"])
