@@ -13,7 +13,8 @@ import torch
 
 from . import prune as _prune
 from . import quant as _quant
-from .quant.formats.base import check_int
+from .quant.formats._util import check_range
+from .quant.formats.integer import MAX_FRAC_WIDTH, MAX_WIDTH
 
 
 class CompressResult(NamedTuple):
@@ -25,9 +26,10 @@ class CompressResult(NamedTuple):
 
 def fixed_point(width: int, frac_width: int | None = None) -> dict:
     """The course's flat fixed-point config for data_in, weight and bias (frac width = width // 2 if None)."""
-    check_int("fixed_point", "width", width, minimum=1)
+    # the integer format's own bounds, checked here so the error comes from the call that got the value
+    check_range("fixed_point", "width", width, 1, MAX_WIDTH)
     if frac_width is not None:
-        check_int("fixed_point", "frac_width", frac_width)
+        check_range("fixed_point", "frac_width", frac_width, -MAX_FRAC_WIDTH, MAX_FRAC_WIDTH)
     frac = width // 2 if frac_width is None else frac_width
     return {"name": "integer", **{f"{role}_{k}": v for role in ("data_in", "weight", "bias")
                                   for k, v in (("width", width), ("frac_width", frac))}}

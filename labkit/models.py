@@ -62,10 +62,35 @@ def _check_name(name: str) -> ModelSpec:
     return MODELS[name]
 
 
+def _offline_setting() -> str | None:
+    """The variable that keeps the hub offline, or None. Read at each load (huggingface_hub reads it once, at
+    import) and passed on as ``local_files_only``, so setting it later still keeps a load off the network."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return f"{var}={os.environ[var]}"
+    return None
+
+
+def _from_hub(name: str, load):
+    """``load()`` of a hub model; its OSError (offline, or no network) becomes one naming the model, why it
+    needs the network and the models that do not."""
+    try:
+        return load()
+    except OSError as err:
+        offline = [n for n, spec in MODELS.items() if not spec.online]
+        setting = _offline_setting()
+        why = (f"the hub is offline here ({setting}) and the model is not in the local Hugging Face cache"
+               if setting else f"it could not be fetched ({str(err).splitlines()[0] if str(err) else err})")
+        raise OSError(f"model {name!r} ({BERT_TINY_HUB}) needs the network: {why}; offline models: "
+                      f"{', '.join(offline)}") from err
+
+
 def load_tokenizer(name: str = DEFAULT_MODEL):
     spec = _check_name(name)
-    source = BERT_TINY_HUB if spec.online else str(minilm_dir())
-    return AutoTokenizer.from_pretrained(source)
+    if spec.online:
+        return _from_hub(name, lambda: AutoTokenizer.from_pretrained(
+            BERT_TINY_HUB, local_files_only=bool(_offline_setting())))
+    return AutoTokenizer.from_pretrained(str(minilm_dir()))
 
 
 def load_model(name: str = DEFAULT_MODEL, num_labels: int = 2, **config_overrides) -> BertForSequenceClassification:
@@ -78,10 +103,13 @@ def load_model(name: str = DEFAULT_MODEL, num_labels: int = 2, **config_override
         source, layers = BERT_TINY_HUB, {}
     else:
         source, layers = str(minilm_dir()), {"num_hidden_layers": 2 if name == "minilm-l2" else 6}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "some weights newly initialized": the classifier head, expected
-        return BertForSequenceClassification.from_pretrained(
-            source, dtype=torch.float32, **{**layers, **common, **config_overrides})
+    def load():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "some weights newly initialized": the classifier head, expected
+            return BertForSequenceClassification.from_pretrained(
+                source, dtype=torch.float32, local_files_only=bool(_offline_setting()),
+                **{**layers, **common, **config_overrides})
+    return _from_hub(name, load) if MODELS[name].online else load()
 
 
 SIZE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size",

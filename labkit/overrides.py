@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from .perf.timing import DEVICE_TYPES
+from .quant.formats.integer import MAX_WIDTH
 
 # Keys that are None in every profile: their type (same notation as ``kind``).
 NONE_TYPES = {"storage": "str"}
@@ -27,8 +28,8 @@ RANGES = {
     **dict.fromkeys((
         "train_size", "test_size", "max_length", "batch_size", "epochs", "lr",                # every IMDb lab
         "lora_rank", "lora_alpha", "lora_lr",                                                 # lab0
-        "widths", "qat_epochs", "prune_epochs", "finetune_lr",                                # lab1
-        "trials", "compression_trials", "post_epochs", "post_lr", "quant_width",              # lab2
+        "qat_epochs", "prune_epochs", "finetune_lr",                                          # lab1
+        "trials", "compression_trials", "post_epochs", "post_lr",                             # lab2
         "format_width", "qat_lr", "snr_widths", "search_trials", "format_trials", "cost_trials",  # lab3
         "pareto_trials", "front_qat",
         "threads", "compile_batch", "compile_image", "compile_repeats", "compile_timeout_s",  # lab4_perf
@@ -40,6 +41,8 @@ RANGES = {
                     _NON_NEGATIVE),
     **dict.fromkeys(("lora_dropout", "sparsities", "global_sparsities", "prune_sparsity"), _FRACTION),
     "table_exponent": (0, True, 255, True),  # a uint8 exponent field
+    # fixed-point widths (Lab 1's sweep, Lab 2's compression): the integer format's own range
+    **dict.fromkeys(("widths", "quant_width"), (1, True, MAX_WIDTH, True)),
 }
 
 

@@ -15,6 +15,7 @@ Config: ``{"weight": {"sparsity": 0.5, "method": "l1-norm", "scope": "local"}, "
 from __future__ import annotations
 
 import copy
+import warnings
 import zlib
 from dataclasses import dataclass, fields
 from typing import Callable, NamedTuple
@@ -61,6 +62,55 @@ class PruneConfig:
         if "sparsity" not in cfg:
             raise KeyError("prune config needs 'sparsity'")
         return cls(**cfg)
+
+
+class SparsityWarning(UserWarning):
+    """The achieved sparsity is not the requested one: masks prune whole elements, so a small layer gets
+    the nearest multiple of 1/numel (a request near 1 can zero every element)."""
+
+
+# Achieved within this of requested is rounding nobody needs to hear about: a layer of 64+ elements
+# is always within 1/128 (BERT's Linear layers hold thousands).
+SPARSITY_TOLERANCE = 0.01
+
+
+def _off_target(rows: list[tuple[str, str, float, int, int]]) -> list[str]:
+    """Descriptions of the (layer(s), target, requested, zeroed, elements) rows whose achieved sparsity
+    is off the request by more than the tolerance, or that zero everything."""
+    out = []
+    for where, target, requested, zeroed, n in rows:
+        if n == 0:
+            continue
+        achieved = zeroed / n
+        if abs(achieved - requested) > SPARSITY_TOLERANCE or (zeroed == n and requested < 1):
+            out.append(f"{where}: {target} sparsity requested {requested:g}, achieved {achieved:g} "
+                       f"({zeroed} of {n} zeroed" + ("; every one is zero" if zeroed == n else "") + ")")
+    return out
+
+
+def _sparsity_rows(layers, masks: dict, groups: dict) -> list[tuple[str, str, float, int, int]]:
+    """(layer(s), target, requested, zeroed, elements): a global group as one row (its layers differ from
+    the request by design), each local layer's weights, each layer's activations."""
+    rows = []
+    for w, members in groups.items():
+        n = sum(m.weight.numel() for _, m in members)
+        rows.append((f"layers {', '.join(repr(name) for name, _ in members)} (global)", "weight", w.sparsity,
+                     round(w.sparsity * n), n))
+    for name, module, cfgs in layers:
+        w, a = cfgs.get("weight"), cfgs.get("activation")
+        if name in masks and w.scope == "local":
+            rows.append((f"layer {name!r}", "weight", w.sparsity, int((~masks[name]).sum()), masks[name].numel()))
+        if a is not None:  # both methods zero round(sparsity * in_features) inputs (per token for l1-norm)
+            rows.append((f"layer {name!r}", "activation", a.sparsity, round(a.sparsity * module.in_features),
+                         module.in_features))
+    return rows
+
+
+def _warn_off_target(rows) -> None:
+    off = _off_target(rows)
+    if off:
+        warnings.warn("prune: the achieved sparsity is not the requested one (whole elements are pruned, "
+                      "in steps of 1/elements): " + "; ".join(off), SparsityWarning, stacklevel=3)
 
 
 class WeightMask(torch.nn.Module):
@@ -195,6 +245,7 @@ def prune(model: torch.nn.Module, config: dict, filter_fn: Callable[[str, torch.
                                                     a.seed + _stable(name))
             module.register_forward_pre_hook(_activation_hook)
             changed[name]["activation"] = a.sparsity
+    _warn_off_target(_sparsity_rows(layers, masks, groups))
     requested = {t: c.sparsity for _, _, cfgs in layers[:1] for t, c in cfgs.items()}
     report = {"layers": len(layers), "requested": requested,
               "achieved_weight_sparsity": zeros / total if total else None}

@@ -26,7 +26,8 @@ LIBRARIES = ("torch", "transformers", "datasets", "peft", "optuna", "numpy", "ma
 def git_commit() -> str | None:
     """The code's commit: ``$LABKIT_COMMIT`` when set (a copy without its history, e.g. on a GPU machine,
     is told the commit it was made from), else ``git rev-parse HEAD`` plus ``+dirty`` when tracked files
-    other than results (figures/, benchmarks/*.json) differ; None outside a git checkout (never a placeholder such as "HEAD")."""
+    other than results (figures/, benchmarks/*.json) differ; None outside a git checkout of its own (a copy
+    inside another repository is not that repository's commit; never a placeholder such as "HEAD")."""
     if os.environ.get("LABKIT_COMMIT"):
         given = os.environ["LABKIT_COMMIT"].strip()
         if not re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", given):  # a short sha can become ambiguous later
@@ -34,6 +35,8 @@ def git_commit() -> str | None:
                              "optionally with '+dirty'")
         return given
     try:
+        if not _own_checkout(_settings.REPO_ROOT):
+            return None
         head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=_settings.REPO_ROOT,
                               capture_output=True, text=True, timeout=10)
         # results written by the run itself (figures, benchmark JSON) do not make the code dirty
@@ -46,6 +49,14 @@ def git_commit() -> str | None:
     if head.returncode != 0 or len(sha) != 40:
         return None
     return sha + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def _own_checkout(root) -> bool:
+    """Whether ``root`` is the top of its own git checkout: a copy without .git inside another repository
+    (a kit unpacked in someone's project) would otherwise report that repository's commit."""
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                         timeout=10)
+    return top.returncode == 0 and Path(top.stdout.strip()).resolve() == Path(root).resolve()
 
 
 def device_name() -> str:

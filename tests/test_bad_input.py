@@ -1,4 +1,4 @@
-"""Bad input gets a clear error, never a traceback or a silent pass (issue 16).
+"""Bad input gets a clear error, never a traceback or a silent pass (issues 16 and 24).
 
 One table of wrong inputs per public entry point: each case names the exception type and a pattern the
 message must contain (the key, the bad value and, where there is a list, the allowed values). The CLI
@@ -9,6 +9,7 @@ below the tables. No training: a one-layer BERT with hidden size 32.
 import copy
 import functools
 import math
+import os
 import re
 
 import datasets
@@ -18,6 +19,7 @@ import torch
 from labkit import cli, compress, data, models, overrides, profiles, prune, quant, search, select
 from labkit.kernels import dequant, mxint8_ref as ref, packed_linear
 from labkit.quant.formats import FORMATS, make_format
+from labkit.search import lab2 as lab2_search
 from labkit.search.space import restrict
 
 FP8 = compress.fixed_point(8)
@@ -43,6 +45,11 @@ def settings(lab, **over):
     return lambda: profiles.lab_settings(lab, "smoke", **over)
 
 
+def lab2_settings(**over):
+    """Lab 2's smoke settings with values put in as a caller building them by hand would (no override check)."""
+    return {**profiles.lab_settings("lab2", "smoke"), **over}
+
+
 def case(fn, exc, match, id, env=None):
     return pytest.param(fn, exc, match, env or {}, id=id)
 
@@ -58,7 +65,14 @@ CASES = [
     case(lambda: make_format(None), KeyError, r"unknown number format None; allowed: ", "fmt-name-none"),
     case(lambda: make_format("integer", bits=8), KeyError, r"no parameter\(s\) \['bits'\]; allowed: .*'width'",
          "fmt-param"),
-    case(lambda: make_format("integer", width=0), ValueError, r"integer: width must be >= 1, got 0", "fmt-width-0"),
+    case(lambda: make_format("integer", width=0), ValueError, r"integer: width=0 is out of range; allowed: \[1, 64\]",
+         "fmt-width-0"),
+    case(lambda: make_format("integer", width=5000), ValueError,
+         r"integer: width=5000 is out of range; allowed: \[1, 64\]", "fmt-int-width-huge"),
+    case(lambda: make_format("integer", frac_width=2000), ValueError,
+         r"integer: frac_width=2000 is out of range; allowed: \[-64, 64\] \(the value grid", "fmt-int-frac-huge"),
+    case(lambda: make_format("integer", frac_width=-65), ValueError, r"frac_width=-65 is out of range",
+         "fmt-int-frac-negative"),
     case(lambda: make_format("integer", width="8"), TypeError, r"width must be an int, got '8'", "fmt-width-str"),
     case(lambda: make_format("integer", width=True), TypeError, r"width must be an int, got True", "fmt-width-bool"),
     case(lambda: make_format("block_fp", block_size=0), ValueError,
@@ -102,6 +116,8 @@ CASES = [
     case(lambda: Q(tiny(), None), TypeError, r"LinearQuantConfig or dict, got NoneType", "quant-none"),
     case(lambda: Q(tiny(), {"name": "integer", "weights_width": 8}), KeyError,
          r"key 'weights_width' does not start with one of \['data_in_', 'weight_', 'bias_'\]", "quant-role-typo"),
+    case(lambda: Q(tiny(), {"name": "integer", "weight_width": 5000}), ValueError,
+         r"weight: integer: width=5000 is out of range; allowed: \[1, 64\]", "quant-int-width-huge"),
     case(lambda: Q(tiny(), {"name": "int", "weight_width": 8}), KeyError,
          r"weight: unknown number format 'int'; allowed:", "quant-format-name"),
     case(lambda: Q(tiny(), {"name": "integer", "weight_width": 8, "weight_bits": 4}), KeyError,
@@ -153,8 +169,12 @@ CASES = [
          r"\['weights'\] unknown; allowed: \['weight', 'activation'\]", "compress-prune-key"),
     case(lambda: compress.fixed_point("8"), TypeError, r"fixed_point: width must be an int, got '8'",
          "compress-fixed-point-type"),
-    case(lambda: compress.fixed_point(0), ValueError, r"fixed_point: width must be >= 1, got 0",
+    case(lambda: compress.fixed_point(0), ValueError, r"fixed_point: width=0 is out of range; allowed: \[1, 64\]",
          "compress-fixed-point-width"),
+    case(lambda: compress.fixed_point(5000), ValueError, r"fixed_point: width=5000 is out of range; allowed: "
+         r"\[1, 64\]", "compress-fixed-point-width-huge"),
+    case(lambda: compress.fixed_point(8, 2000), ValueError, r"fixed_point: frac_width=2000 is out of range; "
+         r"allowed: \[-64, 64\]", "compress-fixed-point-frac-huge"),
     case(lambda: compress.fixed_point(8, 4.0), TypeError, r"fixed_point: frac_width must be an int, got 4.0",
          "compress-fixed-point-frac"),
     # -- layer selection ----------------------------------------------------------------------------------
@@ -178,6 +198,17 @@ CASES = [
          "search-space-value"),
     case(lambda: restrict({"hidden_size": []}), ValueError, r"space\['hidden_size'\] must be a non-empty subset",
          "search-space-empty"),
+    case(lambda: restrict({"hidden_size": 128}), TypeError, r"space\['hidden_size'\] must be a non-empty list of "
+         r"choices from \[128, 192, 256, 384, 512\], got 128; for one value give \[128\]", "search-space-scalar"),
+    case(lambda: restrict({"hidden_size": "128"}), TypeError, r"space\['hidden_size'\] must be a non-empty list of "
+         r"choices from \[128, .*\], got '128'$", "search-space-string"),
+    case(lambda: restrict([128]), TypeError, r"search space must be a dict of field -> list of choices",
+         "search-space-list"),
+    case(lambda: lab2_search.task1_plans(lab2_settings(space={"hidden_size": 128})), TypeError,
+         r"space\['hidden_size'\] must be a non-empty list of choices", "search-lab2-plans-space"),
+    case(lambda: search.NASObjective(None, {}, space={"num_hidden_layers": 2}), TypeError,
+         r"space\['num_hidden_layers'\] must be a non-empty list of choices from \[2, 4, 8\], got 2",
+         "search-objective-space"),
     case(lambda: search.NASObjective(None, {}, mode="fast"), ValueError,
          r"mode='fast': allowed values are 'none', 'compress', 'compress\+train'", "search-mode"),
     case(lambda: search.NASObjective(None, {}, mode="compress"), ValueError,
@@ -191,6 +222,14 @@ CASES = [
          "run-study-negative-trials"),
     case(lambda: search.StudyPlan("x", "lab2", {}, n_trials=2.5), ValueError, r"n_trials must be an integer >= 1, "
          r"got 2.5", "plan-float-trials"),
+    case(lambda: search.StudyPlan("x", "lab2", {}, seed=None), ValueError,
+         r"study 'x': seed must be an integer >= 0, got None", "plan-seed-none"),
+    case(lambda: search.StudyPlan("x", "lab2", {}, seed=-1), ValueError, r"seed must be an integer >= 0, got -1",
+         "plan-seed-negative"),
+    case(lambda: search.run_study("x", lambda t: 0.0, 2, seed=None), ValueError,
+         r"study 'x': seed must be an integer >= 0, got None", "run-study-seed-none", env={"LABKIT_RUNS_DIR": "{tmp}"}),
+    case(lambda: lab2_search.task1_plans(lab2_settings(seeds=[0, None])), ValueError,
+         r"study 'lab2-smoke-random-sNone-.*': seed must be an integer >= 0, got None", "search-lab2-plans-seed"),
     case(lambda: search.StudyPlan("x", "lab2", {}, directions=["up"]), ValueError,
          r"directions=\['up'\]; each must be 'maximize' or 'minimize'", "plan-directions"),
     case(lambda: search.StudyPlan("x", "lab9", {}), KeyError, r"objective 'lab9' unknown; allowed: lab2", "plan-objective"),
@@ -212,6 +251,22 @@ CASES = [
     case(lambda: search.make_storage("runs/lab2.db"), ValueError,
          r"storage 'runs/lab2.db': give journal:PATH \(one host\) or an RDB URL \(postgresql://", "storage-url"),
     case(lambda: search.make_storage("lab2"), ValueError, r"storage 'lab2'.*journal:PATH", "storage-name"),
+    case(lambda: search.make_storage("notadb://x"), ValueError, r"storage 'notadb://x': unknown database 'notadb'; "
+         r"allowed: journal:PATH \(one host\), sqlite:///PATH .* or postgresql://USER:PASSWORD@HOST/DB",
+         "storage-dialect"),
+    case(lambda: search.make_storage("sqlite:////proc/x.db"), ValueError, r"storage 'sqlite:////proc/x.db': the "
+         r"database's folder /proc is not writable \(a test file there: .*\); allowed: journal:PATH",
+         "storage-sqlite-read-only"),
+    case(lambda: search.make_storage("sqlite:////nonexistent/sub/x.db"), ValueError,
+         r"storage 'sqlite:////nonexistent/sub/x.db': the database's folder /nonexistent/sub does not exist "
+         r"\(create it first\); allowed: journal:PATH", "storage-sqlite-no-folder"),
+    case(lambda: search.make_storage(f"sqlite:///{os.getcwd()}"), ValueError, r"storage 'sqlite:////.*': .* is a "
+         r"folder; give the database file", "storage-sqlite-folder"),
+    case(lambda: search.make_storage("postgresql://u:secret@h:port/db"), ValueError,
+         r"storage 'postgresql://u:\*\*\*@h:port/db' is not a valid database URL", "storage-url-port"),
+    case(lambda: search.make_storage("postgresql+psycopg2://h/db"), ModuleNotFoundError,
+         r"storage 'postgresql\+psycopg2://h/db': the postgresql\+psycopg2 driver is not installed",
+         "storage-driver"),
     # -- data ---------------------------------------------------------------------------------------------
     case(data.find_imdb_dir, data.DataNotFoundError,
          r"LABKIT_DATA_DIR=/nonexistent/labkit-data is set, but .*imdb lacks imdb_train.parquet, "
@@ -261,6 +316,10 @@ CASES = [
          r"setting sparsities\[1\]=1 is out of range; allowed: \[0, 1\)", "settings-sparsity"),
     case(settings("lab1", prune_scope="layer"), ValueError,
          r"setting prune_scope: allowed values are 'local', 'global', got 'layer'", "settings-enum"),
+    case(settings("lab1", widths=[4, 5000]), ValueError, r"setting widths\[1\]=5000 is out of range; allowed: "
+         r"\[1, 64\]", "settings-widths-huge"),
+    case(settings("lab2", quant_width=65), ValueError, r"setting quant_width=65 is out of range; allowed: \[1, 64\]",
+         "settings-quant-width"),
     case(settings("lab2", trials=0), ValueError, r"setting trials=0 is out of range", "settings-trials"),
     case(settings("lab2", storage=5), TypeError, r"setting storage=5: must be a string", "settings-storage"),
     case(settings("lab2", space=[128]), TypeError, r"setting space=\[128\]: must be a dict", "settings-space-type"),
@@ -285,6 +344,13 @@ CASES = [
     # -- models -------------------------------------------------------------------------------------------
     case(lambda: models.load_model("gpt2"), KeyError, r"unknown model 'gpt2'; allowed: minilm-l2", "models-name"),
     case(lambda: models.load_tokenizer("bert"), KeyError, r"unknown model 'bert'; allowed: ", "models-tokenizer"),
+    case(lambda: models.load_model("bert-tiny"), OSError, r"model 'bert-tiny' \(prajjwal1/bert-tiny\) needs the "
+         r"network: the hub is offline here \(HF_HUB_OFFLINE=1\) and the model is not in the local Hugging Face "
+         r"cache; offline models: minilm-l2, minilm-l6, bert-tiny-random$", "models-offline",
+         env={"HF_HUB_OFFLINE": "1"}),
+    case(lambda: models.load_tokenizer("bert-tiny"), OSError, r"model 'bert-tiny' .* needs the network: the hub is "
+         r"offline here \(TRANSFORMERS_OFFLINE=1\)", "models-tokenizer-offline",
+         env={"HF_HUB_OFFLINE": None, "TRANSFORMERS_OFFLINE": "1"}),
     case(lambda: models.from_config(hidden_sise=32), KeyError, r"not BertConfig fields: \['hidden_sise'\]",
          "models-field"),
     case(lambda: models.from_config(hidden_size=30, num_attention_heads=4), ValueError,
@@ -440,3 +506,36 @@ def test_an_int_override_of_a_float_setting_is_stored_as_a_float():
     s = profiles.lab_settings("lab1", "smoke", lr=1, sparsities=[0, 0.5])
     assert s["lr"] == 1.0 and isinstance(s["lr"], float) and s["sparsities"] == [0.0, 0.5]
     assert profiles.lab_settings("lab2", "smoke", storage=None, train_size=None)["train_size"] is None
+
+
+# -- a request the transform can only approximate: a warning, not an error ----------------------------------------
+
+def test_pruning_every_weight_of_a_small_layer_warns_with_requested_and_achieved():
+    # 0.999 of 64 weights rounds to all 64: the layer is dead, which the report alone would not say
+    layer = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    with pytest.warns(prune.SparsityWarning, match=r"layer '0': weight sparsity requested 0.999, achieved 1 "
+                                                   r"\(64 of 64 zeroed; every one is zero\)"):
+        res = P(layer, {"weight": {"sparsity": 0.999}})
+    assert res.report["achieved_weight_sparsity"] == 1.0
+    with pytest.warns(prune.SparsityWarning, match=r"layers '0' \(global\): weight sparsity requested 0.999"):
+        P(layer, {"weight": {"sparsity": 0.999, "scope": "global"}})
+    with pytest.warns(prune.SparsityWarning, match=r"layer '0': activation sparsity requested 0.9, achieved 0.875"):
+        P(layer, {"activation": {"sparsity": 0.9}})  # 7.2 of 8 inputs rounds to 7
+
+
+def test_pruning_within_rounding_does_not_warn(recwarn):
+    P(torch.nn.Sequential(torch.nn.Linear(8, 8)), {"weight": {"sparsity": 0.3}})  # 19 of 64: 0.297
+    P(tiny(), {"weight": {"sparsity": 0.5, "scope": "global"}, "activation": {"sparsity": 0.5}})
+    assert not [w for w in recwarn if issubclass(w.category, prune.SparsityWarning)]
+
+
+def test_rdb_storage_without_sqlalchemy_says_what_is_missing(monkeypatch):
+    # optuna imports SQLAlchemy lazily, so labkit runs on journals without it: the RDB URL check must too
+    import sys
+    for name in ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.exc"):
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    with pytest.raises(ValueError, match=r"storage 'notadb://x': unknown database 'notadb'; allowed: journal:PATH"):
+        search.make_storage("notadb://x")
+    with pytest.raises(ModuleNotFoundError, match=r"storage 'postgresql://u:\*\*\*@h/db': an RDB storage needs "
+                                                  r"the sqlalchemy package"):
+        search.make_storage("postgresql://u:secret@h/db")

@@ -57,8 +57,8 @@ def test_clipped_straight_through_gradient():
 
 
 @pytest.mark.parametrize("bad,match", [
-    ({"name": "integer", "weight_width": 0, "weight_frac_width": 0}, "width must be >= 1"),
-    ({"name": "integer", "weight_width": -3}, "width must be >= 1"),
+    ({"name": "integer", "weight_width": 0, "weight_frac_width": 0}, r"width=0 is out of range; allowed: \[1, 64\]"),
+    ({"name": "integer", "weight_width": -3}, r"width=-3 is out of range"),
     ({"name": "intgr", "weight_width": 8}, "unknown number format 'intgr'; allowed: .*integer"),
     ({"name": "integer", "weight_widht": 8}, r"no parameter\(s\) \['widht'\]; allowed"),
     ({"name": "integer", "wieght_width": 8}, "does not start with one of"),

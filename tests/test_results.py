@@ -52,3 +52,35 @@ def test_a_commit_passed_in_must_be_a_full_sha(monkeypatch):
         git_commit()
     monkeypatch.setenv("LABKIT_COMMIT", "a" * 40 + "+dirty")
     assert git_commit() == "a" * 40 + "+dirty"
+
+
+def _git(cwd, *args) -> str:
+    import subprocess
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_copy_inside_another_repository_records_no_foreign_commit(monkeypatch, tmp_path):
+    # a kit unpacked (without its .git) inside someone's project: git would answer with the project's commit
+    from labkit import settings
+    outer, copy = tmp_path / "project", tmp_path / "project" / "vendor" / "labkit-copy"
+    (copy / "labkit").mkdir(parents=True)
+    (copy / "labkit" / "settings.py").write_text("REPO_ROOT = None\n")
+    (outer / "README").write_text("someone else's project\n")
+    _git(outer, "init", "-q")
+    _git(outer, "add", ".")
+    _git(outer, "commit", "-q", "-m", "theirs")
+    theirs = _git(outer, "rev-parse", "HEAD")
+    monkeypatch.delenv("LABKIT_COMMIT", raising=False)
+    monkeypatch.setattr(settings, "REPO_ROOT", copy)
+    assert results.git_commit() is None
+    assert results.provenance()["git_commit"] is None
+    monkeypatch.setenv("LABKIT_COMMIT", "b" * 40)  # the copy told where it came from: that, not theirs
+    assert results.git_commit() == "b" * 40
+    monkeypatch.delenv("LABKIT_COMMIT")
+    # the repository's own top, also reached through a symlink, is its commit (so None above is not a failure)
+    monkeypatch.setattr(settings, "REPO_ROOT", outer)
+    assert results.git_commit() == theirs
+    (tmp_path / "link").symlink_to(outer)
+    monkeypatch.setattr(settings, "REPO_ROOT", tmp_path / "link")
+    assert results.git_commit() == theirs

@@ -11,13 +11,15 @@ import math
 
 import torch
 
-from .formats.integer import IntegerFormat  # noqa: F401  (the format the returned configs name)
+from .formats.integer import MAX_FRAC_WIDTH, IntegerFormat  # noqa: F401  (the format the configs name)
 
 
 def _frac(width: int, maxabs: float) -> int:
     if maxabs == 0 or not math.isfinite(maxabs):
         return width - 1
-    return width - 1 - math.ceil(math.log2(maxabs))
+    # tiny (or huge) values would ask for a frac width beyond the format's bounds: clamped, a tiny tensor's
+    # largest value still fits (only steps finer than 2^-64 are lost); only values beyond 2^(width+63) saturate
+    return max(-MAX_FRAC_WIDTH, min(MAX_FRAC_WIDTH, width - 1 - math.ceil(math.log2(maxabs))))
 
 
 @torch.no_grad()

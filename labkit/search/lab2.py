@@ -12,7 +12,7 @@ from .. import settings as _paths
 from ..compress import fixed_point
 from .plan import StudyPlan, study_settings, study_tag
 from .storage import default_url
-from .space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space
+from .space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space, restrict
 
 SAMPLERS = ("random", "grid", "tpe")
 MODES = {"no compression": "none", "compressed": "compress", "compressed + post-training": "compress+train"}
@@ -31,6 +31,7 @@ def _best_dir(s: dict, label: str) -> str:
 
 def task1_plans(s: dict) -> list[StudyPlan]:
     """One study per sampler and seed, ``s["trials"]`` trials each."""
+    restrict(s["space"])  # a bad space fails here, not in every worker (the plans store it as given)
     tag, plans = study_tag(s), []
     for sampler in SAMPLERS:
         grid = sampler == "grid"
@@ -70,6 +71,7 @@ def best_trial(studies: dict[str, optuna.Study]) -> tuple[str, optuna.trial.Froz
 
 def task2_plans(s: dict, start: dict) -> list[StudyPlan]:
     """Three TPE searches (one per objective) from the same first trial, ``start`` (Task 1's best)."""
+    restrict(s["space"])  # as in task1_plans
     quant, prune = compression_configs(s)
     tag, seed = study_tag(s), s["seeds"][0]
     return [StudyPlan(name=f"lab2-{s['profile']}-cas-{mode}-{tag}", objective="lab2", settings=study_settings(s),

@@ -19,7 +19,7 @@ from ..compress import compress
 from ..models import count_parameters
 from .cache import cached_or_run, config_key
 from .plan import RUN_ONLY
-from .space import build_model, sample_architecture
+from .space import build_model, restrict, sample_architecture
 
 MODES = ("none", "compress", "compress+train")
 # Settings that choose what a search tries or where it runs, not what one trial computes (cache key).
@@ -53,6 +53,7 @@ class NASObjective:
         self.quant, self.prune = quant, prune
         self.best_dir = Path(best_dir) if best_dir else None
         self.identity_choices = identity_choices
+        restrict(space)  # checked once here, not at each trial's first suggestion
         self.space = space
         self.cache = None  # a search.cache.ResultCache, set by the worker
         self.use_cache = use_cache  # False: always train (benchmarks)

@@ -48,6 +48,9 @@ class StudyPlan:
     def __post_init__(self):
         if not isinstance(self.n_trials, int) or isinstance(self.n_trials, bool) or self.n_trials < 1:
             raise ValueError(f"study {self.name!r}: n_trials must be an integer >= 1, got {self.n_trials!r}")
+        # workers derive their sampler seeds from it (numpy SeedSequence: non-negative integers only)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"study {self.name!r}: seed must be an integer >= 0, got {self.seed!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"study {self.name!r}: sampler={self.sampler!r}; allowed values are "
                              f"{', '.join(map(repr, SAMPLERS))}")

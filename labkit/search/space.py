@@ -33,10 +33,18 @@ def restrict(space: dict | None) -> dict:
     """The lab's space, or a narrower one (each given field a non-empty subset of the lab's values)."""
     if space is None:
         return dict(SPACE)
+    if not isinstance(space, dict):
+        raise TypeError(f"search space must be a dict of field -> list of choices (fields {list(SPACE)}) or "
+                        f"None, got {space!r}")
     unknown = sorted(set(space) - set(SPACE))
     if unknown:
         raise KeyError(f"search space field(s) {unknown} unknown; allowed: {list(SPACE)}")
     for key, values in space.items():
+        # a scalar (or a string, which iterates) would fail later, deep in Optuna or a worker
+        if not isinstance(values, (list, tuple)):
+            hint = f"; for one value give [{values!r}]" if values in SPACE[key] else ""
+            raise TypeError(f"space[{key!r}] must be a non-empty list of choices from {SPACE[key]}, got "
+                            f"{values!r}{hint}")
         bad = [v for v in values if v not in SPACE[key]]
         if not values or bad:
             raise ValueError(f"space[{key!r}] must be a non-empty subset of {SPACE[key]}, got {values}")

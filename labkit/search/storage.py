@@ -77,6 +77,7 @@ def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_per
     if "://" not in url:
         raise ValueError(f"storage {url!r}: give journal:PATH (one host) or an RDB URL (postgresql://..., "
                          "sqlite:///path.db)")
+    check_rdb_url(url)
     kwargs = {}
     if url.startswith("sqlite"):
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}  # concurrent writers wait, not fail
@@ -86,6 +87,66 @@ def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_per
         return RDBStorage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
                           heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
                           **kwargs)
+
+
+STORAGE_FORMS = ("journal:PATH (one host), sqlite:///PATH (one host; sqlite:////PATH for an absolute path) or "
+                 "postgresql://USER:PASSWORD@HOST/DB (several machines)")
+# SQLAlchemy's own dialects: what an RDB URL can name when SQLAlchemy is not there to ask
+BUILTIN_DIALECTS = ("postgresql", "sqlite", "mysql", "mariadb", "oracle", "mssql")
+
+
+def check_rdb_url(url: str) -> None:
+    """An RDB URL that names a known database, whose driver imports and, for SQLite, whose folder exists
+    and is writable: otherwise one error naming the storage setting and the allowed forms (not a
+    SQLAlchemy traceback from the first connection)."""
+    shown, scheme = shown_url(url), url.split("://", 1)[0]
+    dialect = scheme.split("+", 1)[0]
+    try:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    except ImportError:
+        if dialect not in BUILTIN_DIALECTS:
+            raise ValueError(f"storage {shown!r}: unknown database {dialect!r}; allowed: {STORAGE_FORMS}") from None
+        raise ModuleNotFoundError(f"storage {shown!r}: an RDB storage needs the sqlalchemy package (pip install "
+                                  f"sqlalchemy; 'labkit[postgres]' for PostgreSQL), or use journal:PATH") from None
+    try:
+        dialect_cls = make_url(url).get_dialect()
+    except NoSuchModuleError:
+        raise ValueError(f"storage {shown!r}: unknown database {scheme!r}; allowed: {STORAGE_FORMS}") from None
+    except (ArgumentError, ValueError) as err:
+        raise ValueError(f"storage {shown!r} is not a valid database URL ({err}); allowed: {STORAGE_FORMS}") from None
+    try:
+        dialect_cls.import_dbapi()
+    except ImportError as err:
+        extra = " (pip install 'labkit[postgres]')" if scheme in ("postgresql", "postgresql+psycopg") else ""
+        raise ModuleNotFoundError(f"storage {shown!r}: the {scheme} driver is not installed ({err}){extra}; "
+                                  "or use journal:PATH") from None
+    if dialect == "sqlite":
+        _check_sqlite_path(url, shown)
+
+
+def _check_sqlite_path(url: str, shown: str) -> None:
+    """SQLite creates its file on first use: a missing or read-only folder fails there as 'unable to open
+    database file', which names neither the setting nor the folder."""
+    path = url.split("://", 1)[1].split("?", 1)[0][1:]  # sqlite:///rel.db -> rel.db, sqlite:////abs -> /abs
+    if path in ("", ":memory:"):
+        return
+    db = Path(path).absolute()
+    if db.is_dir():
+        raise ValueError(f"storage {shown!r}: {db} is a folder; give the database file, e.g. sqlite:///{db}/lab2.db")
+    folder = db.parent
+    if not folder.is_dir():
+        raise ValueError(f"storage {shown!r}: the database's folder {folder} does not exist (create it first); "
+                         f"allowed: {STORAGE_FORMS}")
+    try:  # a real write (os.access says yes to root on /proc), also where SQLite puts its journal
+        import tempfile
+
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        raise ValueError(f"storage {shown!r}: the database's folder {folder} is not writable (a test file "
+                         f"there: {err.strerror or err}); allowed: {STORAGE_FORMS}") from None
+    if db.exists() and not os.access(db, os.W_OK):
+        raise ValueError(f"storage {shown!r}: the database file {db} is read-only; allowed: {STORAGE_FORMS}")
 
 
 def is_journal(storage) -> bool:

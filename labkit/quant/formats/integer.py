@@ -5,8 +5,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ._util import why_not_bf16
-from .base import NumberFormat, check_int, register
+from ._util import check_range, why_not_bf16
+from .base import NumberFormat, register
+
+# Bounds that keep every value of the format, and every scale 2^+-frac_width, a normal float32 number:
+# |k| / 2^f <= 2^(63+64) = 2^127 < float32's max (~2^128) and the finest step 2^-64 > 2^-126 (its smallest
+# normal), so the float32 path (width <= 24) neither overflows nor flushes the grid to zero, and 64 bits is
+# the widest integer a tensor holds. Beyond them the forward overflowed (OverflowError, inf or NaN).
+MAX_WIDTH = 64
+MAX_FRAC_WIDTH = 64
 
 
 @register
@@ -23,8 +30,9 @@ class IntegerFormat(NumberFormat):
     frac_width: int = 4
 
     def validate(self):
-        check_int("integer", "width", self.width, minimum=1)
-        check_int("integer", "frac_width", self.frac_width)
+        check_range("integer", "width", self.width, 1, MAX_WIDTH)
+        check_range("integer", "frac_width", self.frac_width, -MAX_FRAC_WIDTH, MAX_FRAC_WIDTH,
+                    why="the value grid 2^-frac_width must stay inside float32's range")
 
     @property
     def bounds(self) -> tuple[float, float]:
