@@ -101,3 +101,53 @@ def test_drawn_from_names_commits_and_devices_or_says_they_were_not_recorded():
     assert "f86ba3e (3)" in text and "NVIDIA H100 (3)" in text and "not recorded" not in text
     text = lab2.drawn_from({"trials": 2, "commits": {sha: 2}, "devices": {"unrecorded": 2}, "hosts": {"h": 2}})
     assert "hosts h (2) (device not recorded" in text
+
+
+def _study_with_workers(records: list[dict | None]):
+    """An in-memory study with one completed trial per worker record (None: a trial that recorded none)."""
+    import optuna
+    from labkit.search.storage import WORKER_ATTR
+    study = optuna.create_study(direction="maximize")
+    for i, who in enumerate(records):
+        study.add_trial(optuna.trial.create_trial(value=0.5 + i / 100, user_attrs={WORKER_ATTR: who} if who else {}))
+    return study
+
+
+def test_how_trials_ran_counts_worker_processes_hosts_and_devices_from_the_trials():
+    from labkit.search import trial_provenance
+    boot = {"host": "gpu-a", "boot": "b1"}
+    records = ([{**boot, "pid": 100 + w, "worker": w, "device": "NVIDIA H100"} for w in range(8)] * 2  # 2 each
+               + [{**boot, "pid": 100, "worker": 0, "boot": "b2"}]  # same pid after a reboot: another process
+               + [{"host": "gpu-b", "boot": "c", "pid": 100, "worker": 11}]  # same pid on another host
+               + [None])
+    prov = trial_provenance([_study_with_workers(records)])
+    assert prov["trials"] == 19 and prov["processes"] == 10 and prov["boots"] == 3 and prov["unclaimed"] == 1
+    assert prov["worker_ids"] == [0, 1, 2, 3, 4, 5, 6, 7, 11]
+    text = lab2.how_trials_ran(prov)
+    assert text.startswith("The 19 completed trials ran in 10 worker processes (worker ids 0-7, 11) on 2 hosts "
+                           "(gpu-a: 17 trials, gpu-b: 1 trial, over 3 boots)"), text
+    assert "devices: NVIDIA H100 (16 trials), device not recorded (3 trials)" in text
+    assert text.endswith("; 1 trial recorded no worker.")
+
+
+def test_how_trials_ran_in_one_process_and_with_no_records():
+    from labkit.search import trial_provenance
+    one = lab2.how_trials_ran(trial_provenance([_study_with_workers(
+        [{"host": "h", "boot": "b", "pid": 7, "worker": 0, "device": "cpu"}] * 3)]))
+    assert one == ("The 3 completed trials ran in 1 worker process (worker id 0) on 1 host (h: 3 trials); "
+                   "devices: cpu (3 trials).")
+    assert "none of which recorded the worker" in lab2.how_trials_ran(trial_provenance([_study_with_workers([None])]))
+    assert lab2.how_trials_ran(trial_provenance([])) == "No trial has completed yet."
+
+
+def test_studies_header_says_how_the_trials_ran_not_how_many_workers_drew_the_figures():
+    from labkit.profiles import lab_settings
+    from labkit.search import trial_provenance
+    s = lab_settings("lab2", "smoke", workers=1)  # the drawing process: one worker
+    records = [{"host": "vm", "boot": "b", "pid": 200 + w, "worker": w} for w in range(12)]
+    text = lab2.studies_header("journal:figures/lab2/studies.journal", "abcd1234",
+                               trial_provenance([_study_with_workers(records)]), s)
+    assert "ran in 12 worker processes (worker ids 0-11)" in text and "process(es)" not in text
+    assert text.startswith(f"Studies in `journal:figures/lab2/studies.journal` (tag `abcd1234`); {s['trials']} "
+                           f"trials per sampler and seed, seeds {s['seeds']}. Search space narrowed")
+    assert "device not recorded (12 trials)" in text

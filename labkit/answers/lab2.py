@@ -119,3 +119,56 @@ def drawn_from(prov: dict) -> str:
             f"{tally(prov['commits'], short=True)}, on " + (f"{tally(devices)}" if devices else "")
             + (f"{' and ' if devices else ''}hosts {tally(prov['hosts'])} (device not recorded by those trials)"
                if prov["devices"].get("unrecorded") else "") + ".")
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def _id_ranges(ids: list[int]) -> str:
+    """Sorted ints as runs: [0, 1, 2, 3, 5, 8, 9] -> '0-3, 5, 8-9'."""
+    runs = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def how_trials_ran(prov: dict) -> str:
+    """How the completed trials ran, from their worker records (``search.trial_provenance``): worker
+    processes, worker ids, hosts and devices. Never the worker count of the process that draws the
+    figures, which in a report-only run ran no trial at all."""
+    n = prov["trials"]
+    if not n:
+        return "No trial has completed yet."
+    if not prov["processes"]:
+        return f"{_plural(n, 'completed trial')}, none of which recorded the worker that ran it."
+    ids = prov["worker_ids"]
+    text = (f"The {_plural(n, 'completed trial')} ran in "
+            f"{_plural(prov['processes'], 'worker process', 'worker processes')}"
+            + (f" (worker {'id' if len(ids) == 1 else 'ids'} {_id_ranges(ids)})" if ids else ""))
+    hosts = {h: c for h, c in prov["hosts"].items() if h != "unrecorded"}
+    # fresh machines can share a host name ("vm"): their boots tell them apart
+    boots = f", over {prov['boots']} boots" if prov.get("boots", 1) > len(hosts) else ""
+    per_host = ", ".join(f"{h}: {_plural(c, 'trial')}" for h, c in hosts.items())
+    text += f" on {_plural(len(hosts), 'host')} ({per_host}{boots})"
+    devices = [f"{d} ({_plural(c, 'trial')})" for d, c in prov["devices"].items() if d != "unrecorded"]
+    if prov["devices"].get("unrecorded"):  # trials stored before workers recorded their device
+        devices.append(f"device not recorded ({_plural(prov['devices']['unrecorded'], 'trial')})")
+    text += "; devices: " + ", ".join(devices)
+    if prov["unclaimed"]:
+        text += f"; {_plural(prov['unclaimed'], 'trial')} recorded no worker"
+    return text + "."
+
+
+def studies_header(storage: str, tag: str, prov: dict, s: dict) -> str:
+    """The answers' opening line: where the studies are, the plan (trials per search, seeds, space) and
+    how their trials ran (``how_trials_ran`` of ``search.trial_provenance`` over every study)."""
+    from ..search.space import restrict
+
+    space = ("Search space: the lab's full space." if s["space"] is None else
+             f"Search space narrowed by this profile to {restrict(s['space'])}.")
+    return (f"Studies in `{storage}` (tag `{tag}`); {s['trials']} trials per sampler and seed, seeds {s['seeds']}. "
+            f"{space} {how_trials_ran(prov)}")

@@ -40,17 +40,29 @@ def bands(curves: dict[str, list[list[float]]]) -> dict[str, dict]:
 
 
 def trial_provenance(studies) -> dict:
-    """Which code and machines ran the completed trials of ``studies`` (a resumed study can mix them), and
-    their per-trial wall time: the figure's own provenance names only the process that drew it."""
+    """Which code, machines and worker processes ran the completed trials of ``studies`` (a resumed study
+    can mix them), and their per-trial wall time: the figure's own provenance names only the process that
+    drew it. ``processes``: distinct (host, boot, pid) of the trials' worker records; ``boots``: distinct
+    (host, boot) (fresh machines may share a host name); ``worker_ids``: the distinct worker ids;
+    ``unclaimed``: trials without a worker record."""
     from .storage import WORKER_ATTR
 
     commits, hosts, devices, seconds = {}, {}, {}, []
+    processes, worker_ids, unclaimed = set(), set(), 0
     for study in studies:
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            who = t.user_attrs.get(WORKER_ATTR, {})
+            who = t.user_attrs.get(WORKER_ATTR) or {}
             for tally, key in ((commits, "commit"), (hosts, "host"), (devices, "device")):
                 tally[who.get(key) or "unrecorded"] = tally.get(who.get(key) or "unrecorded", 0) + 1
+            if who.get("pid") is not None:  # one process: a pid alone repeats across boots and hosts
+                processes.add((who.get("host"), who.get("boot"), who["pid"]))
+            else:
+                unclaimed += 1
+            if who.get("worker") is not None:
+                worker_ids.add(who["worker"])
             if t.datetime_start and t.datetime_complete:
                 seconds.append((t.datetime_complete - t.datetime_start).total_seconds())
     return {"commits": commits, "hosts": hosts, "devices": devices, "trials": len(seconds),
+            "processes": len(processes), "boots": len({(h, b) for h, b, _ in processes}),
+            "worker_ids": sorted(worker_ids), "unclaimed": unclaimed,
             "trial_seconds_mean": float(np.mean(seconds)) if seconds else None}
