@@ -45,11 +45,7 @@ S = lab_settings("lab2", PROFILE, **OVERRIDES)
 print(S)
 print("device:", provenance()["device"])
 storage = S["storage"] or lab2.default_storage(S)
-workers = search.resolve_workers(S["workers"] or "auto")
-say(f"Studies in `{search.storage.shown_url(storage)}` (tag `{lab2.study_tag(S)}`), {workers} worker process(es)"
-    + (" under CUDA MPS" if S["mps"] else "") + f"; {S['trials']} trials per sampler and seed, seeds {S['seeds']}. "
-    + ("Search space: the lab's full space." if S["space"] is None else
-       f"Search space narrowed by this profile to {search.space.restrict(S['space'])}."))
+workers = S["workers"] or "auto"  # auto: sized by run_studies to the GPUs' free memory (1 on a CPU)
 
 # %% [markdown]
 # ## Task 1: Random vs Grid vs TPE
@@ -114,6 +110,10 @@ comp_curves = {label: search.best_so_far(st, limit=S["compression_trials"]) for 
 comp_best = {label: max(c) for label, c in comp_curves.items()}
 comp_done = {label: len(c) for label, c in comp_curves.items()}
 task2_from = search.trial_provenance(comp.values())
+# how the trials ran, from their own records (worker processes, hosts, devices), not this process's count
+say(answers.studies_header(search.storage.shown_url(storage), lab2.study_tag(S),
+                           search.trial_provenance([*task1.values(), *task2.values()]), S)
+    + (" Workers ran under CUDA MPS in this run." if S["mps"] and not S["report_only"] else ""))
 say(answers.shortfall(comp_done, S["compression_trials"]))
 effects = {"compression, no post-training": answers.within_trial(comp_trials["compressed"], "accuracy_compressed"),
            "post-training after compression": answers.within_trial(
@@ -154,6 +154,6 @@ if S["report_only"]:
         f"on average in Task 1 and {task2_from['trial_seconds_mean']:.0f} s in Task 2 with the workers sharing the "
         f"device; {cached} of {trials_run} trials reused a cached result.")
 else:
-    say(f"- **Cost.** Task 1 took {task1_seconds / 60:.1f} min and Task 2 {task2_seconds / 60:.1f} min here with "
-        f"{workers} worker(s) (a resumed run counts only what was left); {cached} of {trials_run} trials reused a "
-        "cached result.")
+    say(f"- **Cost.** Task 1 took {task1_seconds / 60:.1f} min and Task 2 {task2_seconds / 60:.1f} min here (a "
+        f"resumed run counts only what was left; the header says which workers ran the trials); {cached} of "
+        f"{trials_run} trials reused a cached result.")

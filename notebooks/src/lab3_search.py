@@ -31,6 +31,7 @@ import optuna
 
 from labkit import recipes, search, train
 from labkit.answers import lab3 as answers
+from labkit.answers.lab2 import how_trials_ran
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
@@ -45,10 +46,11 @@ base, sft = recipes.finetuned_model(S, dl)  # cached after part 1; workers load 
 fp32 = train.evaluate(base, dl.test, device=S["device"], progress=False)["accuracy"]
 layers = search.precision.linear_layers(base)
 storage = S["storage"] or lab3.default_storage(S)
-workers = search.resolve_workers(S["workers"] or "auto")
+workers = S["workers"] or "auto"  # auto: sized by run_studies to the GPUs' free memory (1 on a CPU)
 n_test = dl.sizes["test"]
-say(f"Base: the SFT model, fp32 accuracy **{fp32:.4f}** on {n_test:,} test reviews; {len(layers)} Linear layers "
-    f"searched. Studies in `{search.storage.shown_url(storage)}` (tag `{lab3.study_tag(S)}`), {workers} worker process(es).")
+say(f"Base: the SFT model (weights sha256 `{sft['sft_digest'][:12]}`), fp32 accuracy **{fp32:.4f}** on {n_test:,} test "
+    f"reviews; {len(layers)} Linear layers searched. Studies in `{search.storage.shown_url(storage)}` (tag "
+    f"`{lab3.study_tag(S)}`).")
 
 # %% [markdown]
 # ## The searches
@@ -59,6 +61,8 @@ say(f"Base: the SFT model, fp32 accuracy **{fp32:.4f}** on {n_test:,} test revie
 # %%
 start = time.time()
 plans = lab3.phase1_plans(S, layers)
+if not S["report_only"]:  # stored trials of another SFT model (retrained on another machine) never mix in
+    lab3.check_same_sft(list(plans.values()), storage, sft["sft_digest"])
 done = search.run_studies(list(plans.values()), storage=storage, workers=workers, desc="Lab 3 search", mps=S["mps"],
                            report_only=S["report_only"])
 studies = {role: done[p.name] for role, p in plans.items()}
@@ -194,4 +198,5 @@ say("- **Pareto front.** " + answers.pareto_answer(front, uniform, qat, fp32, n_
 trials = sum(len(st.trials) for st in list(studies.values()) + [qat_study])
 cached = sum(bool(t.user_attrs.get("cached")) for st in list(studies.values()) + [qat_study] for t in st.trials)
 say(f"- **Cost of the search.** {search_seconds / 60:.1f} min for the searches and {qat_seconds / 60:.1f} min for "
-    f"the QAT here, with {workers} worker(s); {cached} of {trials} trials reused a measured configuration.")
+    f"the QAT here (a resumed run counts only what was left); {cached} of {trials} trials reused a measured "
+    "configuration. " + how_trials_ran(search.trial_provenance(list(studies.values()) + [qat_study])))
