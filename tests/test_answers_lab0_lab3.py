@@ -46,8 +46,11 @@ def test_shown_path_is_never_absolute(tmp_path, monkeypatch):
     assert measured.shown_path(tmp_path / "elsewhere" / "x.svg") == "x.svg"
 
 
+DATA = ROOT / "tests" / "data"  # frozen copies of earlier committed results (H200, commit not recorded)
+
+
 def test_header_names_device_and_quotes_a_missing_commit():
-    p = stored("lab0", "accuracy")
+    p = json.loads((DATA / "h200_lab0_accuracy.json").read_text())
     head = measured.header("T", {"figures/lab0/accuracy.json": p}, "how")
     assert "NVIDIA H200" in head and "commit not recorded (`git_commit` is null)" in head
     assert p["provenance"]["commit_note"] in head
@@ -63,17 +66,30 @@ def test_lab0_renders_from_the_committed_json():
     path, text = lab0.render_lab0("full")
     assert path == FIG / "lab0" / "answers.md"
     no_machine_path(text)
-    assert "re-rendered from the stored numbers" in text and "NVIDIA H200" in text
-    assert stored("lab0", "accuracy")["provenance"]["commit_note"] in text
+    prov, num = stored("lab0", "accuracy")["provenance"], stored("lab0", "accuracy")["numbers"]
+    assert "re-rendered from the stored numbers" in text and prov["device"] in text
+    assert (f"commit `{prov['git_commit'][:12]}`" if prov.get("git_commit") else prov["commit_note"]) in text
     # the committed SVGs exist, so the answers say they are rendered and name them from the project root
     assert "not installed" not in text and "The graphs are rendered" in text
     for stem in ("graph_ids_mask_labels", "graph_ids_mask", "graph_ids_only"):
         assert f"`figures/lab0/{stem}.svg`" in text
     # LoRA's training stated, and the comparison carries its standard error
     assert "starts from the SFT model" in text and "20x SFT's learning rate" in text
-    assert "LoRA minus SFT: +0.0038" in text and "one test-set standard error is 0.0022" in text
-    assert "1.7 SE: more than one standard error but within two" in text
-    # what the committed JSON lacks is said, not invented
+    diff = num["lora"]["accuracy"] - num["sft"]["accuracy"]
+    se = math.sqrt(num["sft"]["accuracy"] * (1 - num["sft"]["accuracy"]) / num["sft"]["n"])
+    assert f"LoRA minus SFT: {diff:+.4f}" in text and f"one test-set standard error is {se:.4f}" in text
+    assert f"{abs(diff) / se:.1f} SE" in text
+    # what the JSON holds is stated, what it lacks is said, not invented
+    if num.get("dropout_removed") is None:
+        assert "the dropout-removal check" in text and "equal the eval-mode model" not in text
+    else:
+        assert "equal the eval-mode model" in text
+
+
+def test_lab0_says_what_an_older_json_lacks(monkeypatch):
+    old = json.loads((DATA / "h200_lab0_accuracy.json").read_text())
+    text = lab0.render({"accuracy": old})
+    assert "LoRA minus SFT: +0.0038" in text and "1.7 SE: more than one standard error but within two" in text
     assert "the dropout-removal check" in text and "equal the eval-mode model" not in text
 
 
@@ -95,7 +111,8 @@ def test_lab0_lora_verdict_follows_the_numbers():
     assert "within one standard error: no difference" in lab0.sft_vs_lora(0.864, 0.865, n)
     p = doctored_lab0(lora={**stored("lab0", "accuracy")["numbers"]["lora"], "accuracy": 0.8800})
     text = lab0.render({"accuracy": p})
-    assert "LoRA minus SFT: +0.0160" in text and "a measurable gain" in text
+    diff = 0.8800 - p["numbers"]["sft"]["accuracy"]
+    assert f"LoRA minus SFT: {diff:+.4f}" in text and "a measurable gain" in text
     assert "but within two" not in text
 
 

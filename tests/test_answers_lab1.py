@@ -9,12 +9,21 @@ FIG = Path(__file__).resolve().parent.parent / "figures" / "lab1"
 S = {"qat_epochs": 0.5, "prune_epochs": 0.5, "finetune_lr": 5e-5, "prune_scope": "local"}
 
 
+DATA = Path(__file__).resolve().parent / "data"
+
+
 def _numbers(name):
     return json.loads((FIG / f"{name}.json").read_text())["numbers"]
 
 
+def _h200(name):
+    """An earlier committed result (H200, no equal-training control, no predicted-class shares): the case
+    where the answers must say what was not measured."""
+    return json.loads((DATA / f"h200_lab1_{name}.json").read_text())["numbers"]
+
+
 def test_quantization_without_a_control_says_so_and_names_the_base():
-    text = " ".join(lab1.quantization(_numbers("quantization"), S))
+    text = " ".join(lab1.quantization(_h200("quantization"), S))
     assert "No equal-training fp32 control" in text and "LoRA model" in text
     assert "int8 PTQ scores 0.8584" in text
 
@@ -37,7 +46,7 @@ def test_chance_explained_by_a_constant_answer_only_when_the_shares_say_so():
 
 
 def test_pruning_answers_follow_the_numbers():
-    p = copy.deepcopy(_numbers("pruning"))
+    p = copy.deepcopy(_h200("pruning"))
     text = " ".join(lab1.pruning(p, S))
     assert "Random pruning sits at 0.5002 from sparsity 0.3 up" in text
     assert "L1 at 0.8 falls from 0.5377 to 0.5000" in text and "did not record the share" in text
