@@ -34,7 +34,6 @@ def fmt_id(case):
 
 @pytest.mark.parametrize("name,params,why", [
     ("integer", dict(width=10, frac_width=4), "9 significant bits, bf16 has 8"),
-    ("integer", dict(width=8, frac_width=140), "steps of 2^-140, finer than bf16's smallest 2^-133"),
     ("minifloat_ieee", dict(width=10, exponent_width=1), "9 significant bits"),
     ("minifloat_ieee", dict(width=16, exponent_width=8), "exceeds bf16's"),
     ("minifloat_denorm", dict(width=11, exponent_width=1), "9 significant bits"),
