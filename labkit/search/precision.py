@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import time
 import warnings
+import weakref
 from pathlib import Path
 
 import optuna
@@ -142,7 +143,7 @@ class PrecisionObjective:
             raise ValueError(f"lam={lam!r}: must be a number >= 0 (accuracy per average weight bit)")
         self.dl, self.s, self.base = dl, s, base
         # the SFT weights' digest: measurements of another SFT model (retrained elsewhere) never count here
-        self.sft_digest = recipes.state_digest(base.state_dict())
+        self.sft_digest = _digest(base)
         self.formats, self.objective, self.lam, self.mode = check_formats(formats), objective, lam, mode
         self.layers = linear_layers(base)
         self.cache = None  # set by the worker
@@ -192,6 +193,14 @@ class PrecisionObjective:
 
 
 _BASE: dict[str, torch.nn.Module] = {}
+_DIGESTS: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
+
+
+def _digest(base: torch.nn.Module) -> str:
+    """The base model's weights digest, hashed once per model (a worker builds an objective per study)."""
+    if base not in _DIGESTS:
+        _DIGESTS[base] = recipes.state_digest(base.state_dict())
+    return _DIGESTS[base]
 
 
 def lab3_objective(settings: dict, **options) -> PrecisionObjective:
