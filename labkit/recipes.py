@@ -114,7 +114,10 @@ def state_digest(state_dict: dict) -> str:
 
 def checkpoint_digest(path) -> str:
     """The weights digest of a cached SFT checkpoint (stored at save time; computed for older files)."""
-    saved = torch.load(path, map_location="cpu", weights_only=True)
+    return _saved_digest(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def _saved_digest(saved: dict) -> str:
     return saved.get("digest") or state_digest(saved["state_dict"])
 
 
@@ -149,7 +152,7 @@ def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False) -
     if path.is_file() and not retrain:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(saved["state_dict"])
-        digest = saved.get("digest") or state_digest(saved["state_dict"])
+        digest = _saved_digest(saved)
         if saved.get("test_key") == _test_key(s):
             return model, {**saved["metrics"], "sft_digest": digest, "cached": str(path)}
         # the checkpoint is shared by labs whose test sets differ (Lab 1 quick tests on 500 reviews, Lab 0

@@ -286,17 +286,18 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
         moved = _set_aside(step, call)
         print(f"[regen] {step.notebook}: its stored trials were measured on another SFT model; moved them to "
               f"{moved} and starting over", flush=True)
-        state.setdefault("warnings", []).append(f"{call}: {step.notebook} restarted (stored trials from another "
-                                                f"SFT model, moved to {moved.name})")
+        with _STATE_LOCK:
+            state.setdefault("warnings", []).append(f"{call}: {step.notebook} restarted (stored trials from another "
+                                                    f"SFT model, moved to {moved.name})")
         more, spent = runner(step, deadline - time.monotonic(), log)
         status, seconds = more, seconds + spent
     if status == "done" and step.search:
         _publish_journal(step)
-    entry = state["steps"].setdefault(step.notebook, {"runs": []})
-    entry["runs"].append({"call": call, "status": status, "seconds": round(seconds, 1), "commit": commit,
-                          **({"side_by_side": True} if parallel else {})})
-    entry["status"] = status if status == "done" else ("partial" if step.resumable else status)
-    with _STATE_LOCK:
+    with _STATE_LOCK:  # side-by-side steps share the state: never one saving while another changes it
+        entry = state["steps"].setdefault(step.notebook, {"runs": []})
+        entry["runs"].append({"call": call, "status": status, "seconds": round(seconds, 1), "commit": commit,
+                              **({"side_by_side": True} if parallel else {})})
+        entry["status"] = status if status == "done" else ("partial" if step.resumable else status)
         for warning in record_sft(state, call):
             print(f"[regen] WARNING: {warning}", flush=True)
             state.setdefault("warnings", []).append(warning)

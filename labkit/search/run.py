@@ -72,12 +72,16 @@ def free_gpu_memory() -> list[int]:
     return [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
 
 
+def check_workers(workers) -> None:
+    if workers != "auto" and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers={workers!r}: allowed values are 'auto' or an integer >= 1")
+
+
 def resolve_workers(workers: int | str = "auto", per_gpu: int = WORKERS_PER_GPU, plans=None) -> int:
     """``auto``: ``per_gpu`` per visible GPU, as many as its free memory holds at ``worker_gib(plans)``
     each (``labkit.search.run.WORKER_GIB``); 1 on a CPU-only machine (its cores are one trial's). A
     number is taken as given, with a warning where the GPUs' free memory holds fewer such workers."""
-    if workers != "auto" and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers={workers!r}: allowed values are 'auto' or an integer >= 1")
+    check_workers(workers)
     gpus = visible_gpus()
     if not gpus:
         return 1 if workers == "auto" else workers
@@ -168,8 +172,7 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     store = make_storage(url)
     if report_only:
         return stored_studies(plans, store)
-    if workers != "auto" and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers={workers!r}: allowed values are 'auto' or an integer >= 1")
+    check_workers(workers)
     if objectives and workers not in ("auto", 1):
         raise ValueError("in-process objectives run with workers=1; give plans (registered objectives) for more")
     # more than one: resolved once the launcher has handed its GPU memory back (sized to what is free)
