@@ -14,12 +14,16 @@ format (e.g. an unquantized input) are cast to bf16 as autocast casts any Linear
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from .formats.base import NumberFormat, Quantizer
 
 MODES = ("fp32", "bf16")
 _COMPILED: dict = {}
+_VALUES: dict = {}  # format -> compiled quantize_values (inference: no STE mask); None: runs eagerly
+FALLBACKS: dict = {}  # format description -> why its compiled inference path is not used
 _REASONS: dict = {}  # (role, format, quantizer type) -> why not bf16; asked on every forward
 
 
@@ -81,6 +85,57 @@ def fake_quantize_bf16(fmt: NumberFormat, x: torch.Tensor, compile: bool = True)
     if not (torch.is_grad_enabled() and x.requires_grad):
         return _run(fmt, fn, x)[0]
     return _FusedFakeQuant.apply(x, fmt, fn)
+
+
+def values_fn(fmt: NumberFormat):
+    """``x -> fmt.quantize_values(x)`` compiled once per format (rows dynamic): the inference path."""
+    if _VALUES.get(fmt) is None:
+        def quant_values(x):
+            return fmt.quantize_values(x)
+
+        quant_values.__code__ = quant_values.__code__.replace(co_name=f"quant_values_{len(_VALUES)}")
+        # dynamic=None, rows marked dynamic: the format's ints stay constants (with dynamic=True dynamo made
+        # them symbolic and a float64 integer format's bound 2^31 overflowed); one graph per last dimension
+        _VALUES[fmt] = torch.compile(quant_values, dynamic=None)
+    return _VALUES[fmt]
+
+
+def quantize_values(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) -> torch.Tensor:
+    """``fmt.quantize_values(x)``, the same bits, in one compiled pass where ``compile`` (eager otherwise):
+    a fake quantization whose gradient nobody needs (evaluation, PTQ) skips the STE and its extra passes.
+
+    The first call per format checks the compiled result against the eager reference on its own input;
+    a format whose compilation fails or differs runs eagerly from then on, with a warning saying so.
+    """
+    if not compile or x.numel() == 0 or _VALUES.get(fmt, True) is None:
+        return fmt.quantize_values(x)
+    rows = x.detach().reshape(-1, x.shape[-1]) if x.dim() else x.detach().reshape(1, 1)
+    if rows.shape[0] > 1:
+        torch._dynamo.mark_dynamic(rows, 0)
+    if fmt in _VALUES:
+        return _VALUES[fmt](rows).reshape(x.shape)
+    want = fmt.quantize_values(rows)
+    try:
+        got, why = values_fn(fmt)(rows), None
+        if not same_bits(got, want):
+            why = f"differs from the reference in {int((got != want).sum())} of {want.numel()} values"
+    except Exception as err:  # an inductor bug for one format must not stop a search: eager is exact
+        why = f"failed to compile ({type(err).__name__}: {str(err).strip().splitlines()[0][:200]})"
+    if why:
+        _VALUES[fmt] = None
+        FALLBACKS[fmt.describe()] = why
+        warnings.warn(f"compiled fake quantization of {fmt.describe()} on {x.device.type} {why}; that format "
+                      "runs eagerly here (the same values, more passes)", RuntimeWarning, stacklevel=2)
+    return want.reshape(x.shape)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, dtypes and zero signs, NaN where the other is NaN."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    nan = torch.isnan(a)
+    return bool(torch.equal(nan, torch.isnan(b)) and torch.equal(torch.where(nan, 0, a), torch.where(nan, 0, b))
+                and torch.equal(torch.signbit(a), torch.signbit(b)))
 
 
 def why_not(layer) -> str | None:

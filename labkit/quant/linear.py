@@ -6,6 +6,10 @@ one, and pruning and LoRA still recognise it.
 Under autocast it computes in fp32 (``qat_matmul="fp32"``, the reference), or, with ``qat_matmul="bf16"``
 and bf16 autocast, in bf16 where its formats are exact in bf16 (``labkit.quant.fast``; ``qat_path()`` says
 which path runs and why).
+
+A forward that needs no gradient (evaluation, PTQ) fake-quantizes the weight and bias once per weight
+version, not once per batch, and, on CUDA, the input in one compiled pass of the format's own formula
+(``fast.quantize_values``: the same bits; ``compile=False`` keeps every pass eager).
 """
 from __future__ import annotations
 
@@ -78,16 +82,47 @@ class QuantLinear(torch.nn.Linear):
 
         bias = None
         if self.bias is not None:
-            bias = operand(c.bias if self.q_bias is not None else None, self.bias)
-        return F.linear(operand(c.data_in, x), operand(c.weight, self.weight), bias)
+            bias = self._frozen("bias_bf16", self.bias, lambda b: operand(c.bias if self.q_bias is not None else None, b))
+        weight = self._frozen("weight_bf16", self.weight, lambda w: operand(c.weight, w))
+        return F.linear(operand(c.data_in, x), weight, bias)
 
     def _forward(self, x):
         if self.q_data_in is not None:
-            x = self.q_data_in(x)
+            x = self._apply_quantizer(self.q_data_in, x)
         bias = self.bias
         if bias is not None and self.q_bias is not None:
-            bias = self.q_bias(bias)
-        return F.linear(x, self.quantized_weight(), bias)
+            bias = self._frozen("bias", bias, lambda b: self._apply_quantizer(self.q_bias, b))
+        weight = self.weight
+        if self.q_weight is not None:
+            weight = self._frozen("weight", weight, lambda w: self._apply_quantizer(self.q_weight, w))
+        return F.linear(x, weight, bias)
+
+    def _apply_quantizer(self, quantizer, t):
+        if (torch.is_grad_enabled() and t.requires_grad) or not hasattr(quantizer, "inference"):
+            return quantizer(t)  # the STE (or a quantizer with state of its own, e.g. residual sign)
+        return quantizer.inference(t, compile=self.compile and t.is_cuda)
+
+    def _frozen(self, role: str, t: torch.Tensor, fn):
+        """``fn(t)``, computed once per version of ``t`` in eval mode where no gradient is needed (a parameter
+        changes only by an in-place update, which bumps its version, or by a move, which changes its storage;
+        training mode recomputes: a stochastic format draws anew)."""
+        if (torch.is_grad_enabled() and t.requires_grad) or self.training or t.is_inference() or self._has_state():
+            return fn(t)
+        cache = self.__dict__.setdefault("_frozen_cache", {})
+        key = (t._version, t.data_ptr(), t.device, t.dtype, self.qat_matmul, self.compile)
+        if role not in cache or cache[role][0] != key:
+            cache[role] = (key, fn(t))
+        return cache[role][1]
+
+    def _has_state(self) -> bool:
+        """A quantizer with parameters or buffers (learned scales) can change without the weight changing."""
+        quantizers = [q for q in (self.q_data_in, self.q_weight, self.q_bias) if q is not None]
+        return any(next(q.parameters(), None) is not None or next(q.buffers(), None) is not None for q in quantizers)
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_frozen_cache", None)  # derived values: never saved or copied
+        return state
 
     def extra_repr(self):
         mode = f", qat_matmul={self.qat_matmul!r}" if self.qat_matmul != "fp32" else ""

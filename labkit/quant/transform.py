@@ -44,7 +44,8 @@ def quantize(model: torch.nn.Module, config, filter_fn: Callable[[str, torch.nn.
     """Return a model whose selected Linear layers quantize per ``config`` (a copy unless ``inplace``).
 
     Every layer config is parsed and validated before any layer is replaced, so a bad config leaves the
-    model untouched. ``qat_matmul="bf16"``: see ``set_qat_matmul``.
+    model untouched. ``qat_matmul="bf16"``: see ``set_qat_matmul``. ``compile=False``: every fake
+    quantization runs eagerly (the bf16 path's fused one and, on CUDA, the inference path's).
     """
     fast.check_mode(qat_matmul)
     spec = _as_spec(config)
@@ -59,7 +60,7 @@ def quantize(model: torch.nn.Module, config, filter_fn: Callable[[str, torch.nn.
             raise type(err)(f"layer {name!r}: {err.args[0] if err.args else err}") from None
     changed = {}
     for name, module, qcfg in plan:
-        set_submodule(target, name, QuantLinear.from_linear(module, qcfg))
+        set_submodule(target, name, QuantLinear.from_linear(module, qcfg, compile=compile))
         changed[name] = qcfg.describe()
     if qat_matmul != "fp32":
         set_qat_matmul(target, qat_matmul, compile)

@@ -18,7 +18,7 @@ import optuna
 import torch
 
 from .. import recipes, train
-from ..quant import average_bits, make_format, quantize
+from ..quant import QuantLinear, average_bits, fast, make_format, quantize
 from ..quant.study import BINARY, ROLES, flat_config
 from .cache import cached_or_run, config_key
 from .objectives import trial_settings as _lab2_trial_settings
@@ -134,7 +134,7 @@ class PrecisionObjective:
     """
 
     def __init__(self, dl, s: dict, base: torch.nn.Module, formats=("integer",), objective: str = "accuracy",
-                 lam: float = 0.0, mode: str = "ptq"):
+                 lam: float = 0.0, mode: str = "ptq", ptq_matmul: str = "bf16", compile: bool = True):
         if objective not in OBJECTIVES:
             raise ValueError(f"objective={objective!r}: allowed values are {', '.join(map(repr, OBJECTIVES))}")
         if mode not in MODES:
@@ -145,6 +145,10 @@ class PrecisionObjective:
         # the SFT weights' digest: measurements of another SFT model (retrained elsewhere) never count here
         self.sft_digest = _digest(base)
         self.formats, self.objective, self.lam, self.mode = check_formats(formats), objective, lam, mode
+        # PTQ under bf16 autocast (CUDA): layers whose formats are exact in bf16 multiply in bf16, as the
+        # unquantized layers do (labkit.quant.fast); QAT keeps the fp32 reference path
+        self.matmul = fast.check_mode(ptq_matmul) if mode == "ptq" else "fp32"
+        self.compile = compile
         self.layers = linear_layers(base)
         self.cache = None  # set by the worker
 
@@ -158,7 +162,7 @@ class PrecisionObjective:
         config = sample_config(trial, self.layers, self.formats)
         key = config_key({"objective": "lab3", "config": {k: list(v) for k, v in config.items()},
                           "settings": trial_settings(self.s), "mode": self.mode,
-                          "sft": self.sft_digest})
+                          "sft": self.sft_digest, **({"matmul": self.matmul} if self.matmul != "fp32" else {})})
         return cached_or_run(trial, self.cache, key, lambda: self._measure(trial, config), from_attrs=self.value)
 
     def _measure(self, trial: optuna.Trial, config: dict):
@@ -170,15 +174,22 @@ class PrecisionObjective:
 
     def _measure_quietly(self, trial: optuna.Trial, config: dict):
         start = time.perf_counter()
-        model = quantize(copy.deepcopy(self.base), selection(config), inplace=True).model
+        with warnings.catch_warnings():  # which layers keep fp32 is recorded below, per trial
+            warnings.filterwarnings("ignore", message="qat_matmul='bf16'", category=UserWarning)
+            model = quantize(copy.deepcopy(self.base), selection(config), inplace=True, qat_matmul=self.matmul,
+                             compile=self.compile).model
         for layer, (name, params) in config.items():  # what was built must be what was sampled
             built = model.get_submodule(layer).config.weight
             if built != make_format(name, **params):
                 raise RuntimeError(f"{layer}: sampled {name} {params} but the model holds {built}")
         bits = average_bits(model)
         attrs = {"weight_bits": bits["weight_bits"], "data_in_bits": bits["data_in_bits"],
-                 "formats": format_counts(config), "n_test": self.dl.sizes["test"], "sft_digest": self.sft_digest}
+                 "formats": format_counts(config), "n_test": self.dl.sizes["test"], "sft_digest": self.sft_digest,
+                 "bf16_layers": 0}
         dev = self.s["device"]
+        if train.pick_device(dev).type == "cuda":  # bf16 autocast there: the layers that multiply in bf16
+            attrs["bf16_layers"] = sum(isinstance(m, QuantLinear) and m.qat_matmul == "bf16" and fast.why_not(m) is None
+                                       for m in model.modules())
         attrs["accuracy_ptq"] = train.evaluate(model, self.dl.test, device=dev, progress=False)["accuracy"]
         attrs["accuracy"] = attrs["accuracy_ptq"]
         if self.mode == "qat":

@@ -126,7 +126,9 @@ def launch(plans: list[StudyPlan], url: str, workers: int, log_dir: Path, first_
     procs = []
     for i in range(first_worker, first_worker + workers):
         env = {**os.environ, **(extra_env or {}), "OMP_NUM_THREADS": str(threads),
-               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+               # inductor's compile pool would start a process per core in every worker: compile inline
+               "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
         log = log_dir / f"worker{i}.log"

@@ -119,5 +119,11 @@ class Quantizer(torch.nn.Module):
     def forward(self, x):
         return self.fmt.fake_quantize(x)
 
+    def inference(self, x, compile: bool = False):
+        """``forward(x)``'s values when no gradient is needed; ``compile``: in one compiled pass (same bits)."""
+        from ..fast import quantize_values  # fast imports this module
+
+        return quantize_values(self.fmt, x, compile)
+
     def extra_repr(self):
         return self.fmt.describe()

@@ -68,6 +68,11 @@ class _BinaryQuantizer(Quantizer):
             return dataclasses.replace(self.fmt, stochastic=False).fake_quantize(x)
         return self.fmt.fake_quantize(x)
 
+    def inference(self, x, compile: bool = False):
+        if self.fmt.stochastic:  # random while training, another format in eval mode: the module's own forward
+            return self(x)
+        return super().inference(x, compile)
+
 
 @register
 @dataclass(frozen=True)

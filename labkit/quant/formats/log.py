@@ -105,6 +105,14 @@ class LogQuantizer(Quantizer):
         self.checked = False
 
     def forward(self, x):
+        self._check(x)
+        return super().forward(x)
+
+    def inference(self, x, compile: bool = False):
+        self._check(x)
+        return super().inference(x, compile)
+
+    def _check(self, x):
         if not self.checked:
             self.checked = True
             with torch.no_grad():
@@ -115,5 +123,4 @@ class LogQuantizer(Quantizer):
             if share > COLLAPSE_WARN_FRACTION:
                 warnings.warn(f"{self.fmt.describe()}: {share:.0%} of the non-zero inputs flush to zero or "
                               f"saturate (range 2^{self.fmt.emin} .. 2^{self.fmt.emax}); set exponent_bias, "
-                              "e.g. LogFormat.bias_for(width, max|x|)", RuntimeWarning, stacklevel=2)
-        return super().forward(x)
+                              "e.g. LogFormat.bias_for(width, max|x|)", RuntimeWarning, stacklevel=3)

@@ -1,0 +1,113 @@
+"""Lab 3 trial benchmark: one PTQ trial per format family, the fast path against the reference path,
+measured in one run on the Lab 3 model and test set.
+
+A trial is what a Lab 3 search trial does (``PrecisionObjective``): copy the SFT model, quantize every
+Linear in the format at its Lab 3 study setting (8 bits; the fixed formats at their own), evaluate on the
+whole test set. Paths:
+- ``reference``: fp32 matmuls for the quantized layers, every fake quantization eager (several passes);
+- ``fast`` (the search's default): weights quantized once per trial, inputs fake-quantized in one compiled
+  pass per layer (checked against the eager formula on first use), and under bf16 autocast the layers
+  whose formats are exact in bf16 multiply in bf16 (as the unquantized layers do).
+``fast_first`` includes compiling the format; ``fast`` is the same trial again (a search meets each
+format many times). ``unquantized`` evaluates the SFT model itself. Accuracies of both paths are kept:
+they differ only by the bf16 rounding of those layers' outputs.
+
+    python benchmarks/lab3_trial.py [--profile full] [--out benchmarks/lab3_trial.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+from labkit import recipes, train
+from labkit.profiles import lab_settings
+from labkit.quant import fast
+from labkit.quant.study import STUDY_ORDER, study_params
+from labkit.results import provenance
+from labkit.search.precision import FORMAT_SPACE, PrecisionObjective, linear_layers, uniform
+
+
+class Attrs:
+    """Stands in for an Optuna trial: keeps what the objective records."""
+
+    def __init__(self):
+        self.user_attrs = {}
+
+    def set_user_attr(self, k, v):
+        self.user_attrs[k] = v
+
+
+def trial(obj: PrecisionObjective, config) -> dict:
+    t = Attrs()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    obj._measure(t, config)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return {"seconds": time.perf_counter() - start, "accuracy": t.user_attrs["accuracy"],
+            "bf16_layers": t.user_attrs["bf16_layers"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="auto")
+    ap.add_argument("--formats", default=",".join(STUDY_ORDER))
+    ap.add_argument("--out", default="benchmarks/lab3_trial.json")
+    args = ap.parse_args(argv)
+    s = lab_settings("lab3", args.profile)
+    dl = recipes.shared_loaders(s)
+    base, metrics = recipes.finetuned_model(s, dl)
+    layers = linear_layers(base)
+    dev = s["device"]
+    train.evaluate(base, dl.test, device=dev, progress=False)  # warm-up: data on the device, kernels loaded
+    unq = []
+    for _ in range(2):
+        start = time.perf_counter()
+        acc = train.evaluate(base, dl.test, device=dev, progress=False)["accuracy"]
+        unq.append(time.perf_counter() - start)
+    out = {"what": "Lab 3 PTQ trial per format family: reference vs fast path", "profile": s["profile"],
+           "n_test": dl.sizes["test"], "max_len": s.get("max_len"), "layers": len(layers),
+           "sft_digest": metrics["sft_digest"], "unquantized": {"seconds": min(unq), "accuracy": acc},
+           "provenance": provenance(), "rows": []}
+    print(f"unquantized: {min(unq):.3f} s, accuracy {acc:.4f} ({dl.sizes['test']} reviews, {len(layers)} layers)")
+    ref = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), ptq_matmul="fp32", compile=False)
+    quick = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE))
+    for name in args.formats.split(","):
+        params = {k: v for k, v in study_params(name, 8)["weight"].items() if k in FORMAT_SPACE[name]}
+        config = uniform(layers, name, **params)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            row = {"format": name, "params": config[layers[0]][1], "reference": trial(ref, config),
+                   "fast_first": trial(quick, config), "fast": trial(quick, config)}
+        row["fallbacks"] = sorted({str(w.message) for w in caught if "runs eagerly" in str(w.message)})
+        row["speedup"] = row["reference"]["seconds"] / row["fast"]["seconds"]
+        row["vs_unquantized"] = row["fast"]["seconds"] / out["unquantized"]["seconds"]
+        row["accuracy_diff"] = row["fast"]["accuracy"] - row["reference"]["accuracy"]
+        out["rows"].append(row)
+        print(f"{name:22s} reference {row['reference']['seconds']:6.2f} s  fast first {row['fast_first']['seconds']:6.2f} s"
+              f"  fast {row['fast']['seconds']:6.2f} s  ({row['speedup']:.1f}x, {row['vs_unquantized']:.1f}x unquantized)"
+              f"  acc {row['reference']['accuracy']:.4f} -> {row['fast']['accuracy']:.4f}"
+              f"  bf16 layers {row['fast']['bf16_layers']}" + (f"  FALLBACK {row['fallbacks']}" if row["fallbacks"] else ""),
+              flush=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))  # kept as it goes: a cut run keeps its rows
+    fast_s = [r["fast"]["seconds"] for r in out["rows"]]
+    ref_s = [r["reference"]["seconds"] for r in out["rows"]]
+    out["summary"] = {"median_fast_s": statistics.median(fast_s), "median_reference_s": statistics.median(ref_s),
+                      "median_fast_vs_unquantized": statistics.median(r["vs_unquantized"] for r in out["rows"]),
+                      "max_fast_vs_unquantized": max(r["vs_unquantized"] for r in out["rows"]),
+                      "max_abs_accuracy_diff": max(abs(r["accuracy_diff"]) for r in out["rows"]),
+                      "fallbacks": dict(fast.FALLBACKS)}
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps(out["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""The inference path of ``QuantLinear`` (no gradient: evaluation, PTQ) against the reference.
+
+- ``fast.quantize_values`` compiled must give the formats' eager ``quantize_values`` bit for bit, for
+  every Lab 3 format family at its extreme parameters (three shapes: dynamic rows, ragged blocks); on
+  CUDA every family must take the compiled path (on CPU, inductor's C++ code fails for some block formats:
+  those fall back to eager, loudly, and the values are still checked);
+- a layer's quantized weight is computed once per weight version in eval mode and again after any
+  in-place update, move, or training-mode forward; the layer's eval output equals the STE path's.
+"""
+import copy
+import warnings
+
+import pytest
+import torch
+
+from labkit.quant import QuantLinear, make_format
+from labkit.quant import fast
+from labkit.quant.config import LinearQuantConfig
+from labkit.search.precision import FIXED, FORMAT_SPACE, layer_config
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def family_cases():
+    """Each family at its smallest and largest searched parameters (fixed ones at their setting)."""
+    for name, space in FORMAT_SPACE.items():
+        for pick in (0, -1):
+            params = {**FIXED.get(name, {}), **{k: v[pick] for k, v in space.items()}}
+            if "exponent_width" in space:  # the search's cut: the widest exponent the width allows
+                from labkit.search.precision import _effective
+                params = _effective(name, params)
+            yield pytest.param(name, params, id=f"{name}-{'lo' if pick == 0 else 'hi'}")
+            if not space:
+                break
+
+
+def awkward(shape, seed=0):
+    """Magnitudes over 2^-20 .. 2^12, exact zeros, -0.0, ties for the rounding."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g) * 2.0 ** torch.randint(-20, 12, shape, generator=g).float()
+    x.view(-1)[::17] = 0.0
+    x.view(-1)[5::23] = -0.0
+    x.view(-1)[3::29] = 2.5  # a tie at integer steps
+    return x
+
+
+@pytest.mark.parametrize("name,params", list(family_cases()))
+def test_compiled_values_equal_eager(name, params):
+    fmt = make_format(name, **params)
+    if name == "binary_residual_sign":  # learned scales: runs its own module, never this path
+        pytest.skip("not a plain format")
+    for device in DEVICES:
+        for shape in ((6, 64), (3, 5, 40), (9, 40)):  # a ragged last block (40 = 32 + 8), a third dim, more rows
+            x = awkward(shape).to(device)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a fallback is reported below
+                got = fast.quantize_values(fmt, x, compile=True)
+            want = fmt.quantize_values(x)
+            assert fast.same_bits(got, want), f"{fmt.describe()}: {int((got != want).sum())} values differ"
+            assert fast.same_bits(fast.values_fn(fmt)(x.reshape(-1, x.shape[-1])).reshape(x.shape), want) \
+                if fast._VALUES.get(fmt) is not None else True
+        if device == "cuda":  # on the GPU every family must really take the compiled path
+            assert fmt.describe() not in fast.FALLBACKS, fast.FALLBACKS[fmt.describe()]
+
+
+def test_a_compiled_result_that_differs_falls_back_loudly(monkeypatch):
+    fmt = make_format("integer", width=7, frac_width=3)  # a format no other test compiles
+    monkeypatch.setattr(fast, "values_fn", lambda f: (lambda x: f.quantize_values(x) + 1))
+    x = torch.randn(4, 16)
+    with pytest.warns(RuntimeWarning, match=r"integer\(width=7, frac_width=3\).*differs .* runs eagerly"):
+        got = fast.quantize_values(fmt, x)
+    assert torch.equal(got, fmt.quantize_values(x))
+    assert torch.equal(fast.quantize_values(fmt, x * 2), fmt.quantize_values(x * 2))  # eager from now on
+    assert "differs" in fast.FALLBACKS[fmt.describe()]
+
+
+def layer(name="integer", params=None):
+    params = params or {"width": 8, "frac_width": 4}
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(40, 24)
+    return QuantLinear.from_linear(lin, LinearQuantConfig.from_dict(layer_config(name, params)))
+
+
+@pytest.mark.parametrize("name,params", [("integer", {"width": 8, "frac_width": 4}),
+                                         ("block_fp", {"width": 4, "block_size": 16, "exponent_width": 8}),
+                                         ("binary_residual_sign", {"levels": 2})])
+def test_eval_output_equals_ste_path(name, params):
+    q = layer(name, params).eval()
+    x = awkward((7, 40), seed=1) * 2.0 ** -10
+    with torch.no_grad():
+        fast_out = q(x)
+    ref = q(x.clone().requires_grad_())  # grad enabled: the STE path, every pass eager
+    assert torch.equal(fast_out, ref.detach())
+
+
+def test_weight_quantized_once_per_version():
+    q = layer().eval()
+    calls = []
+    inner = q.q_weight.inference
+
+    def counting(t, compile=False):
+        calls.append(t.data_ptr())
+        return inner(t, compile)
+
+    q.q_weight.inference = counting
+    x = torch.randn(3, 40)
+    with torch.no_grad():
+        first = q(x)
+        assert torch.equal(q(x), first) and len(calls) == 1  # cached
+        q.weight.mul_(0.5)  # an in-place update (an optimizer step) bumps the version
+        second = q(x)
+        assert len(calls) == 2 and not torch.equal(second, first)
+        q.train()
+        q(x)
+        q(x)
+        assert len(calls) == 4  # training mode: never cached
+    q.eval()
+    q(x.requires_grad_())  # gradient wanted: the STE path, not the cache
+    assert len(calls) == 4
+
+
+def test_cache_is_not_copied_or_saved():
+    q = layer().eval()
+    with torch.no_grad():
+        q(torch.randn(2, 40))
+    assert "_frozen_cache" in q.__dict__
+    assert "_frozen_cache" not in copy.deepcopy(q).__dict__
+    assert set(q.state_dict()) == {"weight", "bias"}
