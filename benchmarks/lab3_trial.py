@@ -5,9 +5,9 @@ A trial is what a Lab 3 search trial does (``PrecisionObjective``): copy the SFT
 Linear in the format at its Lab 3 study setting (8 bits; the fixed formats at their own), evaluate on the
 whole test set. Paths:
 - ``reference``: fp32 matmuls for the quantized layers, every fake quantization eager (several passes);
-- ``fast`` (the search's default): weights quantized once per trial, inputs fake-quantized in one compiled
-  pass per layer (checked against the eager formula on first use), and under bf16 autocast the layers
-  whose formats are exact in bf16 multiply in bf16 (as the unquantized layers do).
+- ``fast`` (the search's default): weights quantized once per trial, no STE masks, and under bf16 autocast
+  the layers whose formats are exact in bf16 multiply in bf16 (as the unquantized layers do); with
+  ``--compile`` the fake quantizations are compiled, one pass per layer (checked against the eager formula).
 ``fast_first`` includes compiling the format; ``fast`` is the same trial again (a search meets each
 format many times). ``unquantized`` evaluates the SFT model itself. Accuracies of both paths are kept:
 they differ only by the bf16 rounding of those layers' outputs.
@@ -60,6 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="auto")
     ap.add_argument("--formats", default=",".join(STUDY_ORDER))
     ap.add_argument("--out", default="benchmarks/lab3_trial.json")
+    ap.add_argument("--compile", action="store_true", help="compile each format's fake quantization (fast path)")
     args = ap.parse_args(argv)
     s = lab_settings("lab3", args.profile)
     dl = recipes.shared_loaders(s)
@@ -78,7 +79,9 @@ def main(argv=None) -> int:
            "provenance": provenance(), "rows": []}
     print(f"unquantized: {min(unq):.3f} s, accuracy {acc:.4f} ({dl.sizes['test']} reviews, {len(layers)} layers)")
     ref = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), ptq_matmul="fp32", compile=False)
-    quick = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE))
+    quick = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), compile=args.compile)
+    fast.INFERENCE_COMPILE = args.compile
+    out["compile"] = args.compile
     for name in args.formats.split(","):
         params = {k: v for k, v in study_params(name, 8)["weight"].items() if k in FORMAT_SPACE[name]}
         config = uniform(layers, name, **params)

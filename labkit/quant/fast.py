@@ -14,6 +14,7 @@ format (e.g. an unquantized input) are cast to bf16 as autocast casts any Linear
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
@@ -24,6 +25,9 @@ MODES = ("fp32", "bf16")
 _COMPILED: dict = {}
 _VALUES: dict = {}  # format -> compiled quantize_values (inference: no STE mask); None: runs eagerly
 FALLBACKS: dict = {}  # format description -> why its compiled inference path is not used
+# QuantLinear compiles its inference fake quantization only where asked: on an H100 (torch 2.11) compiling
+# one format took ~11 s against a ~1 s Lab 3 trial, and a search meets ~80 formats in every worker
+INFERENCE_COMPILE = os.environ.get("LABKIT_INFERENCE_COMPILE", "0") == "1"
 _REASONS: dict = {}  # (role, format, quantizer type) -> why not bf16; asked on every forward
 
 
@@ -113,20 +117,28 @@ def quantize_values(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) ->
     if rows.shape[0] > 1:
         torch._dynamo.mark_dynamic(rows, 0)
     if fmt in _VALUES:
-        return _VALUES[fmt](rows).reshape(x.shape)
-    want = fmt.quantize_values(rows)
-    try:
-        got, why = values_fn(fmt)(rows), None
-        if not same_bits(got, want):
-            why = f"differs from the reference in {int((got != want).sum())} of {want.numel()} values"
-    except Exception as err:  # an inductor bug for one format must not stop a search: eager is exact
-        why = f"failed to compile ({type(err).__name__}: {str(err).strip().splitlines()[0][:200]})"
+        try:
+            return _VALUES[fmt](rows).reshape(x.shape)
+        except Exception as err:  # a new shape recompiles, and may fail where the first did not
+            want, why = fmt.quantize_values(rows), _failed(err)
+    else:
+        want = fmt.quantize_values(rows)
+        try:
+            got, why = values_fn(fmt)(rows), None
+            if not same_bits(got, want):
+                why = f"differs from the reference in {int((got != want).sum())} of {want.numel()} values"
+        except Exception as err:  # an inductor bug for one format must not stop a search: eager is exact
+            why = _failed(err)
     if why:
         _VALUES[fmt] = None
         FALLBACKS[fmt.describe()] = why
         warnings.warn(f"compiled fake quantization of {fmt.describe()} on {x.device.type} {why}; that format "
                       "runs eagerly here (the same values, more passes)", RuntimeWarning, stacklevel=2)
     return want.reshape(x.shape)
+
+
+def _failed(err: Exception) -> str:
+    return f"failed to compile ({type(err).__name__}: {str(err).strip().splitlines()[0][:200]})"
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

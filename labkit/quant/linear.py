@@ -8,8 +8,8 @@ and bf16 autocast, in bf16 where its formats are exact in bf16 (``labkit.quant.f
 which path runs and why).
 
 A forward that needs no gradient (evaluation, PTQ) fake-quantizes the weight and bias once per weight
-version, not once per batch, and, on CUDA, the input in one compiled pass of the format's own formula
-(``fast.quantize_values``: the same bits; ``compile=False`` keeps every pass eager).
+version, not once per batch, skips the STE mask, and with ``LABKIT_INFERENCE_COMPILE=1`` on CUDA computes
+the input's in one compiled pass of the format's own formula (``fast.quantize_values``: the same bits).
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ class QuantLinear(torch.nn.Linear):
     def _apply_quantizer(self, quantizer, t):
         if (torch.is_grad_enabled() and t.requires_grad) or not hasattr(quantizer, "inference"):
             return quantizer(t)  # the STE (or a quantizer with state of its own, e.g. residual sign)
-        return quantizer.inference(t, compile=self.compile and t.is_cuda)
+        return quantizer.inference(t, compile=self.compile and t.is_cuda and fast.INFERENCE_COMPILE)
 
     def _frozen(self, role: str, t: torch.Tensor, fn):
         """``fn(t)``, computed once per version of ``t`` in eval mode where no gradient is needed (a parameter
