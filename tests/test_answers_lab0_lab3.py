@@ -177,7 +177,35 @@ def test_lab3_formats_render_from_the_committed_json():
     assert path == FIG / "lab3" / "formats_answers.md"
     no_machine_path(text)
     assert "re-rendered from the stored numbers" in text
-    assert text.count(stored("lab3", "formats")["provenance"]["commit_note"]) == 1  # both JSONs share it
+    f, w = stored("lab3", "formats"), stored("lab3", "weight_snr")
+    for p in (f, w):
+        prov = p["provenance"]
+        assert prov["device"] in text
+        assert (f"commit `{prov['git_commit'][:12]}`" if prov.get("git_commit") else prov["commit_note"]) in text
+    num = f["numbers"]
+    assert f"fp32 accuracy **{num['fp32']['accuracy']:.4f}**" in text
+    # every format's PTQ and QAT accuracies appear in the table as stored
+    for name, r in num["formats"].items():
+        cells = f"| {r['ptq']['accuracy']:.4f} | {r['qat']['accuracy']:.4f} |"
+        assert any(l.startswith(f"| {name} | ") and cells in l for l in text.splitlines()), name
+    # the best-format verdict follows the stored numbers: a single best only beyond two standard errors
+    ptq = sorted(((r["ptq"]["accuracy"], n) for n, r in num["formats"].items()), reverse=True)
+    (a1, n1), (a2, _) = ptq[0], ptq[1]
+    se = math.sqrt(a1 * (1 - a1) / num["dataset_sizes"]["test"])
+    single = a1 - a2 > 2 * se
+    assert ("no single best format" in text) is (not single)
+    assert (f"The highest PTQ, **{n1}** {a1:.4f}, is ahead of every other format" in text) is single
+
+
+def frozen_formats():
+    """Frozen copies of an earlier Lab 3 formats result (H200), so the wording tests below do not move
+    whenever the figures are regenerated."""
+    return {name: json.loads((DATA / f"h200_lab3_{name}.json").read_text()) for name in lab3_formats.NAMES}
+
+
+def test_lab3_formats_verdicts_on_a_frozen_result():
+    text = lab3_formats.render(frozen_formats())
+    no_machine_path(text)
     # no single best where the top PTQ accuracies are within two standard errors
     assert "Best mxint8" not in text and "no single best format" in text
     assert "the tied group is mxint8, block_minifloat, minifloat_ieee, minifloat_denorm, block_fp" in text
@@ -187,6 +215,7 @@ def test_lab3_formats_render_from_the_committed_json():
     assert "**log and block_log are the same at 8 bits**" in text and "0.0014 apart" in text
     assert "at 4 bits log flushes 74% of the weights" in text
     assert "**binary_residual_sign predates its fix.**" in text
+    assert text.count(frozen_formats()["formats"]["provenance"]["commit_note"]) == 1  # both JSONs share it
 
 
 def test_committed_lab3_formats_answers_are_the_render():
@@ -194,8 +223,8 @@ def test_committed_lab3_formats_answers_are_the_render():
 
 
 def doctored_formats(**accs):
-    """The committed payloads with ``format=(ptq, qat)`` accuracies replaced (None keeps one)."""
-    p = {name: copy.deepcopy(stored("lab3", name)) for name in lab3_formats.NAMES}
+    """The frozen payloads with ``format=(ptq, qat)`` accuracies replaced (None keeps one)."""
+    p = frozen_formats()
     for name, (ptq, qat) in accs.items():
         f = p["formats"]["numbers"]["formats"][name]
         if ptq is not None:
