@@ -115,3 +115,49 @@ def test_compress_quantizes_then_prunes_and_mask_survives_training(tiny_bert):
     model(**x).loss.backward()
     opt.step()
     assert prune.weight_sparsity(model) >= 0.5 - 1e-3
+
+
+def test_l1_activation_mask_reused_only_for_the_same_unchanged_input():
+    m1, m2 = prune.ActivationMask(16, 0.5, "l1-norm", 0), prune.ActivationMask(16, 0.5, "l1-norm", 1)
+    m3 = prune.ActivationMask(16, 0.25, "l1-norm", 0)
+    x = torch.randn(2, 16)
+    a = m1(x)
+    assert m2(x) is a                      # query, key and value: one ranking
+    assert m3(x) is not a                  # another k
+    assert torch.equal(m3(x), x.scatter(-1, x.abs().topk(4, dim=-1, largest=False).indices, 0.0))
+    assert m1(x.clone()) is not a          # another tensor
+    x.mul_(-1)                             # changed in place: ranked again
+    b = m1(x)
+    assert b is not a and torch.equal(b, -a)
+    with torch.no_grad():
+        assert m1(x) is not b              # a no-grad result is never handed to a grad-mode caller
+
+
+def test_shared_activation_mask_gives_the_same_training_gradients(tiny_bert, monkeypatch):
+    model = prune.prune(tiny_bert, _cfg(0.5)).model.train()
+    x = {"input_ids": torch.randint(1000, 2000, (2, 12), generator=torch.Generator().manual_seed(0)),
+         "labels": torch.tensor([0, 1])}
+
+    ranked, remember = [0], prune._remember
+
+    def counted(x, k, out):
+        ranked[0] += 1
+        return remember(x, k, out)
+
+    monkeypatch.setattr(prune, "_remember", counted)
+
+    def grads():
+        torch.manual_seed(0)
+        model.zero_grad()
+        ranked[0] = 0
+        model(**x).loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    shared = grads()
+    assert ranked[0] == 2 * 4 + 2  # per layer: query/key/value once, attention output, FFN in, FFN out; pooler, head
+    monkeypatch.setattr(prune, "_same_input", lambda x, k: None)
+    alone = grads()
+    assert ranked[0] == 2 * 6 + 2
+    assert shared.keys() == alone.keys()
+    for n in shared:  # the same terms summed in another order: float32 rounding only
+        torch.testing.assert_close(shared[n], alone[n], rtol=1e-5, atol=1e-6, msg=n)
