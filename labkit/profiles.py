@@ -64,9 +64,11 @@ _LABS: dict[str, dict[str, dict]] = {
         # random init needs several passes over a small subset to leave chance (2 layers x 128 reach about
         # 0.6-0.7 after 2 epochs of 2,000 reviews at 64 tokens, ~20 s there), the space is narrowed to the
         # smaller models, and 4 trials x 2 seeds per sampler cannot tell samplers apart (the full profile can)
+        # workers=2: two single-thread trial processes; a 2 x 128 model's matmuls are too small for two
+        # threads (a step: 77 ms on 2 threads, 132 ms on 1), so on 2 cores the lab ran 357 -> 322 s
         "quick": dict(train_size=2000, test_size=500, max_length=64, lr=2e-3, epochs=2.0, trials=4, seeds=[0, 1],
                       compression_trials=3, post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5,
-                      storage=None, workers=0, mps=False, report_only=False,
+                      storage=None, workers=2, mps=False, report_only=False,
                       space={"num_hidden_layers": [2], "num_attention_heads": [2, 4], "hidden_size": [128, 192],
                              "intermediate_size": [512, 768]}),
         # full: the lab's settings (25k/25k, one epoch per trial) at 256 tokens; 3 seeds x 20 trials per
