@@ -175,9 +175,15 @@ class ActivationMask(torch.nn.Module):
         done = _same_input(x, k)
         if done is not None:
             return done
-        # zero the k smallest |x| of each token vector (exactly k). kthvalue + a comparison was tried on
-        # the CPU: no faster inside a training step (it copies its input), so topk stays
-        out = x.scatter(-1, x.abs().topk(k, dim=-1, largest=False).indices, 0.0)
+        # zero the k smallest |x| of each token vector (exactly k). topk's cost grows with the entries it
+        # returns, so above 50% sparsity it finds the n - k kept ones instead (at 90% of 1536: 4x faster
+        # on 2 CPU cores). kthvalue + a comparison was tried: no faster inside a step (it copies its input)
+        n = x.shape[-1]
+        if k <= n - k:
+            out = x.scatter(-1, x.abs().topk(k, dim=-1, largest=False).indices, 0.0)
+        else:
+            keep = x.abs().topk(n - k, dim=-1).indices
+            out = torch.zeros_like(x).scatter(-1, keep, x.gather(-1, keep))
         _remember(x, k, out)
         return out
 

@@ -161,3 +161,15 @@ def test_shared_activation_mask_gives_the_same_training_gradients(tiny_bert, mon
     assert shared.keys() == alone.keys()
     for n in shared:  # the same terms summed in another order: float32 rounding only
         torch.testing.assert_close(shared[n], alone[n], rtol=1e-5, atol=1e-6, msg=n)
+
+
+@pytest.mark.parametrize("sparsity", [0.1, 0.5, 0.75, 0.9])
+def test_l1_activation_mask_matches_a_sort_at_every_sparsity(sparsity):
+    """Both ranking paths (the k smallest below 50%, the n - k largest above) against a full sort."""
+    x = torch.randn(3, 5, 40, generator=torch.Generator().manual_seed(1), requires_grad=True)  # no ties
+    k = round(sparsity * 40)
+    out = prune.ActivationMask(40, sparsity, "l1-norm", seed=0)(x)
+    drop = torch.zeros(3, 5, 40, dtype=torch.bool).scatter(-1, x.abs().argsort(dim=-1)[..., :k], True)
+    assert torch.equal(out, x.masked_fill(drop, 0.0))
+    out.sum().backward()  # the gradient reaches exactly the kept entries
+    assert torch.equal(x.grad, (~drop).float())
