@@ -86,15 +86,14 @@ _LABS: dict[str, dict[str, dict]] = {
     # (search_trials), of each per-format search (format_trials), of each cost search (one per lambda, in
     # accuracy per average weight bit), of the multi-objective search (pareto_trials); front_qat front
     # configurations get qat_epochs of QAT. Trials are PTQ evaluations (full: 25k reviews, seconds on a GPU).
-    # quick: two single-thread trial workers, as Lab 2 quick (the fake quantizations' elementwise passes
-    # gain little from a second thread).
+    # quick: one worker (two single-thread workers were measured slower on 2 cores: 388 s against 370 s).
     "lab3": {
         "smoke": dict(test_size=32, format_width=8, qat_epochs=0.5, qat_lr=3e-4, snr_widths=[8],
                       search_trials=3, format_trials=2, cost_trials=2, lambdas=[0.01], pareto_trials=4,
                       front_qat=1, search_seed=0, storage=None, workers=0, mps=False, report_only=False),
         "quick": dict(test_size=200, format_width=8, qat_epochs=0.1, qat_lr=1e-4, snr_widths=[2, 4, 6, 8],
                       search_trials=12, format_trials=6, cost_trials=10, lambdas=[0.002, 0.01], pareto_trials=24,
-                      front_qat=2, search_seed=0, storage=None, workers=2, mps=False, report_only=False),
+                      front_qat=2, search_seed=0, storage=None, workers=0, mps=False, report_only=False),
         "full": dict(max_length=256, format_width=8, qat_epochs=0.25, qat_lr=5e-5,
                      snr_widths=[2, 3, 4, 5, 6, 7, 8], search_trials=40, format_trials=25, cost_trials=30,
                      lambdas=[0.001, 0.003, 0.01, 0.03], pareto_trials=100, front_qat=4, search_seed=0,
