@@ -11,24 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
 from labkit import models, prune
+from labkit.perf.timing import time_calls
 from labkit.results import provenance
 
 
 def timed(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median seconds of ``reps`` calls after one untimed call."""
+    return time_calls(fn, reps, warmup=0).steady_median
 
 
 def earlier_forward(self, x):

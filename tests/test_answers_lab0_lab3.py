@@ -204,7 +204,8 @@ def frozen_formats():
 
 
 def test_lab3_formats_verdicts_on_a_frozen_result():
-    text = lab3_formats.render(frozen_formats())
+    frozen = frozen_formats()
+    text = lab3_formats.render(frozen)
     no_machine_path(text)
     # no single best where the top PTQ accuracies are within two standard errors
     assert "Best mxint8" not in text and "no single best format" in text
@@ -215,7 +216,7 @@ def test_lab3_formats_verdicts_on_a_frozen_result():
     assert "**log and block_log are the same at 8 bits**" in text and "0.0014 apart" in text
     assert "at 4 bits log flushes 74% of the weights" in text
     assert "**binary_residual_sign predates its fix.**" in text
-    assert text.count(frozen_formats()["formats"]["provenance"]["commit_note"]) == 1  # both JSONs share it
+    assert text.count(frozen["formats"]["provenance"]["commit_note"]) == 1  # both JSONs share it
 
 
 def test_committed_lab3_formats_answers_are_the_render():
