@@ -61,7 +61,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--qat-matmul", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--no-compile", action="store_true", help="bf16 path: eager fake quantization")
+    ap.add_argument("--compile-model", action="store_true",
+                    help="torch.compile both models' forward (the fake quantizations fuse with their neighbours)")
     ap.add_argument("--out", help="write the numbers as JSON here")
+    ap.add_argument("--profile", action="store_true",
+                    help="after timing: torch.profiler over 3 steps of each model, kernels per step and top ops")
     args = ap.parse_args()
     device = pick_device(args.device)
     torch.manual_seed(0)
@@ -76,7 +80,7 @@ def main():
     steps = {}
     for name, model in (("fp32", fp32), (f"int{args.width}", qmodel)):
         model.to(device).train()
-        steps[name] = step_fn(model, batch, device)
+        steps[name] = step_fn(torch.compile(model) if args.compile_model else model, batch, device)
         for _ in range(args.warmup):
             steps[name]()
     times = {name: [] for name in steps}
@@ -92,10 +96,35 @@ def main():
         q1, q3 = statistics.quantiles(times[name], n=4)[0], statistics.quantiles(times[name], n=4)[2]
         print(f"  {name:6s} median {1e3 * med[name]:8.2f} ms/step  (IQR {1e3 * q1:.2f}-{1e3 * q3:.2f})")
     print(f"QAT step / fp32 step = {ratio:.3f}x (goal <= 1.3x)")
+    profiles = {name: profile_steps(fn, device) for name, fn in steps.items()} if args.profile else None
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"median_seconds": med, "times": times, "ratio": ratio, "args": vars(args),
-                       "qat_paths": paths, "provenance": prov}, fh, indent=2)
+                       "qat_paths": paths, "profiles": profiles, "provenance": prov}, fh, indent=2)
+
+
+def profile_steps(fn, device, steps: int = 3) -> dict:
+    """Where a step's time goes: device kernels per step and the top operators by self device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    events = prof.key_averages()
+    dev_attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    kernels = sum(e.count for e in prof.events() if getattr(e, "device_type", None) is not None
+                  and str(e.device_type).endswith("CUDA")) / steps
+    top = sorted(events, key=lambda e: getattr(e, dev_attr, 0), reverse=True)[:15]
+    rows = [{"op": e.key, "count_per_step": e.count / steps, "self_us_per_step": getattr(e, dev_attr, 0) / steps,
+             "cpu_total_us_per_step": e.cpu_time_total / steps} for e in top]
+    total = sum(getattr(e, dev_attr, 0) for e in events) / steps
+    print(f"  profile: {kernels:.0f} device events per step, {total / 1e3:.2f} ms self time per step")
+    for r in rows[:10]:
+        print(f"    {r['self_us_per_step']:9.1f} us  x{r['count_per_step']:6.1f}  {r['op'][:70]}")
+    return {"device_events_per_step": kernels, "self_us_per_step": total, "top": rows}
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Three tiers, each honest about what it ran:
 - always (CPU): the op's dequantize-then-matmul path, validation, describe(), autograd, MXINT8Linear wiring;
 - Triton's interpreter on CPU (TRITON_INTERPRET=1 set per test): the kernel itself, when triton imports;
   skipped with the reason otherwise (a skip is not a pass);
-- a CUDA GPU: the compiled kernel, autotuned and with fixed configs.
+- a CUDA GPU: the compiled kernels, with pick_config's choice and with fixed configs.
 
 Oracle: ``y_ref = x @ W^T + b`` in float64 from the operands the kernel multiplies (W dequantized exactly,
 cast to x's dtype; b cast to x's dtype). Tolerance, element by element (``assert_bounded``):
@@ -174,8 +174,8 @@ def interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     from labkit.kernels import fused_triton
 
-    raw, _ = fused_triton.kernels()
-    assert type(raw.fn).__name__ == "InterpretedFunction"  # the interpreter, not a compiled kernel, runs
+    for kernel in fused_triton.kernels().values():  # the interpreter, not a compiled kernel, runs
+        assert type(kernel).__name__ == "InterpretedFunction"
     return fused_triton
 
 
@@ -183,22 +183,39 @@ def u_interp(dtype):
     return u_round(dtype, truncates=dtype == torch.bfloat16)
 
 
-# (N, K, group, BLOCK_N, BLOCK_K, SPLIT_K): ragged N and K tiles, split-K with an empty last split, a group
-# wider than BLOCK_K, a tile wider than K
+# dot kernel (N, K, group, BLOCK_N, BLOCK_K, SPLIT_K): ragged N and K tiles, split-K with an empty last split,
+# a group wider than BLOCK_K, a tile wider than K
 CASES = [(40, 96, 32, 32, 64, 1), (33, 80, 16, 16, 32, 2), (64, 192, 64, 32, 32, 2), (24, 160, 32, 16, 64, 3),
          (17, 32, 32, 32, 64, 1), (50, 224, 32, 32, 32, 4)]
+# gemv kernel (N, K, group, BLOCK_N, BLOCK_K): ragged N, a K of fewer groups than a tile, several tiles
+GEMV_CASES = [(40, 96, 32, 16, 64), (33, 80, 16, 8, 32), (64, 192, 64, 4, 128), (17, 32, 32, 16, 256),
+              (50, 224, 32, 32, 64)]
 
 
 @needs_triton
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}-sk{}".format(*c))
 @pytest.mark.parametrize("M", [1, 3, 17, 64])
-def test_interpreted_kernel_bf16(interpreter, case, M):
+def test_interpreted_dot_kernel_bf16(interpreter, case, M):
     N, K, g, bn, bk, sk = case
     m, e = make_weight(N, K, g, seed=M)
     x = rand_x((M, K), torch.bfloat16, seed=N)
     b = torch.randn(N) if M % 2 else None  # bias on odd M, none on even
     y = interpreter.launch(x, m, e, b.bfloat16() if b is not None else None, g,
-                           {"BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk})
+                           {"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk})
+    assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
+
+
+@needs_triton
+@pytest.mark.parametrize("case", GEMV_CASES, ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}".format(*c))
+@pytest.mark.parametrize("M", [1, 3, 8, 11])
+def test_interpreted_gemv_kernel_bf16(interpreter, case, M):
+    """M = 11 takes two row blocks of 8 (the second ragged)."""
+    N, K, g, bn, bk = case
+    m, e = make_weight(N, K, g, seed=M)
+    x = rand_x((M, K), torch.bfloat16, seed=N)
+    b = torch.randn(N) if M % 2 else None
+    y = interpreter.launch(x, m, e, b.bfloat16() if b is not None else None, g,
+                           {"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk})
     assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
 
 
@@ -210,7 +227,9 @@ def test_interpreted_kernel_fp16_fp32(interpreter, dtype, M, split):
     m, e = make_weight(N, K, g, seed=M, spread=3)  # fp16's range: values within 2^-9 .. 2^8
     x = rand_x((M, K), dtype)
     b = torch.randn(N).to(dtype)
-    y = interpreter.launch(x, m, e, b, g, {"BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": split})
+    y = interpreter.launch(x, m, e, b, g, {"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": split})
+    assert_bounded(y, x, m, e, g, b, u_interp(dtype))
+    y = interpreter.launch(x, m, e, b, g, {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 64})
     assert_bounded(y, x, m, e, g, b, u_interp(dtype))
 
 
@@ -222,15 +241,21 @@ def test_interpreted_kernel_random_shapes(interpreter):
         N = int(torch.randint(1, 70, (), generator=gen))
         K = g * int(torch.randint(1, 9, (), generator=gen))  # mostly not a multiple of BLOCK_K
         M = [1, 3, 17, 64][i % 4]
-        cfg = {"BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 1 + i % 3}
+        cfg = {"kind": "dot", "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 1 + i % 3}
+        if M < 8 and i % 2:
+            cfg = {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 64}
         m, e = make_weight(N, K, g, seed=i)
         x = rand_x((M, K), torch.bfloat16, seed=i)
         b = torch.randn(N).bfloat16() if i % 2 else None
         assert_bounded(interpreter.launch(x, m, e, b, g, cfg), x, m, e, g, b, u_interp(torch.bfloat16))
 
 
+EDGE_CONFIGS = ({"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2}, {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 32})
+
+
 @needs_triton
-def test_interpreted_edge_exponents_and_strides(interpreter):
+@pytest.mark.parametrize("cfg", EDGE_CONFIGS, ids=lambda c: c["kind"])
+def test_interpreted_edge_exponents_and_strides(interpreter, cfg):
     """Exponents 0..6 (fp32-subnormal scales), 254 with |m| = 127, 255 (NaN groups); a strided x and a
     mantissa view with row stride != K."""
     g, N, K = 16, 24, 64
@@ -244,20 +269,37 @@ def test_interpreted_edge_exponents_and_strides(interpreter):
     # (5, K), column-major; scaled by 2^-8 so that row 2's sums (weights near 2^128) stay finite in fp32
     x = rand_x((K, 5), torch.float32).T * 2.0 ** -8
     assert not x.is_contiguous() and not m.is_contiguous()
-    y = interpreter.launch(x, m, e, None, g, {"BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2})
+    y = interpreter.launch(x, m, e, None, g, cfg)
     assert_bounded(y, x, m, e, g, None, u_interp(torch.float32))
     assert torch.isnan(y[:, 1]).all() and torch.isfinite(y[:, 2]).all() and y[:, 2].abs().min() > 1e30
 
 
 @needs_triton
-def test_every_autotune_config_runs_in_the_interpreter(interpreter):
-    """Each H100 config at a shape it tiles raggedly (interpreter: semantics only, not smem limits)."""
-    N, K, g = 130, 288, 32  # ragged for every BLOCK_N (32/64/128) and BLOCK_K (128/256)
+def test_picked_configs_run_in_the_interpreter(interpreter):
+    """pick_config's choice at every row count it serves, on a shape it tiles raggedly."""
+    N, K, g = 130, 288, 32
     m, e = make_weight(N, K, g)
-    x = rand_x((3, K), torch.bfloat16)
-    for c in interpreter.AUTOTUNE_CONFIGS:
-        y = interpreter.launch(x, m, e, None, g, dict(c.kwargs))
-        assert_bounded(y, x, m, e, g, None, u_interp(torch.bfloat16))
+    for M in (1, 2, 5, 8, 9, 33):
+        x = rand_x((M, K), torch.bfloat16, seed=M)
+        cfg = interpreter.pick_config(M, N, K, g)
+        assert cfg["kind"] == ("gemv" if M <= interpreter.GEMV_MAX_ROWS else "dot")
+        assert_bounded(interpreter.launch(x, m, e, None, g, cfg), x, m, e, g, None, u_interp(torch.bfloat16))
+
+
+@needs_triton
+def test_pick_config_fills_the_gpu_and_fits_the_group(interpreter):
+    for M in (1, 4, 16, 64):
+        for N, K in ((4096, 4096), (14336, 4096), (28672, 8192), (384, 1536)):
+            for g in (16, 32, 128):
+                cfg = interpreter.pick_config(M, N, K, g, sms=132)
+                assert cfg["BLOCK_K"] % g == 0 or cfg["kind"] == "dot"
+                programs = -(-N // cfg["BLOCK_N"])
+                smallest = 4 if cfg["kind"] == "gemv" else 16
+                assert programs >= 2 * 132 or cfg["BLOCK_N"] == smallest, (M, N, K, cfg)
+    with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dot'"):
+        interpreter.check_config({"kind": "wide", "BLOCK_N": 16, "BLOCK_K": 32}, 32)
+    with pytest.raises(ValueError, match="BLOCK_K=48 must be a multiple of group_size=32"):
+        interpreter.check_config({"kind": "gemv", "BLOCK_N": 16, "BLOCK_K": 48}, 32)
 
 
 @needs_triton
@@ -274,15 +316,6 @@ def test_rows_and_dtypes_outside_the_kernel_take_the_dequant_path(interpreter):
     assert_bounded(mxint8_linear(x, m, e, 32), x, m, e, 32, None, u_round(torch.bfloat16))
     assert fused_linear.path_counts["dequant"] == before.get("dequant", 0) + 1
     assert fused_linear.path_counts["triton"] == before.get("triton", 0)
-
-
-@needs_triton
-def test_prune_keeps_splits_with_work(interpreter):
-    configs = interpreter.AUTOTUNE_CONFIGS
-    kept = interpreter._prune(configs, {"K": 256})
-    assert kept and all(c.kwargs["SPLIT_K"] <= math.ceil(256 / c.kwargs["BLOCK_K"]) for c in kept)
-    assert interpreter._prune(configs, {"K": 16})  # never empty
-    assert len(interpreter._prune(configs, {"K": 4096})) == len(configs)
 
 
 @needs_triton
@@ -315,8 +348,8 @@ def test_op_and_layer_take_the_kernel_in_the_interpreter(interpreter):
 @pytest.mark.cuda
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("M", [1, 3, 17, 64])
-def test_gpu_kernel_autotuned(no_interpreter, monkeypatch, dtype, M):
+@pytest.mark.parametrize("M", [1, 3, 8, 17, 64])
+def test_gpu_kernel_picked_config(no_interpreter, monkeypatch, dtype, M):
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # fp32: IEEE products, as the bound
     shapes = ((1000, 4160, 32), (77, 96, 16))  # ragged N and K for every tile
     for N, K, g in shapes + (((4096, 4096, 32),) if dtype == torch.bfloat16 else ()):
@@ -328,20 +361,27 @@ def test_gpu_kernel_autotuned(no_interpreter, monkeypatch, dtype, M):
         assert_bounded(y.cpu(), x.cpu(), m, e, g, b.cpu(), u_round(dtype))
 
 
+GPU_CONFIGS = [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
+               for bn, bk, w, s in ((4, 256, 4, 3), (16, 512, 4, 4), (32, 1024, 8, 4))] + \
+              [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s}
+               for bn, bk, sk, w, s in ((16, 128, 1, 4, 3), (64, 256, 2, 8, 4), (32, 128, 3, 4, 5))]
+
+
 @pytest.mark.cuda
 @needs_gpu
-def test_gpu_every_config_and_edge_exponents(no_interpreter):
+def test_gpu_configs_and_edge_exponents(no_interpreter):
     from labkit.kernels import fused_triton
 
     g, N, K = 32, 300, 1056
     m, e = make_weight(N, K, g)
     e[0, :7] = torch.arange(7, dtype=torch.uint8)  # fp32-subnormal scales: needs the GPU to keep denormals
     e[1, 3] = 255
-    for M in (1, 17):
+    for M in (1, 5, 17):
         x = rand_x((M, K), torch.bfloat16).cuda()
-        for c in fused_triton.AUTOTUNE_CONFIGS:
-            y = fused_triton.launch(x, m.cuda(), e.cuda(), None, g, {**c.kwargs, "num_warps": c.num_warps,
-                                                                     "num_stages": c.num_stages})
+        for c in GPU_CONFIGS:
+            if c["kind"] == "gemv" and M > fused_triton.GEMV_MAX_ROWS:
+                continue
+            y = fused_triton.launch(x, m.cuda(), e.cuda(), None, g, c)
             assert_bounded(y.cpu(), x.cpu(), m, e, g, None, u_round(torch.bfloat16))
 
 

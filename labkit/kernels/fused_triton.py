@@ -1,24 +1,30 @@
-"""Triton kernel of the fused MXINT8 weight-only linear: ``y = x @ dequant(W)^T (+ bias)``, fp32 accumulation.
+"""Triton kernels of the fused MXINT8 weight-only linear: ``y = x @ dequant(W)^T (+ bias)``, fp32 accumulation.
 
-Small-batch (M = 1..64) inference is weight-read bound, so the work is shaped around streaming W once:
+Small-batch (M = 1..64) inference is weight-read bound: the floor is one pass over the packed weight
+(N*K mantissa bytes + N*K/group exponent bytes), so both kernels stream W once and never write a bf16 copy.
+Two decompositions, picked per call by ``pick_config`` (measured choices: benchmarks/fused_linear_sweep.json):
 
-- swapped operands: each program computes ``acc[BLOCK_N, BLOCK_M] = W_tile @ x_tile^T``, so the weight (the
-  operand converted in registers) is the dot's left operand and the few rows of x its narrow right one,
-  the usual layout for small-M weight-only GEMMs (tl.dot needs every dimension >= 16; rows are padded);
-- the scale is applied per group, not per element: the int8 mantissas convert exactly to x's dtype, each
-  group's partial dot is multiplied by ``2**(E - 133)`` (exact, a power of two) and added, so
-  ``sum_g 2^(E_g-133) * sum_k m_k x_k`` equals ``sum_k (m_k 2^(E_g-133)) x_k``, the dequantized product, with
-  one conversion per weight element and no exponent gather; no bf16 copy of W is ever written;
-- split-K (grid axis 2) gives enough programs when N / BLOCK_N alone would leave SMs idle; the partial
-  sums meet in an fp32 workspace by ``atomic_add`` (so with SPLIT_K > 1 the order of the final additions,
-  hence the last bits, can vary run to run).
+- ``gemv`` (a few rows): each program takes BLOCK_N output features and walks all of K in (NG, GROUP) tiles,
+  int8 -> fp32 in registers, products with each row of x summed per group, then scaled by the group's
+  ``2**(E-133)`` and summed. No tensor cores, no shared-memory staging of W, no padding of x to 16 rows.
+- ``dot`` (more rows): swapped operands, ``acc[BLOCK_N, BLOCK_M] = W_tile @ x_tile^T`` with W the dot's wide
+  left operand and x its narrow right one (tl.dot needs every dimension >= 16); each group's partial dot
+  is scaled by its power of two after the dot (exact), one conversion per weight element.
 
-Requires ``group_size`` a power of two >= 16 (a dot per group); ``fused_linear`` routes other sizes to
-dequantize-then-matmul. Imported only where Triton is installed. ``triton.jit`` reads TRITON_INTERPRET
-when it decorates, so the kernel is decorated lazily, once per mode (``kernels()``); it calls no @jit
-helpers of triton.language, so the interpreter runs it even when triton was imported without the flag.
+Both scale per group, so ``sum_g 2^(E_g-133) * sum_k m_k x_k`` equals the dequantized product up to fp32
+summation order. Enough programs come from small BLOCK_N (N / BLOCK_N >= ~2 programs per SM at the layer
+sizes that matter), not from split-K: no workspace, no atomics, one launch, the same bits every run.
+
+Requires ``group_size`` a power of two >= 16 (the dot path does one dot per group); ``fused_linear`` routes
+other sizes to dequantize-then-matmul. Imported only where Triton is installed. ``triton.jit`` reads
+TRITON_INTERPRET when it decorates, and triton.language's own reductions are @jit helpers decorated when
+triton was imported, so each mode gets its own copy of the kernels (``kernels()``) whose reduction helper
+was decorated in that mode: the interpreter runs them even when triton was imported without the flag.
 """
 from __future__ import annotations
+
+import functools
+import types
 
 import torch
 import triton
@@ -26,19 +32,69 @@ import triton.language as tl
 from triton import knobs
 
 MAX_BLOCK_M = 64
+GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, the dot kernel
 
 
-def _mxint8_linear_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
-                          stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
-                          GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
-                          INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SUB_K: tl.constexpr):
+def _add(a, b):
+    return a + b
+
+
+_ADD = None  # the kernels' copies name a jit-decorated _add here (see _kernels)
+
+
+def _scale(e):
+    """2**(E - 133) as fp32 (normal for E >= 7, subnormal below; shifts kept in 0..31); NaN for E = 255."""
+    bits = tl.where(e >= 7, (tl.maximum(e, 7) - 6) << 23, 1 << (tl.minimum(e, 6) + 16))
+    return tl.where(e == 255, float("nan"), bits.to(tl.float32, bitcast=True))
+
+
+def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
+                 stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
+                 GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr):
+    pid_n, pid_m = tl.program_id(0), tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < N
+    offs_g = tl.arange(0, BLOCK_K // GROUP)  # groups per tile (BLOCK_K is a multiple of GROUP)
+    kk = offs_g[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # (NG, GROUP): k within a tile, group-major
+    w_tile = m_ptr + offs_n.to(tl.int64)[:, None, None] * stride_mn + kk[None, :, :] * stride_mk
+    e_tile = e_ptr + offs_n.to(tl.int64)[:, None] * stride_en + offs_g[None, :] * stride_eg
+    row0 = pid_m * BLOCK_M
+    cols = tl.arange(0, BLOCK_M)
+    n_groups = K // GROUP
+    acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_mask = (k0 + kk) < K  # K is a multiple of GROUP: whole groups are in or out
+        m = tl.load(w_tile + k0 * stride_mk, mask=n_mask[:, None, None] & k_mask[None, :, :], other=0)
+        g0 = k0 // GROUP
+        e = tl.load(e_tile + g0 * stride_eg, mask=n_mask[:, None] & ((g0 + offs_g) < n_groups)[None, :],
+                    other=127).to(tl.int32)
+        scale = _scale(e)  # (BLOCK_N, NG); a masked-out group has m = 0 and a finite scale
+        w = m.to(tl.float32)  # |m| <= 127, exact
+        for r in tl.static_range(BLOCK_M):
+            row = row0 + r
+            xr = tl.load(x_ptr + row.to(tl.int64) * stride_xm + (k0 + kk) * stride_xk,
+                         mask=k_mask & ((kk * 0 + row) < M), other=0.0).to(tl.float32)
+            part = tl.reduce(w * xr[None, :, :], 2, _ADD)  # (BLOCK_N, NG): one group's sum per feature
+            s = tl.reduce(part * scale, 1, _ADD)  # (BLOCK_N,)
+            acc += tl.where(cols[None, :] == r, s[:, None], 0.0)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
+    offs_m = row0 + cols
+    out = offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]  # y: contiguous (M, N)
+    tl.store(y_ptr + out, acc.to(y_ptr.dtype.element_ty), mask=n_mask[:, None] & (offs_m < M)[None, :])
+
+
+def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
+                stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
+                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
+                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SUB_K: tl.constexpr):
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n_mask, m_mask = offs_n < N, offs_m < M
     # This split's share of K, in whole BLOCK_K tiles (a split past the end runs no iteration).
-    # Builtins only (no tl.cdiv/tl.zeros, which are @jit helpers): see the module doc.
     tiles = ((K + BLOCK_K - 1) // BLOCK_K + SPLIT_K - 1) // SPLIT_K
     k_begin = pid_k * tiles * BLOCK_K
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
@@ -56,9 +112,7 @@ def _mxint8_linear_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
             # NaN there (E = 255) makes the row NaN anyway
             group = tl.minimum((k0 + j) // GROUP, K // GROUP - 1)
             e = tl.load(e_rows + group * stride_eg, mask=n_mask, other=127).to(tl.int32)
-            # 2**(E-133) from its fp32 bits: normal for E >= 7, subnormal below; shifts kept in 0..31
-            bits = tl.where(e >= 7, (tl.maximum(e, 7) - 6) << 23, 1 << (tl.minimum(e, 6) + 16))
-            scale = tl.where(e == 255, float("nan"), bits.to(tl.float32, bitcast=True))
+            scale = _scale(e)
             w = m.to(tl.float32)  # |m| <= 127: exact in bf16, fp16 and fp32
             if DOT_F32:  # the interpreter's bf16 dot is wrong; the same exact values go through fp32 there
                 part = tl.dot(w, xt.to(tl.float32))
@@ -76,49 +130,29 @@ def _mxint8_linear_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
         tl.atomic_add(ws_ptr + out, acc, mask=out_mask)
 
 
-def _zero_workspace(nargs):
-    nargs["ws_ptr"].zero_()
-
-
-def _config(block_n, block_k, split_k, warps, stages):
-    return triton.Config({"BLOCK_N": block_n, "BLOCK_K": block_k, "SPLIT_K": split_k}, num_warps=warps,
-                         num_stages=stages, pre_hook=_zero_workspace if split_k > 1 else None)
-
-
-# For H100/H200 at M <= 64 (weight-read bound): BLOCK_N 64/128 (the MMA's wide side), 8-32 KB of int8 weight
-# per tile and stage, split-K for enough programs on 132 SMs. Not yet measured (benchmarks/fused_linear.py).
-AUTOTUNE_CONFIGS = [
-    _config(bn, bk, sk, w, s)
-    for bn, bk, w, s in ((64, 128, 4, 4), (128, 128, 4, 4), (64, 256, 4, 3), (128, 256, 8, 3), (32, 256, 4, 4))
-    for sk in (1, 2, 4, 8)
-]
-
-
-def _prune(configs, named_args, **kwargs):
-    """Drop configs whose split leaves splits without a K tile, or whose BLOCK_K is far above K."""
-    K = named_args["K"]
-    kept = [c for c in configs
-            if c.kwargs["SPLIT_K"] <= triton.cdiv(K, c.kwargs["BLOCK_K"])
-            and c.kwargs["BLOCK_K"] <= max(32, triton.next_power_of_2(K))]
-    return kept or configs[:1]
-
-
-_KERNELS: dict[bool, tuple] = {}
-
-
-def kernels():
-    """(raw jit kernel, autotuned kernel) for the current TRITON_INTERPRET mode."""
-    mode = bool(knobs.runtime.interpret)
-    if mode not in _KERNELS:
-        raw = triton.heuristics({"SUB_K": lambda a: min(a["BLOCK_K"], a["GROUP"])})(triton.jit(_mxint8_linear_kernel))
-        tuned = triton.autotune(AUTOTUNE_CONFIGS, key=["N", "K", "GROUP", "BLOCK_M", "HAS_BIAS"],
-                                prune_configs_by={"early_config_prune": _prune})(raw)
-        _KERNELS[mode] = (raw, tuned)
-    return _KERNELS[mode]
-
-
 def interpreting() -> bool:
     return bool(knobs.runtime.interpret)
+
+
+def _in_mode(fn, helpers: dict):
+    """A copy of ``fn`` whose globals name this mode's helpers (Triton compiles the source it finds there)."""
+    g = dict(fn.__globals__)
+    g.update(helpers)
+    copy = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
+    return copy
+
+
+@functools.cache
+def _kernels(mode: bool) -> dict:
+    helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale)}
+    return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)),
+            "dot": triton.jit(_in_mode(_dot_kernel, helpers))}
+
+
+def kernels() -> dict:
+    """{"gemv", "dot"}: the jit kernels for the current TRITON_INTERPRET mode."""
+    return _kernels(interpreting())
 
 
 def _interpreter_scalar_compat() -> None:
@@ -140,48 +174,82 @@ def _interpreter_scalar_compat() -> None:
     interp._patch_lang_tensor = patched
 
 
-def block_m(M: int) -> int:
-    """tl.dot needs >= 16 rows; above MAX_BLOCK_M the grid tiles M."""
+def block_m(M: int, kind: str) -> int:
+    """Rows per program: gemv unrolls up to GEMV_MAX_ROWS; tl.dot needs >= 16 (rows are padded)."""
+    if kind == "gemv":
+        return min(GEMV_MAX_ROWS, triton.next_power_of_2(M))
     return min(MAX_BLOCK_M, max(16, triton.next_power_of_2(M)))
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132) -> dict:
+    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, chosen from measured sweeps
+    (benchmarks/fused_linear_sweep.py on an H100): the kernel, tile sizes, warps and pipeline depth."""
+    if M <= GEMV_MAX_ROWS:
+        bk = max(group_size, 256)
+        bn = 16
+        while bn > 4 and triton.cdiv(N, bn) < 2 * sms:  # >= 2 programs per SM where N allows
+            bn //= 2
+        return {"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 3}
+    bn = 64
+    while bn > 16 and triton.cdiv(N, bn) < 2 * sms:
+        bn //= 2
+    return {"kind": "dot", "BLOCK_N": bn, "BLOCK_K": max(group_size, 128), "SPLIT_K": 1, "num_warps": 4,
+            "num_stages": 4}
+
+
+def check_config(config: dict, group_size: int) -> dict:
+    kind = config.get("kind", "dot")
+    if kind not in ("gemv", "dot"):
+        raise ValueError(f"config kind={kind!r}: allowed values are 'gemv', 'dot'")
+    bk = int(config["BLOCK_K"])
+    if kind == "gemv" and (bk < group_size or bk % group_size):
+        raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
+    return {**config, "kind": kind}
 
 
 def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bias: torch.Tensor | None,
            group_size: int, config: dict | None = None) -> torch.Tensor:
     """``x2`` (M, K) times dequant(``mantissa`` (N, K), ``exponent2`` (N, K / group_size))^T (+ bias), in x's
-    dtype. ``config`` ({BLOCK_N, BLOCK_K, SPLIT_K[, num_warps, num_stages]}) skips autotuning (tests, the
-    interpreter, which cannot autotune); inputs are checked by the caller."""
+    dtype. ``config`` ({kind, BLOCK_N, BLOCK_K[, SPLIT_K, num_warps, num_stages]}) overrides ``pick_config``
+    (tests, the sweep); inputs are checked by the caller."""
     M, K = x2.shape
     N = mantissa.shape[0]
-    y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
-    raw, tuned = kernels()
     interp = interpreting()
     if interp:
         _interpreter_scalar_compat()
-    if config is None and interp:
-        config = {"BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 1}
-    split = 1 if config is None else int(config["SPLIT_K"])
-    # fp32 workspace for split-K partial sums; autotune's split configs zero it in their pre_hook
     if config is None:
-        ws = torch.empty((M, N), dtype=torch.float32, device=x2.device)
-    else:
-        ws = (torch.zeros if split > 1 else torch.empty)((M, N) if split > 1 else (1,), dtype=torch.float32,
-                                                         device=x2.device)
+        sms = _sm_count(x2.device.index or 0) if x2.is_cuda else 132
+        config = pick_config(M, N, K, group_size, sms)
+    config = check_config(config, group_size)
+    kind = config["kind"]
+    y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
+    bm = block_m(M, kind)
+    warps, stages = config.get("num_warps", 4), config.get("num_stages", 3)
+    strides = (x2.stride(0), x2.stride(1), mantissa.stride(0), mantissa.stride(1), exponent2.stride(0),
+               exponent2.stride(1))
+    b = bias if bias is not None else x2
+    if kind == "gemv":
+        grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm))
+        kernels()["gemv"][grid](x2, mantissa, exponent2, b, y, M, N, K, *strides, GROUP=group_size,
+                                HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
+                                BLOCK_K=config["BLOCK_K"], num_warps=warps, num_stages=stages)
+        return y
+    split = int(config.get("SPLIT_K", 1))
+    # fp32 workspace for split-K partial sums (zeroed: the splits add into it)
+    ws = torch.zeros((M, N), dtype=torch.float32, device=x2.device) if split > 1 else y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does); bf16/fp16: Triton's default
     ieee = x2.dtype == torch.float32 and not (x2.is_cuda and torch.backends.cuda.matmul.allow_tf32)
-    bm = block_m(M)
-    args = (x2, mantissa, exponent2, bias if bias is not None else x2, y, ws, M, N, K,
-            x2.stride(0), x2.stride(1), mantissa.stride(0), mantissa.stride(1), exponent2.stride(0),
-            exponent2.stride(1))
-    meta = dict(GROUP=group_size, HAS_BIAS=bias is not None, DOT_F32=interp and x2.dtype == torch.bfloat16,
-                INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm)
-    if config is None:
-        grid = lambda c: (triton.cdiv(N, c["BLOCK_N"]), triton.cdiv(M, bm), c["SPLIT_K"])  # noqa: E731
-        tuned[grid](*args, **meta)
-        split = tuned.best_config.kwargs["SPLIT_K"]
-    else:
-        grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
-        raw[grid](*args, **meta, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT_K=split,
-                  num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 3))
+    grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
+    kernels()["dot"][grid](x2, mantissa, exponent2, b, y, ws, M, N, K, *strides, GROUP=group_size,
+                           HAS_BIAS=bias is not None, DOT_F32=interp and x2.dtype == torch.bfloat16,
+                           INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
+                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, SUB_K=min(config["BLOCK_K"], group_size),
+                           num_warps=warps, num_stages=stages)
     if split > 1:
         y.copy_(ws)
     return y

@@ -1,0 +1,129 @@
+"""Sweep the fused MXINT8 linear's launch configurations on a CUDA GPU: the measured basis of
+``fused_triton.pick_config``.
+
+    python benchmarks/fused_linear_sweep.py [--out benchmarks/fused_linear_sweep.json] [--quick]
+
+For every shape (N x K, nn.Linear's weight layout) and batch, every candidate configuration of both kernels
+(``gemv`` for a few rows, ``dot`` with optional split-K) is checked against a float64 reference and timed,
+and so are cuBLAS bf16 (``F.linear`` on the dequantized weight) and ``pick_config``'s own choice.
+
+Timing (``labkit.kernels.timing.graph_ms``): the calls are captured in a CUDA graph and replayed, so the
+times are the GPU's, without Python launch overhead; each call reads a different copy of the weight,
+enough copies to exceed the L2 cache several times over, so no call finds its weight in L2 (as in a
+model, whose layers each read their own weights once per token). Median of several replays.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SHAPES = ("4096x4096", "14336x4096", "28672x8192")
+REL_TOL = 2.0 ** -7
+
+
+def candidates(M: int, quick: bool) -> list[dict]:
+    out = []
+    if M <= 8:
+        bns, bks, ws = ((8, 16), (256, 512), ((4, 3),)) if quick else ((4, 8, 16, 32), (256, 512, 1024),
+                                                                      ((2, 3), (4, 3), (4, 4), (8, 4)))
+        out += [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
+                for bn, bk, (w, s) in itertools.product(bns, bks, ws)]
+    if M >= 4:
+        bns, bks, sks, ws = (((32, 64), (128,), (1,), ((4, 4),)) if quick else
+                             ((16, 32, 64), (128, 256), (1, 2), ((4, 3), (4, 5), (8, 4))))
+        out += [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s}
+                for bn, bk, sk, (w, s) in itertools.product(bns, bks, sks, ws)]
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "fused_linear_sweep.json"))
+    p.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
+    p.add_argument("--group", type=int, default=32)
+    p.add_argument("--quick", action="store_true", help="a few configs per case (a smoke run)")
+    args = p.parse_args(argv)
+
+    import torch
+    import torch.nn.functional as F
+
+    from labkit import results
+    from labkit.kernels import dequant, fused_triton
+    from labkit.kernels.mxint8_ref import quantize_mxint8
+    from labkit.kernels.timing import graph_ms, rotation
+
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA GPU")
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    g = args.group
+    rows = []
+    t_start = time.perf_counter()
+    for shape in args.shapes:
+        N, K = map(int, shape.lower().split("x"))
+        packed = N * K + N * K // g
+        copies = rotation(packed, props.L2_cache_size)
+        weights = []
+        for _ in range(copies):
+            m, e = quantize_mxint8(torch.randn(N, K, device=dev, generator=gen) * 0.02, g)
+            weights.append((m, e.reshape(N, K // g), dequant.dequantize(m, e, g).to(torch.bfloat16)))
+        src = torch.empty(packed, dtype=torch.uint8, device=dev)
+        dsts = [torch.empty_like(src) for _ in range(copies)]
+        copy_ms = graph_ms([lambda d=d: d.copy_(src) for d in dsts])
+        del src, dsts
+        for M in args.batches:
+            x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
+            m0, e0, w0 = weights[0]
+            ref = x.double() @ w0.double().T
+            bf16_ms = graph_ms([lambda w=w: F.linear(x, w) for _, _, w in weights])
+            picked = fused_triton.pick_config(M, N, K, g, props.multi_processor_count)
+            case = {"N": N, "K": K, "batch": M, "group_size": g, "packed_bytes": packed, "copies": copies,
+                    "copy_ms": copy_ms, "bf16_ms": bf16_ms, "picked": picked, "configs": []}
+            for cfg in candidates(M, args.quick) + [dict(picked, picked=True)]:
+                c = {k: v for k, v in cfg.items() if k != "picked"}
+                try:
+                    y = fused_triton.launch(x, m0, e0, None, g, c)
+                    err = float(torch.linalg.vector_norm(y.double() - ref) / torch.linalg.vector_norm(ref))
+                    ms = graph_ms([lambda m=m, e=e: fused_triton.launch(x, m, e, None, g, c) for m, e, _ in weights])
+                    r = {**cfg, "ms": ms, "rel_err": err, "ok": err <= REL_TOL, "bf16_over": bf16_ms / ms}
+                except Exception as exc:  # a config the compiler rejects (shared memory, registers): recorded
+                    r = {**cfg, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
+                case["configs"].append(r)
+            good = sorted((r for r in case["configs"] if r.get("ok")), key=lambda r: r["ms"])
+            case["best"] = good[0] if good else None
+            pick = next(r for r in case["configs"] if r.get("picked"))
+            rows.append(case)
+            best = case["best"]
+            print(f"{N}x{K} M={M:>2}: copies {copies} bf16 {1e3 * bf16_ms:7.1f} us | best "
+                  f"{best['kind'] if best else '-'} {1e3 * best['ms'] if best else float('nan'):7.1f} us "
+                  f"({bf16_ms / best['ms'] if best else 0:.2f}x) {({k: v for k, v in best.items() if k.isupper() or k.startswith('num')} if best else '')} | "
+                  f"picked {1e3 * pick.get('ms', float('nan')):7.1f} us ({pick.get('bf16_over', 0):.2f}x) | "
+                  f"copy-rate read {packed / copy_ms / 1e6 * 2:.0f} GB/s; fused reads at "
+                  f"{packed / best['ms'] / 1e6 if best else 0:.0f} GB/s  [{time.perf_counter() - t_start:.0f} s]",
+                  flush=True)
+            del x
+        del weights
+        torch.cuda.empty_cache()
+    import triton
+
+    out = {"what": "fused MXINT8 linear launch configurations vs cuBLAS bf16, CUDA-graph replay, rotating weights",
+           "rows": rows, "rel_tol": REL_TOL, "sm_count": props.multi_processor_count,
+           "l2_bytes": props.L2_cache_size, "triton": triton.__version__, "provenance": results.provenance(),
+           "method": __doc__.split("Timing")[1].strip(), "args": vars(args)}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results._jsonable(out), indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

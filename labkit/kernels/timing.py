@@ -1,0 +1,53 @@
+"""GPU time of small kernels without the host in it: CUDA-graph replay over rotating inputs.
+
+A weight-only matmul at batch 1 takes microseconds on the GPU while its Python launch can take longer, so
+timing eager calls measures the host. ``graph_ms`` captures the calls in one CUDA graph and replays it
+(no launch gaps, no Python), each call on its own copy of the weight (``rotation`` copies: several times
+the L2 cache, so no call reads its weight from L2), and reports the median over replays per call.
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+
+def rotation(nbytes: int, l2_bytes: int, factor: int = 3, most: int = 64) -> int:
+    """How many copies of an ``nbytes`` operand make a cycle ``factor`` times the L2 size (at least 2)."""
+    return max(2, min(most, -(-factor * l2_bytes // max(nbytes, 1))))
+
+
+def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
+    """Median milliseconds per call of the ``fns`` (one per rotated input), captured in one CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the capture stream, as torch.cuda.graphs asks
+        for fn in fns:
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    if reps is None:  # about 2 ms of work per replay, at least one pass over the copies
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for fn in fns:
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        reps = max(1, min(200, int(2.0 / max(start.elapsed_time(end), 1e-3))))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            for fn in fns:
+                fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / (reps * len(fns)))
+    del graph
+    return statistics.median(times)

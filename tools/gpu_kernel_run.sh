@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 23 on a GPU machine, one call: the fused MXINT8 kernel's CUDA tests, its launch-config sweep and the
+# QAT step benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[[ -n "${LABKIT_COMMIT:-}" ]] || { echo "set LABKIT_COMMIT (git rev-parse HEAD where the tree came from)" >&2; exit 2; }
+export LABKIT_COMMIT
+source .gpu-kit/setup.sh >/dev/null
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
+OUT=${OUT:-/tmp/labkit-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+steps=${*:-tests sweep qat}
+for step in $steps; do
+  t0=$SECONDS
+  case $step in
+    tests) timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_fused_mxint8.py --durations=8 \
+             >"$OUT/pytest_cuda.log" 2>&1; echo "tests rc=$?"; tail -15 "$OUT/pytest_cuda.log" ;;
+    sweep) timeout 330 python3 benchmarks/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" \
+             2>&1 | tee "$OUT/sweep.log" | grep -v Warning ;;
+    bench) timeout 200 python3 benchmarks/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
+    qat) for v in "fp32" "bf16" "fp32 --compile-model" "bf16 --compile-model"; do
+           set -- $v; tag=$(echo "$v" | tr -d ' -')
+           timeout 150 python3 benchmarks/qat_step.py --device cuda --qat-matmul $v --profile \
+             --out "$OUT/qat_$tag.json" 2>&1 | grep -v -i warn | tail -16
+         done ;;
+  esac
+  echo "== $step: $((SECONDS - t0)) s"
+done
+ls -la "$OUT"
