@@ -21,8 +21,9 @@ for step in $steps; do
     sweep) timeout 330 python3 benchmarks/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" \
              2>&1 | tee "$OUT/sweep.log" | grep -v Warning ;;
     bench) timeout 200 python3 benchmarks/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
-    qat) for v in "fp32" "bf16" "fp32 --compile-model" "bf16 --compile-model"; do
-           set -- $v; tag=$(echo "$v" | tr -d ' -')
+    qat) IFS=, read -ra variants <<<"${QAT_VARIANTS:-fp32,bf16,fp32 --compile-model,bf16 --no-compile --compile-model}"
+         for v in "${variants[@]}"; do
+           tag=$(echo "$v" | tr -d ' -')
            timeout 150 python3 benchmarks/qat_step.py --device cuda --qat-matmul $v --profile \
              --out "$OUT/qat_$tag.json" 2>&1 | grep -v -i warn | tail -16
          done ;;

@@ -140,6 +140,7 @@ def _in_mode(fn, helpers: dict):
     g.update(helpers)
     copy = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
+    copy.__annotations__ = dict(fn.__annotations__)  # Triton reads tl.constexpr parameters from these
     return copy
 
 
