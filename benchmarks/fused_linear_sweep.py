@@ -31,15 +31,14 @@ REL_TOL = 2.0 ** -7
 def candidates(M: int, quick: bool) -> list[dict]:
     out = []
     if M <= 8:
-        bns, bks, ws = ((8, 16), (256, 512), ((4, 3),)) if quick else ((4, 8, 16, 32), (256, 512, 1024),
-                                                                      ((2, 3), (4, 3), (4, 4), (8, 4)))
+        bns, bks, ws = ((4, 8), (1024,), ((4, 3),)) if quick else ((4, 8), (512, 1024), ((2, 3), (4, 3), (8, 3)))
         out += [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                 for bn, bk, (w, s) in itertools.product(bns, bks, ws)]
     if M >= 4:
         bns, bks, sks, ws = (((32, 64), (128,), (1,), ((4, 4),)) if quick else
-                             ((16, 32, 64), (128, 256), (1, 2), ((4, 3), (4, 5), (8, 4))))
-        out += [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s}
-                for bn, bk, sk, (w, s) in itertools.product(bns, bks, sks, ws)]
+                             ((32, 64), (128, 256), (1, 2), ((4, 3), (4, 4))))
+        out += [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s,
+                 "SWAP": swap} for swap, bn, bk, sk, (w, s) in itertools.product((False, True), bns, bks, sks, ws)]
     return out
 
 

@@ -42,6 +42,12 @@ def _add(a, b):
 _ADD = None  # the kernels' copies name a jit-decorated _add here (see _kernels)
 
 
+def _i8_to_f32(m):
+    """int8 -> fp32 without a (quarter-rate) int-to-float conversion: (m + 128) placed in the mantissa of
+    2^23, then 2^23 + 128 subtracted; exact for every int8 (full-rate integer and fp32 adds)."""
+    return (m.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
+
+
 def _scale(e):
     """2**(E - 133) as fp32 (normal for E >= 7, subnormal below; shifts kept in 0..31); NaN for E = 255."""
     bits = tl.where(e >= 7, (tl.maximum(e, 7) - 6) << 23, 1 << (tl.minimum(e, 6) + 16))
@@ -70,7 +76,7 @@ def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
         e = tl.load(e_tile + g0 * stride_eg, mask=n_mask[:, None] & ((g0 + offs_g) < n_groups)[None, :],
                     other=127).to(tl.int32)
         scale = _scale(e)  # (BLOCK_N, NG); a masked-out group has m = 0 and a finite scale
-        w = m.to(tl.float32)  # |m| <= 127, exact
+        w = _i8_to_f32(m)
         for r in tl.static_range(BLOCK_M):
             row = row0 + r
             xr = tl.load(x_ptr + row.to(tl.int64) * stride_xm + (k0 + kk) * stride_xk,
@@ -89,7 +95,7 @@ def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
                 stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                 GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
                 INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SUB_K: tl.constexpr):
+                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SUB_K: tl.constexpr, SWAP: tl.constexpr):
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -101,7 +107,10 @@ def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
     w_rows = m_ptr + offs_n.to(tl.int64)[:, None] * stride_mn    # W tile (BLOCK_N, SUB_K), K contiguous
     x_cols = x_ptr + offs_m.to(tl.int64)[None, :] * stride_xm    # x^T tile (SUB_K, BLOCK_M)
     e_rows = e_ptr + offs_n.to(tl.int64) * stride_en
-    acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
+    if SWAP:
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    else:
+        acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     for k0 in range(k_begin, k_end, BLOCK_K):
         for j in tl.static_range(0, BLOCK_K, SUB_K):  # SUB_K = min(BLOCK_K, GROUP): one exponent per sub-tile
             offs_k = k0 + j + tl.arange(0, SUB_K)
@@ -113,12 +122,19 @@ def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
             group = tl.minimum((k0 + j) // GROUP, K // GROUP - 1)
             e = tl.load(e_rows + group * stride_eg, mask=n_mask, other=127).to(tl.int32)
             scale = _scale(e)
-            w = m.to(tl.float32)  # |m| <= 127: exact in bf16, fp16 and fp32
-            if DOT_F32:  # the interpreter's bf16 dot is wrong; the same exact values go through fp32 there
-                part = tl.dot(w, xt.to(tl.float32))
+            w = _i8_to_f32(m)  # |m| <= 127: exact in bf16, fp16 and fp32
+            if not DOT_F32:  # the interpreter's bf16 dot is wrong; the same exact values go through fp32 there
+                w = w.to(xt.dtype)
             else:
-                part = tl.dot(w.to(xt.dtype), xt, input_precision=INPUT_PRECISION)
-            acc += part * scale[:, None]
+                xt = xt.to(tl.float32)
+            if SWAP:  # x the dot's left operand (its 16-row MMA side), W^T the right: acc is (BLOCK_M, BLOCK_N)
+                part = tl.dot(tl.trans(xt), tl.trans(w), input_precision=INPUT_PRECISION)
+                acc += part * scale[None, :]
+            else:
+                part = tl.dot(w, xt, input_precision=INPUT_PRECISION)
+                acc += part * scale[:, None]
+    if SWAP:
+        acc = tl.trans(acc)  # (BLOCK_N, BLOCK_M) for the common epilogue
     if HAS_BIAS:
         b = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
         acc += b[:, None] * (pid_k == 0).to(tl.float32)  # one split adds it
@@ -146,7 +162,7 @@ def _in_mode(fn, helpers: dict):
 
 @functools.cache
 def _kernels(mode: bool) -> dict:
-    helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale)}
+    helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32)}
     return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)),
             "dot": triton.jit(_in_mode(_dot_kernel, helpers))}
 
@@ -250,7 +266,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                            HAS_BIAS=bias is not None, DOT_F32=interp and x2.dtype == torch.bfloat16,
                            INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
                            BLOCK_K=config["BLOCK_K"], SPLIT_K=split, SUB_K=min(config["BLOCK_K"], group_size),
-                           num_warps=warps, num_stages=stages)
+                           SWAP=bool(config.get("SWAP", False)), num_warps=warps, num_stages=stages)
     if split > 1:
         y.copy_(ws)
     return y
