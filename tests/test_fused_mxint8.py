@@ -201,7 +201,7 @@ def test_interpreted_dot_kernel_bf16(interpreter, case, M):
     x = rand_x((M, K), torch.bfloat16, seed=N)
     b = torch.randn(N) if M % 2 else None  # bias on odd M, none on even
     y = interpreter.launch(x, m, e, b.bfloat16() if b is not None else None, g,
-                           {"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk})
+                           {"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "SWAP": M in (3, 64)})
     assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
 
 
@@ -227,7 +227,8 @@ def test_interpreted_kernel_fp16_fp32(interpreter, dtype, M, split):
     m, e = make_weight(N, K, g, seed=M, spread=3)  # fp16's range: values within 2^-9 .. 2^8
     x = rand_x((M, K), dtype)
     b = torch.randn(N).to(dtype)
-    y = interpreter.launch(x, m, e, b, g, {"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": split})
+    y = interpreter.launch(x, m, e, b, g, {"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": split,
+                                           "SWAP": split == 2})
     assert_bounded(y, x, m, e, g, b, u_interp(dtype))
     y = interpreter.launch(x, m, e, b, g, {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 64})
     assert_bounded(y, x, m, e, g, b, u_interp(dtype))
@@ -250,11 +251,13 @@ def test_interpreted_kernel_random_shapes(interpreter):
         assert_bounded(interpreter.launch(x, m, e, b, g, cfg), x, m, e, g, b, u_interp(torch.bfloat16))
 
 
-EDGE_CONFIGS = ({"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2}, {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 32})
+EDGE_CONFIGS = ({"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2},
+                {"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2, "SWAP": True},
+                {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 32})
 
 
 @needs_triton
-@pytest.mark.parametrize("cfg", EDGE_CONFIGS, ids=lambda c: c["kind"])
+@pytest.mark.parametrize("cfg", EDGE_CONFIGS, ids=lambda c: c["kind"] + ("-swap" if c.get("SWAP") else ""))
 def test_interpreted_edge_exponents_and_strides(interpreter, cfg):
     """Exponents 0..6 (fp32-subnormal scales), 254 with |m| = 127, 255 (NaN groups); a strided x and a
     mantissa view with row stride != K."""
@@ -276,26 +279,30 @@ def test_interpreted_edge_exponents_and_strides(interpreter, cfg):
 
 @needs_triton
 def test_picked_configs_run_in_the_interpreter(interpreter):
-    """pick_config's choice at every row count it serves, on a shape it tiles raggedly."""
-    N, K, g = 130, 288, 32
-    m, e = make_weight(N, K, g)
-    for M in (1, 2, 5, 8, 9, 33):
-        x = rand_x((M, K), torch.bfloat16, seed=M)
-        cfg = interpreter.pick_config(M, N, K, g)
-        assert cfg["kind"] == ("gemv" if M <= interpreter.GEMV_MAX_ROWS else "dot")
-        assert_bounded(interpreter.launch(x, m, e, None, g, cfg), x, m, e, g, None, u_interp(torch.bfloat16))
+    """pick_config's choice at every row count it serves, on shapes it tiles raggedly."""
+    g = 32
+    for N, K in ((130, 288), (4100, 64)):
+        m, e = make_weight(N, K, g)
+        for M in (1, 2, 5, 9, 33):
+            x = rand_x((M, K), torch.bfloat16, seed=M)
+            cfg = interpreter.pick_config(M, N, K, g)
+            assert cfg["kind"] == ("gemv" if M <= 4 else "dot")
+            assert_bounded(interpreter.launch(x, m, e, None, g, cfg), x, m, e, g, None, u_interp(torch.bfloat16))
 
 
 @needs_triton
-def test_pick_config_fills_the_gpu_and_fits_the_group(interpreter):
-    for M in (1, 4, 16, 64):
+def test_pick_config_follows_the_sweep(interpreter):
+    """The rules: gemv for one row, and for a few rows of a small weight; the swapped dot up to 16 rows;
+    tiles that hold whole groups; split-K for many rows only where N gives under one program per SM."""
+    for g in (16, 32, 128):
         for N, K in ((4096, 4096), (14336, 4096), (28672, 8192), (384, 1536)):
-            for g in (16, 32, 128):
-                cfg = interpreter.pick_config(M, N, K, g, sms=132)
-                assert cfg["BLOCK_K"] % g == 0 or cfg["kind"] == "dot"
-                programs = -(-N // cfg["BLOCK_N"])
-                smallest = 4 if cfg["kind"] == "gemv" else 16
-                assert programs >= 2 * 132 or cfg["BLOCK_N"] == smallest, (M, N, K, cfg)
+            one = interpreter.pick_config(1, N, K, g, sms=132)
+            assert one["kind"] == "gemv" and one["BLOCK_K"] % g == 0 and one["BLOCK_K"] <= max(g, 1024)
+            few = interpreter.pick_config(4, N, K, g, sms=132)
+            assert few["kind"] == ("gemv" if N * K <= 1 << 25 else "dot")
+            assert interpreter.pick_config(16, N, K, g, sms=132)["SWAP"] is True
+            many = interpreter.pick_config(64, N, K, g, sms=132)
+            assert many["SWAP"] is False and many["SPLIT_K"] == (2 if -(-N // 64) < 132 else 1)
     with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dot'"):
         interpreter.check_config({"kind": "wide", "BLOCK_N": 16, "BLOCK_K": 32}, 32)
     with pytest.raises(ValueError, match="BLOCK_K=48 must be a multiple of group_size=32"):
@@ -363,8 +370,9 @@ def test_gpu_kernel_picked_config(no_interpreter, monkeypatch, dtype, M):
 
 GPU_CONFIGS = [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                for bn, bk, w, s in ((4, 256, 4, 3), (16, 512, 4, 4), (32, 1024, 8, 4))] + \
-              [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s}
-               for bn, bk, sk, w, s in ((16, 128, 1, 4, 3), (64, 256, 2, 8, 4), (32, 128, 3, 4, 5))]
+              [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "SWAP": sw}
+               for bn, bk, sk, w, s, sw in ((16, 128, 1, 4, 3, False), (64, 256, 2, 8, 4, False),
+                                            (64, 128, 2, 4, 3, True), (32, 128, 3, 4, 5, True))]
 
 
 @pytest.mark.cuda

@@ -32,7 +32,7 @@ import triton.language as tl
 from triton import knobs
 
 MAX_BLOCK_M = 64
-GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, the dot kernel
+GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dot kernel
 
 
 def _add(a, b):
@@ -204,19 +204,21 @@ def _sm_count(device_index: int) -> int:
 
 
 def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132) -> dict:
-    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, chosen from measured sweeps
-    (benchmarks/fused_linear_sweep.py on an H100): the kernel, tile sizes, warps and pipeline depth."""
-    if M <= GEMV_MAX_ROWS:
-        bk = max(group_size, 256)
-        bn = 16
-        while bn > 4 and triton.cdiv(N, bn) < 2 * sms:  # >= 2 programs per SM where N allows
-            bn //= 2
-        return {"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": 3}
-    bn = 64
-    while bn > 16 and triton.cdiv(N, bn) < 2 * sms:
-        bn //= 2
-    return {"kind": "dot", "BLOCK_N": bn, "BLOCK_K": max(group_size, 128), "SPLIT_K": 1, "num_warps": 4,
-            "num_stages": 4}
+    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors: the fastest configurations of the
+    H100 sweep at 337429b (benchmarks/fused_linear_sweep.json; 4096x4096, 14336x4096, 28672x8192 at
+    batch 1, 4, 16, 64), as rules: one row streams W with the gemv kernel in long K tiles; a few rows of a
+    small weight too; up to 16 rows the dot kernel with x as the MMA's 16-row side and split-K 2; more rows
+    the dot kernel with W as the wide side, split-K only where N alone gives under one program per SM."""
+    bk_gemv = max(group_size, min(1024, triton.next_power_of_2(K)))
+    if M == 1:
+        return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": bk_gemv, "num_warps": 4, "num_stages": 3}
+    if M <= 4 and N * K <= 1 << 25:
+        return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": bk_gemv, "num_warps": 2, "num_stages": 3}
+    if M <= 16:
+        return {"kind": "dot", "SWAP": True, "BLOCK_N": 64, "BLOCK_K": max(group_size, 128), "SPLIT_K": 2,
+                "num_warps": 4, "num_stages": 3}
+    return {"kind": "dot", "SWAP": False, "BLOCK_N": 64, "BLOCK_K": max(group_size, 128),
+            "SPLIT_K": 2 if triton.cdiv(N, 64) < sms else 1, "num_warps": 4, "num_stages": 4}
 
 
 def check_config(config: dict, group_size: int) -> dict:
