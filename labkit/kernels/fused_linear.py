@@ -20,6 +20,7 @@ Two paths; ``path_for`` picks per call, ``describe()`` names the one a device ge
 from __future__ import annotations
 
 import collections
+import functools
 import importlib
 import os
 from typing import Optional
@@ -72,10 +73,15 @@ def blocker(device) -> str | None:
         return f"{device.type} tensors: the Triton kernel runs on CUDA only"
     if not torch.cuda.is_available():
         return "no CUDA: torch.cuda.is_available() is False"
-    major, minor = torch.cuda.get_device_capability(device)
+    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
     if major < 8:
         return f"GPU is sm_{major}{minor}: the kernel's bf16 tl.dot needs sm_80 or newer"
     return None
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
 
 
 def group_ok(group_size: int) -> bool:
@@ -145,7 +151,11 @@ def _dequant_linear(x, mantissa, e2, bias, group_size):
 @torch.library.custom_op("labkit::mxint8_linear", mutates_args=())
 def _mxint8_linear(x: torch.Tensor, mantissa: torch.Tensor, exponent: torch.Tensor, bias: Optional[torch.Tensor],
                    group_size: int) -> torch.Tensor:
-    e2 = check_inputs(x, mantissa, exponent, bias, group_size)
+    return _forward(x, mantissa, check_inputs(x, mantissa, exponent, bias, group_size), bias, group_size)
+
+
+def _forward(x, mantissa, e2, bias, group_size):
+    """The op's body, on checked inputs."""
     path, _ = path_for(x, group_size)
     path_counts[path] += 1
     if path == "dequant":
@@ -188,5 +198,10 @@ _mxint8_linear.register_autograd(_backward, setup_context=_setup_context)
 def mxint8_linear(x: torch.Tensor, mantissa: torch.Tensor, exponent: torch.Tensor, group_size: int,
                   bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ dequant(mantissa, exponent)^T + bias`` in x's dtype (fp32 accumulation); see the module doc."""
-    check_inputs(x, mantissa, exponent, bias, group_size)  # clear errors before the dispatcher
-    return torch.ops.labkit.mxint8_linear(x, mantissa, exponent, bias, group_size)
+    e2 = check_inputs(x, mantissa, exponent, bias, group_size)  # clear errors before the dispatcher
+    grad = torch.is_grad_enabled() and (x.requires_grad or (bias is not None and bias.requires_grad))
+    if grad or torch.compiler.is_compiling():  # autograd and tracing need the registered op
+        return torch.ops.labkit.mxint8_linear(x, mantissa, exponent, bias, group_size)
+    # inference: the same body without the custom-op dispatcher, whose Python cost per call exceeded the
+    # kernel's GPU time at batch 1 on an H100 (eager 125 us against 10 us of GPU time at 4096 x 4096)
+    return _forward(x, mantissa, e2, bias, group_size)
