@@ -7,13 +7,15 @@ Two decompositions, picked per call by ``pick_config`` (measured choices: benchm
 - ``gemv`` (a few rows): each program takes BLOCK_N output features and walks all of K in (NG, GROUP) tiles,
   int8 -> fp32 in registers, products with each row of x summed per group, then scaled by the group's
   ``2**(E-133)`` and summed. No tensor cores, no shared-memory staging of W, no padding of x to 16 rows.
-- ``dot`` (more rows): swapped operands, ``acc[BLOCK_N, BLOCK_M] = W_tile @ x_tile^T`` with W the dot's wide
-  left operand and x its narrow right one (tl.dot needs every dimension >= 16); each group's partial dot
-  is scaled by its power of two after the dot (exact), one conversion per weight element.
+- ``dot`` (more rows): ``acc[BLOCK_N, BLOCK_M] = W_tile @ x_tile^T`` with W the dot's wide left operand and
+  x its narrow right one, or (``SWAP``) x the left operand as the MMA's 16-row side and W^T the right; rows
+  are padded to tl.dot's 16. Each group's partial dot is scaled by its power of two after the dot (exact).
 
 Both scale per group, so ``sum_g 2^(E_g-133) * sum_k m_k x_k`` equals the dequantized product up to fp32
-summation order. Enough programs come from small BLOCK_N (N / BLOCK_N >= ~2 programs per SM at the layer
-sizes that matter), not from split-K: no workspace, no atomics, one launch, the same bits every run.
+summation order. The gemv kernel gets its programs from a small BLOCK_N (one launch, no workspace, the same
+bits every run); the dot kernel can also split K (``SPLIT_K``: partial sums meet in an fp32 workspace by
+atomic adds, so the order of the last additions, hence the last bits, can vary run to run), which the H100
+sweep chose for up to 16 rows.
 
 Requires ``group_size`` a power of two >= 16 (the dot path does one dot per group); ``fused_linear`` routes
 other sizes to dequantize-then-matmul. Imported only where Triton is installed. ``triton.jit`` reads
