@@ -63,21 +63,12 @@ class CpuTimer:
         return sorted(times)[len(times) // 2]
 
 
-def check(y, x, w_bf16) -> float:
-    """Relative Frobenius error of ``y`` against x @ W^T in float64."""
-    import torch
-
-    ref = x.double() @ w_bf16.double().T
-    return float(torch.linalg.vector_norm(y.double() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-300))
-
-
 def run(args) -> dict:
     import torch
     import torch.nn.functional as F
 
     from labkit.kernels import bench, dequant, extension, fused_linear
-    from labkit.kernels.mxint8_ref import quantize_mxint8
-    from labkit.kernels.timing import graph_ms, rotation
+    from labkit.kernels.timing import graph_ms, rel_error, rotation, weight_copies
 
     dev = torch.device("cpu" if args.dry_run else "cuda")
     timer = CpuTimer() if args.dry_run else bench.Timer(dev, reps=args.reps)
@@ -87,14 +78,9 @@ def run(args) -> dict:
     for shape in args.shapes:
         N, K = parse_shape(shape)
         g = args.group
-        w = torch.randn(N, K, device=dev, generator=gen) * 0.02
-        copies = 1 if args.dry_run else rotation(N * K + N * K // g, l2)
-        sets = []
-        for i in range(copies):  # rotated copies: each graph call reads a weight that is not in L2
-            wi = w if i == 0 else torch.randn(N, K, device=dev, generator=gen) * 0.02
-            mi, ei = quantize_mxint8(wi, g)
-            sets.append((mi, ei, dequant.dequantize(mi, ei, g)))  # exact bf16: the bf16 path's weight
-        del w, wi
+        # rotated copies: each graph call reads a weight that is not in L2; the bf16 path's weight is exact
+        sets = weight_copies(N, K, g, 1 if args.dry_run else rotation(N * K + N * K // g, l2), gen)
+        copies = len(sets)
         m, e, w_bf16 = sets[0]
         packed = m.numel() + e.numel()
         src = torch.empty(packed, dtype=torch.uint8, device=dev)
@@ -109,7 +95,7 @@ def run(args) -> dict:
             }
             fns = {name: make(m, e, w_bf16) for name, make in makers.items()}
             before = dict(fused_linear.path_counts)
-            errors = {name: check(fn(), x, w_bf16) for name, fn in fns.items()}
+            errors = {name: rel_error(fn(), x, w_bf16) for name, fn in fns.items()}
             fused_path = "triton" if fused_linear.path_counts["triton"] > before.get("triton", 0) else "dequant"
             row = {"N": N, "K": K, "group_size": g, "batch": M, "packed_bytes": packed, "copies": copies,
                    "fused_path": fused_path, "copy_ms": copy_ms, "copy_GBps": 2 * packed / copy_ms / 1e6}
@@ -137,12 +123,20 @@ def run(args) -> dict:
                        "*_ms: CUDA-graph replay over rotated weight copies (labkit.kernels.timing.graph_ms), the "
                        "GPU's time; *_eager_ms: eager calls, CUDA events, L2 flushed before each (host included "
                        "where it exceeds the flush)"),
-            "fused_configs": {} if args.dry_run else {
-                f"{r['batch']}x{r['N']}x{r['K']}": __import__("labkit.kernels.fused_triton", fromlist=["x"]).pick_config(
-                    r["batch"], r["N"], r["K"], r["group_size"], torch.cuda.get_device_properties(dev).multi_processor_count)
-                for r in rows},
+            "fused_configs": {} if args.dry_run else fused_configs(rows, dev),
             "weight_GBps": "packed bytes (N*K + N*K/group) / time, for every path",
             "rel_tol": REL_TOL}
+
+
+def fused_configs(rows, dev) -> dict:
+    """pick_config's launch per measured (batch, N, K)."""
+    import torch
+
+    from labkit.kernels import fused_triton
+
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    return {f"{r['batch']}x{r['N']}x{r['K']}": fused_triton.pick_config(r["batch"], r["N"], r["K"], r["group_size"], sms)
+            for r in rows}
 
 
 def main(argv=None) -> int:

@@ -55,9 +55,8 @@ def main(argv=None) -> int:
     import torch.nn.functional as F
 
     from labkit import results
-    from labkit.kernels import dequant, fused_triton
-    from labkit.kernels.mxint8_ref import quantize_mxint8
-    from labkit.kernels.timing import graph_ms, rotation
+    from labkit.kernels import fused_triton
+    from labkit.kernels.timing import graph_ms, rel_error, rotation, weight_copies
 
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU")
@@ -71,10 +70,7 @@ def main(argv=None) -> int:
         N, K = map(int, shape.lower().split("x"))
         packed = N * K + N * K // g
         copies = rotation(packed, props.L2_cache_size)
-        weights = []
-        for _ in range(copies):
-            m, e = quantize_mxint8(torch.randn(N, K, device=dev, generator=gen) * 0.02, g)
-            weights.append((m, e.reshape(N, K // g), dequant.dequantize(m, e, g).to(torch.bfloat16)))
+        weights = weight_copies(N, K, g, copies, gen)
         src = torch.empty(packed, dtype=torch.uint8, device=dev)
         dsts = [torch.empty_like(src) for _ in range(copies)]
         copy_ms = graph_ms([lambda d=d: d.copy_(src) for d in dsts])
@@ -82,7 +78,6 @@ def main(argv=None) -> int:
         for M in args.batches:
             x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
             m0, e0, w0 = weights[0]
-            ref = x.double() @ w0.double().T
             bf16_ms = graph_ms([lambda w=w: F.linear(x, w) for _, _, w in weights])
             picked = fused_triton.pick_config(M, N, K, g, props.multi_processor_count)
             case = {"N": N, "K": K, "batch": M, "group_size": g, "packed_bytes": packed, "copies": copies,
@@ -91,7 +86,7 @@ def main(argv=None) -> int:
                 c = {k: v for k, v in cfg.items() if k != "picked"}
                 try:
                     y = fused_triton.launch(x, m0, e0, None, g, c)
-                    err = float(torch.linalg.vector_norm(y.double() - ref) / torch.linalg.vector_norm(ref))
+                    err = rel_error(y, x, w0)
                     ms = graph_ms([lambda m=m, e=e: fused_triton.launch(x, m, e, None, g, c) for m, e, _ in weights])
                     r = {**cfg, "ms": ms, "rel_err": err, "ok": err <= REL_TOL, "bf16_over": bf16_ms / ms}
                 except Exception as exc:  # a config the compiler rejects (shared memory, registers): recorded

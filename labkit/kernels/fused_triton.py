@@ -125,10 +125,10 @@ def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
             e = tl.load(e_rows + group * stride_eg, mask=n_mask, other=127).to(tl.int32)
             scale = _scale(e)
             w = _i8_to_f32(m)  # |m| <= 127: exact in bf16, fp16 and fp32
-            if not DOT_F32:  # the interpreter's bf16 dot is wrong; the same exact values go through fp32 there
-                w = w.to(xt.dtype)
-            else:
+            if DOT_F32:  # the interpreter's bf16 dot is wrong; the same exact values go through fp32 there
                 xt = xt.to(tl.float32)
+            else:
+                w = w.to(xt.dtype)
             if SWAP:  # x the dot's left operand (its 16-row MMA side), W^T the right: acc is (BLOCK_M, BLOCK_N)
                 part = tl.dot(tl.trans(xt), tl.trans(w), input_precision=INPUT_PRECISION)
                 acc += part * scale[None, :]
@@ -243,10 +243,10 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     interp = interpreting()
     if interp:
         _interpreter_scalar_compat()
-    if config is None:
-        sms = _sm_count(x2.device.index or 0) if x2.is_cuda else 132
-        config = pick_config(M, N, K, group_size, sms)
-    config = check_config(config, group_size)
+    if config is None:  # pick_config's choices are valid by construction: only given configs are checked
+        config = pick_config(M, N, K, group_size, _sm_count(x2.device.index or 0) if x2.is_cuda else 132)
+    else:
+        config = check_config(config, group_size)
     kind = config["kind"]
     y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
     bm = block_m(M, kind)

@@ -11,6 +11,9 @@ import statistics
 
 import torch
 
+from .dequant import dequantize
+from .mxint8_ref import quantize_mxint8
+
 
 def rotation(nbytes: int, l2_bytes: int, factor: int = 3, most: int = 64) -> int:
     """How many copies of an ``nbytes`` operand make a cycle ``factor`` times the L2 size (at least 2)."""
@@ -51,3 +54,19 @@ def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
         times.append(start.elapsed_time(end) / (reps * len(fns)))
     del graph
     return statistics.median(times)
+
+
+def weight_copies(N: int, K: int, group_size: int, copies: int, generator: torch.Generator) -> list[tuple]:
+    """``copies`` random (N, K) weights as (int8 mantissa, exponent (N, K / group), exact bf16 weight)."""
+    out = []
+    for _ in range(copies):
+        w = torch.randn(N, K, device=generator.device, generator=generator) * 0.02
+        m, e = quantize_mxint8(w, group_size)
+        out.append((m, e.reshape(N, K // group_size), dequantize(m, e, group_size).to(torch.bfloat16)))
+    return out
+
+
+def rel_error(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> float:
+    """Relative Frobenius error of ``y`` against ``x @ w^T`` in float64."""
+    ref = x.double() @ w.double().T
+    return float(torch.linalg.vector_norm(y.double() - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-300))
