@@ -3,13 +3,14 @@ beside the serial loop labkit had before (collating DataLoader with 4 loader pro
 a progress update every step, non-fused AdamW), measured in one run.
 
 Every configuration trains the same architectures (a fixed random sample of the Lab 2 space, queued in
-order; a configuration with W workers runs the list ceil(2W / len) times so every worker has work), with
-the result cache off. Rates: ``sustained`` = trials / (last finish - first start), i.e. with workers warm;
+order; a configuration with W workers runs the list ceil(per_worker * W / len) times so every worker has
+work), with the result cache off. ``--graphs on,off``: the training and evaluation steps as CUDA graphs
+(labkit.cuda_graphs, labels "graphs, W worker(s)") and/or the eager loop (labels "lean, W worker(s)"). Rates: ``sustained`` = trials / (last finish - first start), i.e. with workers warm;
 ``wall`` also counts worker start-up (imports, data loading). The serial baseline is timed on the first
 ``--serial-trials`` architectures and compared with the 1-worker lean loop on the same ones.
 
     python benchmarks/search_throughput.py [--profile full|quick] [--workers 1,2,4,8] [--mps 8]
-        [--serial-trials 4] [--archs 8] [--out benchmarks/search_throughput.json]
+        [--serial-trials 4] [--archs 8] [--graphs on,off] [--per-worker 2] [--out benchmarks/search_throughput.json]
 
 Each configuration's numbers are written to ``--out`` as soon as it ends (``--resume`` keeps those
 already there), so a run cut short keeps what it measured.
@@ -31,7 +32,7 @@ import numpy as np
 import optuna
 import torch
 
-from labkit import recipes, train
+from labkit import cuda_graphs, recipes, train
 from labkit.profiles import lab_settings
 from labkit.results import provenance
 from labkit.search import StudyPlan, build_model, run_studies, sample_architecture
@@ -152,10 +153,12 @@ def _arch(params: dict) -> dict:
     return {"config": sizes, "linears": {k: v for k, v in params.items() if "." in k}}
 
 
-def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Path) -> dict:
-    reps = max(1, math.ceil(2 * workers / len(archs)))
+def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Path, graphs: bool = True,
+                per_worker: int = 2) -> dict:
+    reps = max(1, math.ceil(per_worker * workers / len(archs)))
     queue = archs * reps
-    name = f"bench-w{workers}{'-mps' if mps else ''}"
+    name = f"bench-w{workers}{'-mps' if mps else ''}{'' if graphs else '-eager'}"
+    os.environ[cuda_graphs.ENV] = "1" if graphs else "0"  # the workers inherit it
     plan = StudyPlan(name=name, objective="lab2", settings=s, options={"use_cache": False}, sampler="random",
                      seed=0, n_trials=len(queue), enqueue=queue)
     url = f"journal:{folder / (name + '.journal')}"
@@ -171,11 +174,18 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
     per_arch = {}
     for t in done:
         per_arch.setdefault(str(queue.index(t.params) % len(archs)), []).append(t.user_attrs["trial_seconds"])
-    return {"config": f"lean, {workers} worker(s)" + (" + MPS" if mps else ""), "workers": workers, "mps": mps,
-            "trials": len(done), "wall_seconds": wall, "sustained_seconds": sustained,
+    failures = sorted({str(t.user_attrs.get("train_graphs", {}).get("graph_failure")) for t in done
+                       if t.user_attrs.get("train_graphs", {}).get("graph_failure")})
+    return {"config": label(workers, mps, graphs), "workers": workers, "mps": mps, "cuda_graphs": graphs,
+            "graph_failures": failures, "trials": len(done), "wall_seconds": wall, "sustained_seconds": sustained,
             "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
             "gpu_busy": busy.busy(), "trial_seconds_by_arch": per_arch,
             "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in done}}
+
+
+def label(workers: int, mps: bool, graphs: bool) -> str:
+    """Eager configurations keep the label they had before CUDA graphs (earlier JSONs compare)."""
+    return f"{'graphs' if graphs else 'lean'}, {workers} worker(s)" + (" + MPS" if mps else "")
 
 
 def main(argv=None) -> int:
@@ -185,6 +195,8 @@ def main(argv=None) -> int:
     parser.add_argument("--mps", default="", help="comma-separated worker counts to run under CUDA MPS too")
     parser.add_argument("--serial-trials", type=int, default=4, help="0 skips the old serial loop")
     parser.add_argument("--archs", type=int, default=8)
+    parser.add_argument("--graphs", default="on", help="comma-separated: on (CUDA graphs), off (eager loop)")
+    parser.add_argument("--per-worker", type=int, default=2, help="trials queued per worker (at least)")
     parser.add_argument("--commit", default=os.environ.get("LABKIT_COMMIT"), help="the code's git commit")
     parser.add_argument("--out", default="benchmarks/search_throughput.json")
     parser.add_argument("--resume", action="store_true", help="keep configurations already in --out")
@@ -216,20 +228,23 @@ def main(argv=None) -> int:
     if args.serial_trials and "serial (old loop)" not in have:
         save(serial_baseline(s, archs[: args.serial_trials]))
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [(int(w), False) for w in args.workers.split(",") if w] + \
-               [(int(w), True) for w in args.mps.split(",") if w]
-        for workers, mps in runs:
-            label = f"lean, {workers} worker(s)" + (" + MPS" if mps else "")
-            if label in have:
+        modes = [{"on": True, "off": False}[g] for g in args.graphs.split(",") if g]
+        runs = [(int(w), False, g) for g in modes for w in args.workers.split(",") if w] + \
+               [(int(w), True, g) for g in modes for w in args.mps.split(",") if w]
+        for workers, mps, graphs in runs:
+            if label(workers, mps, graphs) in have:
+                continue
+            if graphs and not torch.cuda.is_available():
+                print(f"{label(workers, mps, graphs)}: not measured: no CUDA device (graphs are CUDA graphs)")
                 continue
             try:
-                save(lean_config(s, archs, workers, mps, Path(tmp)))
+                save(lean_config(s, archs, workers, mps, Path(tmp), graphs, args.per_worker))
             except RuntimeError as err:  # e.g. no MPS control binary: report, measure the rest
-                print(f"{label}: not measured: {err}", flush=True)
+                print(f"{label(workers, mps, graphs)}: not measured: {err}", flush=True)
 
     rows = report["results"]
     serial = next((r for r in rows if r["config"] == "serial (old loop)"), None)
-    one = next((r for r in rows if r["config"] == "lean, 1 worker(s)"), None)
+    one = next((r for r in rows if r["config"] in ("graphs, 1 worker(s)", "lean, 1 worker(s)")), None)
     print(f"\nLab 2 {args.profile} profile on {prov['device']}, torch {torch.__version__}, {os.cpu_count()} CPUs")
     print(f"{'config':28s} {'trials/min':>10s} {'x serial':>9s} {'GPU busy':>9s}")
     for r in rows:
@@ -238,7 +253,7 @@ def main(argv=None) -> int:
         print(f"{r['config']:28s} {r['trials_per_min_sustained']:10.2f} {ratio:9.2f} {busy:>9s}")
     if serial and one:
         same = [statistics.median(one["trial_seconds_by_arch"][str(i)]) for i in range(len(serial["trial_seconds"]))]
-        print(f"same architectures, one process: old loop {sum(serial['trial_seconds']):.1f} s, lean loop "
+        print(f"same architectures, one process: old loop {sum(serial['trial_seconds']):.1f} s, {one['config']} "
               f"{sum(same):.1f} s ({sum(serial['trial_seconds']) / sum(same):.2f}x)")
     return 0
 

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import torch
 
+from . import cuda_graphs
 from . import progress as _progress
 
 
@@ -51,13 +52,17 @@ def make_optimizer(params, lr: float, weight_decay: float, device: torch.device)
 
 def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5, weight_decay: float = 0.0,
           device: str = "auto", mixed_precision: bool = True, seed: int = 0, desc: str = "train",
-          progress: bool = True, log_every: int = 50) -> dict:
+          progress: bool = True, log_every: int = 50, graphs: bool | None = None) -> dict:
     """Train ``model`` in place on ``loader`` (batches of ``input_ids``/``attention_mask``/``labels``): a
     ``DataLoader`` or ``labkit.batches.TensorBatches``.
 
     ``epochs`` may be fractional (e.g. 0.5 stops half-way through the first epoch). Losses stay on the
     device and are read every ``log_every`` steps for the progress bar (never when ``progress`` is off)
     and once at the end, so the host never waits on the GPU inside the loop.
+
+    ``graphs`` (default: on CUDA unless ``LABKIT_CUDA_GRAPHS=0``): each batch shape's step (forward,
+    backward, AdamW, learning rate) is captured as a CUDA graph and replayed (``labkit.cuda_graphs``); the
+    metrics then carry what ran (``graph_replays``, ``eager_calls``, ``graph_failure``).
     """
     if epochs <= 0:
         raise ValueError(f"epochs must be > 0, got {epochs}")
@@ -73,20 +78,25 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
     if not params:
         raise ValueError("the model has no trainable parameters")
     total = max(1, round(len(loader) * epochs))
-    opt = make_optimizer(params, lr, weight_decay, dev)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: max(0.0, 1 - step / total))
+    graphed = _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, desc, graphs)
+    if graphed is None:
+        opt = make_optimizer(params, lr, weight_decay, dev)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: max(0.0, 1 - step / total))
     losses = torch.zeros(total, device=dev)
     step, start = 0, time.perf_counter()
     # a widget in JupyterLab; under papermill (LABKIT_PROGRESS=lines) a [labkit] line at most every 30 s
     bar = _progress.bar(total=total, desc=desc, leave=False, unit="steps", progress=progress)
     while step < total:
         for batch in loader:
-            with autocast(dev, mixed_precision):
-                loss = model(**_to(batch, dev)).loss
-            loss.backward()
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+            if graphed is not None:
+                (loss,) = graphed(_to(batch, dev))
+            else:
+                with autocast(dev, mixed_precision):
+                    loss = model(**_to(batch, dev)).loss
+                loss.backward()
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
             losses[step] = loss.detach()
             step += 1
             if progress:
@@ -101,16 +111,50 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
         raise FloatingPointError(f"{desc}: non-finite training loss at step "
                                  f"{int((~torch.isfinite(losses)).nonzero()[0])}")
     values = losses.tolist()
+    if graphed is not None:
+        model.zero_grad(set_to_none=True)  # the graph's gradient buffers: not the model's to keep
     return {"train_loss_first": float(np.mean(values[:10])), "train_loss_last": float(np.mean(values[-10:])),
-            "steps": step, "train_seconds": time.perf_counter() - start, "losses": values}
+            "steps": step, "train_seconds": time.perf_counter() - start, "losses": values,
+            **(graphed.summary() if graphed is not None else {})}
+
+
+def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, desc, graphs):
+    """The training step as ``cuda_graphs.ShapeGraphs`` (None: the eager loop runs).
+
+    Everything a replay changes lives on the device: AdamW is fused and capturable with its learning rate
+    a tensor, set each step from a device step counter by the eager loop's schedule (linear decay to zero).
+    """
+    if not cuda_graphs.wanted(dev, graphs):
+        return None
+    reason = cuda_graphs.why_not(model)
+    if reason:
+        cuda_graphs.warn_once(f"train:{reason}", f"labkit: {desc} runs eagerly, no CUDA graph: {reason}")
+        return None
+    lr_t = torch.tensor(float(lr), device=dev)
+    opt = torch.optim.AdamW(params, lr=lr_t, weight_decay=weight_decay, fused=True, capturable=True)
+    counter = torch.zeros((), device=dev)
+
+    def step(batch):
+        with autocast(dev, mixed_precision):
+            loss = model(**batch).loss
+        loss.backward()
+        # LambdaLR's schedule on the device: step i uses lr * max(0, 1 - i / total)
+        torch.mul(torch.clamp(1 - counter / total, min=0), lr, out=lr_t)
+        opt.step()
+        counter.add_(1)
+        return (loss.detach(),)
+
+    return cuda_graphs.ShapeGraphs(step, desc=f"{desc} step", before=lambda: opt.zero_grad(set_to_none=True))
 
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precision: bool = True,
-             desc: str = "eval", progress: bool = True) -> dict:
-    """Accuracy and mean loss over ``loader`` (model left in eval mode); sums stay on the device."""
+             desc: str = "eval", progress: bool = True, graphs: bool | None = None) -> dict:
+    """Accuracy and mean loss over ``loader`` (model left in eval mode); sums stay on the device.
+    ``graphs`` as for ``train``: each batch shape's forward pass captured once and replayed."""
     dev = pick_device(device)
     model.to(dev).eval()
+    forward = _graphed_forward(model, dev, mixed_precision, desc, graphs)
     correct = torch.zeros((), dtype=torch.int64, device=dev)
     positive = torch.zeros((), dtype=torch.int64, device=dev)
     loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
@@ -118,14 +162,31 @@ def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precisi
     start = time.perf_counter()
     for batch in _progress.bar(loader, desc=desc, leave=False, unit="batches", progress=progress):
         batch = _to(batch, dev)
-        with autocast(dev, mixed_precision):
-            out = model(**batch)
+        loss, logits = forward(batch)
         n = batch["labels"].numel()
-        loss_sum += out.loss.double() * n  # float64, as Python floats summed it before
-        pred = out.logits.argmax(-1)
+        loss_sum += loss.double() * n  # float64, as Python floats summed it before
+        pred = logits.argmax(-1)
         correct += (pred == batch["labels"]).sum()
         positive += (pred == 1).sum()
         seen += n
     # positive_share: a model at exactly chance usually predicts one class for every review (share 0 or 1)
     return {"accuracy": correct.item() / seen, "loss": loss_sum.item() / seen, "n": seen,
-            "positive_share": positive.item() / seen, "eval_seconds": time.perf_counter() - start}
+            "positive_share": positive.item() / seen, "eval_seconds": time.perf_counter() - start,
+            **(forward.summary() if isinstance(forward, cuda_graphs.ShapeGraphs) else {})}
+
+
+def _graphed_forward(model, dev, mixed_precision, desc, graphs):
+    """``batch -> (loss, logits)``: a ``cuda_graphs.ShapeGraphs`` where graphs are wanted and allowed."""
+
+    def forward(batch):
+        with autocast(dev, mixed_precision):
+            out = model(**batch)
+        return out.loss, out.logits
+
+    if not cuda_graphs.wanted(dev, graphs):
+        return forward
+    reason = cuda_graphs.why_not(model)
+    if reason:
+        cuda_graphs.warn_once(f"eval:{reason}", f"labkit: {desc} runs eagerly, no CUDA graph: {reason}")
+        return forward
+    return cuda_graphs.ShapeGraphs(forward, desc=f"{desc} forward")

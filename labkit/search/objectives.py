@@ -78,6 +78,8 @@ class NASObjective:
         acc = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
         trial.set_user_attr("accuracy_trained", acc)
         trial.set_user_attr("train_seconds", fit["train_seconds"])
+        if "graph_replays" in fit:  # what ran: CUDA graph replays or eager steps (labkit.cuda_graphs)
+            trial.set_user_attr("train_graphs", {k: fit[k] for k in ("graph_replays", "eager_calls", "graph_failure")})
         value = acc
         if self.mode != "none":
             model = compress(model.cpu(), quant=self.quant, prune=self.prune).model

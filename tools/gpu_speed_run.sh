@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 22 on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
+# benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [throughput] [lab3]
+# THROUGHPUT_ARGS: extra arguments for benchmarks/search_throughput.py (default: graphs on 1,4,8 workers).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[[ -n "${LABKIT_COMMIT:-}" ]] || { echo "set LABKIT_COMMIT (git rev-parse HEAD where the tree came from)" >&2; exit 2; }
+export LABKIT_COMMIT
+source .gpu-kit/setup.sh >/dev/null
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache} LABKIT_RUNS_DIR=${LABKIT_RUNS_DIR:-/tmp/labkit-runs}
+OUT=${OUT:-/tmp/labkit-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv,noheader
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+steps=${*:-tests throughput}
+for step in $steps; do
+  t0=$SECONDS
+  case $step in
+    tests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py --durations=5 \
+             >"$OUT/pytest_cuda_graphs.log" 2>&1; echo "tests rc=$?"; tail -12 "$OUT/pytest_cuda_graphs.log" ;;
+    throughput) timeout ${THROUGHPUT_TIMEOUT:-420} python3 benchmarks/search_throughput.py --profile full \
+             --serial-trials 0 ${THROUGHPUT_ARGS:---workers 1,4,8 --graphs on --per-worker 3} \
+             --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
+    lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" \
+             2>&1 | grep -v -i "warn" | tail -30 ;;
+  esac
+  echo "== $step: $((SECONDS - t0)) s"
+done
+ls -la "$OUT"
