@@ -77,6 +77,8 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
+    if len(loader) == 0:
+        raise ValueError(f"{desc}: the loader has no batches")
     total = max(1, round(len(loader) * epochs))
     graphed = _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, desc, graphs)
     if graphed is None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 22 on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [throughput] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [throughput] [profile] [lab3]
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,8 @@ for step in $steps; do
     throughput) timeout ${THROUGHPUT_TIMEOUT:-420} python3 benchmarks/search_throughput.py --profile full \
              --serial-trials 0 ${THROUGHPUT_ARGS:---workers 1,4,8 --graphs on --per-worker 3} \
              --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
+    profile) timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/lab2_trial_profile.py --profile full \
+             --archs ${PROFILE_ARCHS:-0,2} --out "$OUT/lab2_trial_profile.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
     lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" \
              2>&1 | grep -v -i "warn" | tail -30 ;;
   esac

@@ -1,0 +1,106 @@
+"""Where a Lab 2 trial's time goes: build, train, evaluate, with CUDA graphs and without, for a few
+architectures, plus a torch.profiler table of steady training steps (host ops by self CPU time, and the
+GPU's total kernel time over the same steps).
+
+    python benchmarks/lab2_trial_profile.py [--profile full] [--archs 0,7] [--out benchmarks/lab2_trial_profile.json]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from labkit import cuda_graphs, recipes, train
+from labkit.profiles import lab_settings
+from labkit.results import provenance
+from labkit.search import build_model
+
+# The smallest and the largest of the Lab 2 space, and a middle one.
+ARCHS = [dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, intermediate_size=512),
+         dict(num_hidden_layers=4, num_attention_heads=4, hidden_size=256, intermediate_size=1024),
+         dict(num_hidden_layers=8, num_attention_heads=8, hidden_size=512, intermediate_size=2048)]
+
+
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def phases(s, dl, arch: dict, graphs: bool) -> dict:
+    sync()
+    t0 = time.perf_counter()
+    torch.manual_seed(s["seed"])
+    model = build_model({"config": arch})
+    t1 = time.perf_counter()
+    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"],
+                      progress=False, graphs=graphs)
+    sync()
+    t2 = time.perf_counter()
+    ev = train.evaluate(model, dl.test, device=s["device"], progress=False, graphs=graphs)
+    sync()
+    t3 = time.perf_counter()
+    return {"build_s": t1 - t0, "train_s": t2 - t1, "eval_s": t3 - t2, "trial_s": t3 - t0, "steps": fit["steps"],
+            "accuracy": ev["accuracy"], "train_graphs": {k: fit.get(k) for k in ("graph_replays", "eager_calls",
+                                                                                   "graph_failure")},
+            "eval_graphs": {k: ev.get(k) for k in ("graph_replays", "eager_calls", "graph_failure")}}
+
+
+def steady_profile(s, dl, arch: dict, graphs: bool, steps: int = 40) -> dict:
+    """torch.profiler over ``steps`` training steps after the graphs are captured."""
+    torch.manual_seed(s["seed"])
+    model = build_model({"config": arch})
+    sub = list(itertools.islice(itertools.cycle(dl.train), steps + 5))
+    fit = train.train(model, sub[:5], epochs=1, lr=s["lr"], device=s["device"], progress=False, graphs=graphs)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    sync()
+    start = time.perf_counter()
+    with profile(activities=acts) as prof:
+        train.train(model, sub[5:], epochs=1, lr=s["lr"], device=s["device"], progress=False, graphs=graphs)
+        sync()
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    host = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:15]
+    gpu_us = sum(getattr(e, "self_device_time_total", 0) for e in events)
+    return {"steps": steps, "wall_ms_per_step": 1e3 * wall / steps, "gpu_kernel_ms_per_step": gpu_us / 1e3 / steps,
+            "warmup_fit": {k: fit.get(k) for k in ("graph_replays", "eager_calls")},
+            "top_host_ops": [{"op": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3}
+                             for e in host]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="auto")
+    ap.add_argument("--archs", default="0,1,2", help=f"indices into ARCHS ({len(ARCHS)})")
+    ap.add_argument("--graphs", default="on,off")
+    ap.add_argument("--out", default="benchmarks/lab2_trial_profile.json")
+    args = ap.parse_args(argv)
+    s = lab_settings("lab2", args.profile)
+    dl = recipes.shared_loaders(s)
+    report = {"what": "Lab 2 trial phases and steady-step profile", "profile": s["profile"],
+              "provenance": provenance(), "rows": []}
+    for i, g in itertools.product([int(a) for a in args.archs.split(",")], args.graphs.split(",")):
+        graphs = {"on": True, "off": False}[g]
+        if graphs and not torch.cuda.is_available():
+            continue
+        arch = ARCHS[i]
+        row = {"arch": arch, "graphs": graphs, "phases": phases(s, dl, arch, graphs),
+               "steady": steady_profile(s, dl, arch, graphs)}
+        report["rows"].append(row)
+        p, st = row["phases"], row["steady"]
+        print(f"arch {i} graphs={g}: trial {p['trial_s']:.2f} s (build {p['build_s']:.2f}, train {p['train_s']:.2f}, "
+              f"eval {p['eval_s']:.2f}); steady {st['wall_ms_per_step']:.2f} ms/step wall, "
+              f"{st['gpu_kernel_ms_per_step']:.2f} ms/step GPU; acc {p['accuracy']:.4f}", flush=True)
+        print("   host: " + ", ".join(f"{o['op']} {o['self_cpu_ms']:.1f} ms/{o['calls']}" for o in st["top_host_ops"][:8]),
+              flush=True)
+        Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
