@@ -9,8 +9,7 @@ whole test set. Paths:
   the layers whose formats are exact in bf16 multiply in bf16 (as the unquantized layers do); with
   ``--compile`` the fake quantizations are compiled, one pass per layer (checked against the eager formula).
 ``fast_first`` includes compiling the format; ``fast`` is the same trial again (a search meets each
-format many times). On CUDA the evaluations replay CUDA graphs (labkit.cuda_graphs, the default there);
-``fast_eager`` is the fast trial with them off. ``unquantized`` evaluates the SFT model itself. Accuracies of both paths are kept:
+format many times). ``unquantized`` evaluates the SFT model itself. Accuracies of both paths are kept:
 they differ only by the bf16 rounding of those layers' outputs.
 
     python benchmarks/lab3_trial.py [--profile full] [--out benchmarks/lab3_trial.json]
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 import warnings
@@ -27,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from labkit import cuda_graphs, recipes, train
+from labkit import recipes, train
 from labkit.profiles import lab_settings
 from labkit.quant import fast
 from labkit.quant.study import STUDY_ORDER, study_params
@@ -69,27 +67,17 @@ def main(argv=None) -> int:
     base, metrics = recipes.finetuned_model(s, dl)
     layers = linear_layers(base)
     dev = s["device"]
-    graphs = cuda_graphs.wanted(train.pick_device(dev), None)
     train.evaluate(base, dl.test, device=dev, progress=False)  # warm-up: data on the device, kernels loaded
     unq = []
     for _ in range(2):
         start = time.perf_counter()
         acc = train.evaluate(base, dl.test, device=dev, progress=False)["accuracy"]
         unq.append(time.perf_counter() - start)
-    if graphs:
-        os.environ[cuda_graphs.ENV] = "0"
-        start = time.perf_counter()
-        train.evaluate(base, dl.test, device=dev, progress=False)
-        unq_eager = time.perf_counter() - start
-        os.environ[cuda_graphs.ENV] = "1"
     out = {"what": "Lab 3 PTQ trial per format family: reference vs fast path", "profile": s["profile"],
            "n_test": dl.sizes["test"], "max_len": s.get("max_len"), "layers": len(layers),
            "sft_digest": metrics["sft_digest"], "unquantized": {"seconds": min(unq), "accuracy": acc},
-           "provenance": provenance(), "cuda_graphs": graphs, "rows": []}
-    if graphs:
-        out["unquantized"]["seconds_eager"] = unq_eager
-    print(f"unquantized: {min(unq):.3f} s, accuracy {acc:.4f} ({dl.sizes['test']} reviews, {len(layers)} layers)"
-          + (f", eager forward {unq_eager:.3f} s" if graphs else ""))
+           "provenance": provenance(), "rows": []}
+    print(f"unquantized: {min(unq):.3f} s, accuracy {acc:.4f} ({dl.sizes['test']} reviews, {len(layers)} layers)")
     ref = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), ptq_matmul="fp32", compile=False)
     quick = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), compile=args.compile)
     fast.INFERENCE_COMPILE = args.compile
@@ -101,10 +89,6 @@ def main(argv=None) -> int:
             warnings.simplefilter("always", RuntimeWarning)
             row = {"format": name, "params": config[layers[0]][1], "reference": trial(ref, config),
                    "fast_first": trial(quick, config), "fast": trial(quick, config)}
-            if graphs:  # the same fast trial with the evaluation's forward passes eager (no CUDA graphs)
-                os.environ[cuda_graphs.ENV] = "0"
-                row["fast_eager"] = trial(quick, config)
-                os.environ[cuda_graphs.ENV] = "1"
         row["fallbacks"] = sorted({str(w.message) for w in caught if "runs eagerly" in str(w.message)})
         row["speedup"] = row["reference"]["seconds"] / row["fast"]["seconds"]
         row["vs_unquantized"] = row["fast"]["seconds"] / out["unquantized"]["seconds"]
@@ -113,8 +97,7 @@ def main(argv=None) -> int:
         print(f"{name:22s} reference {row['reference']['seconds']:6.2f} s  fast first {row['fast_first']['seconds']:6.2f} s"
               f"  fast {row['fast']['seconds']:6.2f} s  ({row['speedup']:.1f}x, {row['vs_unquantized']:.1f}x unquantized)"
               f"  acc {row['reference']['accuracy']:.4f} -> {row['fast']['accuracy']:.4f}"
-              f"  bf16 layers {row['fast']['bf16_layers']}"
-              + (f"  eager forward {row['fast_eager']['seconds']:.2f} s" if "fast_eager" in row else "") + (f"  FALLBACK {row['fallbacks']}" if row["fallbacks"] else ""),
+              f"  bf16 layers {row['fast']['bf16_layers']}" + (f"  FALLBACK {row['fallbacks']}" if row["fallbacks"] else ""),
               flush=True)
         Path(args.out).write_text(json.dumps(out, indent=1))  # kept as it goes: a cut run keeps its rows
     fast_s = [r["fast"]["seconds"] for r in out["rows"]]
@@ -124,8 +107,6 @@ def main(argv=None) -> int:
                       "max_fast_vs_unquantized": max(r["vs_unquantized"] for r in out["rows"]),
                       "max_abs_accuracy_diff": max(abs(r["accuracy_diff"]) for r in out["rows"]),
                       "fallbacks": dict(fast.FALLBACKS)}
-    if graphs:
-        out["summary"]["median_fast_eager_s"] = statistics.median(r["fast_eager"]["seconds"] for r in out["rows"])
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(json.dumps(out["summary"], indent=1))
     return 0

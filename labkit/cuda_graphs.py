@@ -4,6 +4,8 @@ Why: a small BERT's training step on a GPU is hundreds of kernels of a few micro
 needs longer to launch them than the GPU needs to run them (Lab 2 on an H100: ~13 ms a step for a 2-layer,
 128-wide model whose kernels add up to about a millisecond). A captured graph launches the whole step at
 once. The eager loop stays the reference (``graphs=False`` or ``LABKIT_CUDA_GRAPHS=0``); tests compare both.
+On the H100 (torch 2.11) graphed training steps measured 2-3.5x faster than eager ones, graphed evaluation
+slower (benchmarks/lab2_trial_profile.json), so only Lab 2's search training uses graphs by default.
 
 A shape's first ``warmup`` batches run eagerly (real steps, on a side stream as PyTorch's docs ask: lazy
 state such as the optimizer's is created there), the next one is captured and every later one replayed.
@@ -25,6 +27,7 @@ _WARNED: set = set()
 
 
 def wanted(device: torch.device, graphs: bool | None) -> bool:
+    # train/evaluate default to graphs=False; callers opt in with None (see train.train, train.evaluate)
     """``graphs``: None = on CUDA unless ``LABKIT_CUDA_GRAPHS=0``; True without CUDA is an error."""
     if graphs is None:
         value = os.environ.get(ENV, "1")

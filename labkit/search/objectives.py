@@ -73,8 +73,10 @@ class NASObjective:
         trial.set_user_attr("parameters", count_parameters(model))
         trial.set_user_attr("n_test", self.dl.sizes["test"])
         start = time.perf_counter()
+        # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
+        # launch-bound there (benchmarks/lab2_trial_profile.json)
         fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
-                          seed=s["seed"], progress=False)
+                          seed=s["seed"], progress=False, graphs=None)
         acc = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
         trial.set_user_attr("accuracy_trained", acc)
         trial.set_user_attr("train_seconds", fit["train_seconds"])
