@@ -53,6 +53,16 @@ def why_not(model: torch.nn.Module) -> str | None:
     return None
 
 
+def allowed(model: torch.nn.Module, device: torch.device, graphs: bool | None, desc: str) -> bool:
+    """``wanted`` and ``why_not`` together: False (with a warning, once, naming why) where ``model`` has hooks."""
+    if not wanted(device, graphs):
+        return False
+    reason = why_not(model)
+    if reason:
+        warn_once(f"{desc}:{reason}", f"labkit: {desc} runs eagerly, no CUDA graph: {reason}")
+    return reason is None
+
+
 def warn_once(key: str, message: str) -> None:
     if key not in _WARNED:
         _WARNED.add(key)

@@ -128,11 +128,7 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
     Everything a replay changes lives on the device: AdamW is fused and capturable with its learning rate
     a tensor, set each step from a device step counter by the eager loop's schedule (linear decay to zero).
     """
-    if not cuda_graphs.wanted(dev, graphs):
-        return None
-    reason = cuda_graphs.why_not(model)
-    if reason:
-        cuda_graphs.warn_once(f"train:{reason}", f"labkit: {desc} runs eagerly, no CUDA graph: {reason}")
+    if not cuda_graphs.allowed(model, dev, graphs, desc):
         return None
     lr_t = torch.tensor(float(lr), device=dev)
     opt = torch.optim.AdamW(params, lr=lr_t, weight_decay=weight_decay, fused=True, capturable=True)
@@ -191,10 +187,6 @@ def _graphed_forward(model, dev, mixed_precision, desc, graphs):
             out = model(**batch)
         return out.loss, out.logits
 
-    if not cuda_graphs.wanted(dev, graphs):
-        return forward
-    reason = cuda_graphs.why_not(model)
-    if reason:
-        cuda_graphs.warn_once(f"eval:{reason}", f"labkit: {desc} runs eagerly, no CUDA graph: {reason}")
+    if not cuda_graphs.allowed(model, dev, graphs, desc):
         return forward
     return cuda_graphs.ShapeGraphs(forward, desc=f"{desc} forward")

@@ -34,6 +34,9 @@ def test_models_with_hooks_are_not_captured():
     assert cuda_graphs.why_not(model) is None
     handle = model[1].register_forward_hook(lambda m, i, o: None)
     assert "module '1' has hooks" in cuda_graphs.why_not(model)
+    with pytest.warns(RuntimeWarning, match="toy hooks runs eagerly, no CUDA graph: module '1' has hooks"):
+        assert cuda_graphs.allowed(model, torch.device("cuda"), True, "toy hooks") is False
+    assert cuda_graphs.allowed(model, torch.device("cpu"), None, "toy hooks") is False
     handle.remove()
     handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, i: None)
     try:

@@ -3,14 +3,7 @@
 # QAT step benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
 #   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench]
 set -uo pipefail
-cd "$(dirname "$0")/.."
-[[ -n "${LABKIT_COMMIT:-}" ]] || { echo "set LABKIT_COMMIT (git rev-parse HEAD where the tree came from)" >&2; exit 2; }
-export LABKIT_COMMIT
-source .gpu-kit/setup.sh >/dev/null
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
-OUT=${OUT:-/tmp/labkit-out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv,noheader
+source "$(dirname "$0")/gpu_env.sh"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 steps=${*:-tests sweep qat}
 for step in $steps; do

@@ -4,14 +4,8 @@
 #   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [throughput] [profile] [lab3]
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-[[ -n "${LABKIT_COMMIT:-}" ]] || { echo "set LABKIT_COMMIT (git rev-parse HEAD where the tree came from)" >&2; exit 2; }
-export LABKIT_COMMIT
-source .gpu-kit/setup.sh >/dev/null
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache} LABKIT_RUNS_DIR=${LABKIT_RUNS_DIR:-/tmp/labkit-runs}
-OUT=${OUT:-/tmp/labkit-out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv,noheader
+source "$(dirname "$0")/gpu_env.sh"
+export LABKIT_RUNS_DIR=${LABKIT_RUNS_DIR:-/tmp/labkit-runs}
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 steps=${*:-tests throughput}
 for step in $steps; do

@@ -1,0 +1,10 @@
+# Sourced by the one-call GPU scripts (gpu_kernel_run.sh, gpu_speed_run.sh): the repository root as cwd,
+# the commit the results will name, the carried kit, labkit on the path, caches and $OUT.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+[[ -n "${LABKIT_COMMIT:-}" ]] || { echo "set LABKIT_COMMIT (git rev-parse HEAD where the tree came from)" >&2; exit 2; }
+export LABKIT_COMMIT
+source .gpu-kit/setup.sh >/dev/null
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
+OUT=${OUT:-/tmp/labkit-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv,noheader
