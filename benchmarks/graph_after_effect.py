@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from labkit import recipes, train
+from labkit.perf.timing import synchronize
 from labkit.profiles import lab_settings
 from labkit.results import provenance
 from labkit.search import build_model
@@ -22,10 +23,10 @@ ARCH = dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, interme
 
 
 def timed(fn):
-    torch.cuda.synchronize()
+    synchronize("cuda")
     t = time.perf_counter()
     out = fn()
-    torch.cuda.synchronize()
+    synchronize("cuda")
     return time.perf_counter() - t, out
 
 

@@ -20,6 +20,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from labkit import cuda_graphs, recipes, train
+from labkit.perf.timing import synchronize
 from labkit.profiles import lab_settings
 from labkit.results import provenance
 from labkit.search import build_model
@@ -30,23 +31,18 @@ ARCHS = [dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, inter
          dict(num_hidden_layers=8, num_attention_heads=8, hidden_size=512, intermediate_size=2048)]
 
 
-def sync():
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def phases(s, dl, arch: dict, graphs: bool, eval_graphs: bool = False) -> dict:
-    sync()
+    synchronize(s["device"])
     t0 = time.perf_counter()
     torch.manual_seed(s["seed"])
     model = build_model({"config": arch})
     t1 = time.perf_counter()
     fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"],
                       progress=False, graphs=graphs)
-    sync()
+    synchronize(s["device"])
     t2 = time.perf_counter()
     ev = train.evaluate(model, dl.test, device=s["device"], progress=False, graphs=graphs and eval_graphs)
-    sync()
+    synchronize(s["device"])
     t3 = time.perf_counter()
     return {"build_s": t1 - t0, "train_s": t2 - t1, "eval_s": t3 - t2, "trial_s": t3 - t0, "steps": fit["steps"],
             "accuracy": ev["accuracy"], "train_graphs": {k: fit.get(k) for k in ("graph_replays", "eager_calls",
@@ -61,11 +57,11 @@ def steady_profile(s, dl, arch: dict, graphs: bool, steps: int = 40) -> dict:
     sub = list(itertools.islice(itertools.cycle(dl.train), steps + 5))
     fit = train.train(model, sub[:5], epochs=1, lr=s["lr"], device=s["device"], progress=False, graphs=graphs)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    sync()
+    synchronize(s["device"])
     start = time.perf_counter()
     with profile(activities=acts) as prof:
         train.train(model, sub[5:], epochs=1, lr=s["lr"], device=s["device"], progress=False, graphs=graphs)
-        sync()
+        synchronize(s["device"])
     wall = time.perf_counter() - start
     events = prof.key_averages()
     host = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:15]

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import optuna
@@ -158,7 +159,6 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
     reps = max(1, math.ceil(per_worker * workers / len(archs)))
     queue = archs * reps
     name = f"bench-w{workers}{'-mps' if mps else ''}{'' if graphs else '-eager'}"
-    os.environ[cuda_graphs.ENV] = "1" if graphs else "0"  # the workers inherit it
     plan = StudyPlan(name=name, objective="lab2", settings=s, options={"use_cache": False}, sampler="random",
                      seed=0, n_trials=len(queue), enqueue=queue)
     url = f"journal:{folder / (name + '.journal')}"
@@ -238,7 +238,9 @@ def main(argv=None) -> int:
                 print(f"{label(workers, mps, graphs)}: not measured: no CUDA device (graphs are CUDA graphs)")
                 continue
             try:
-                save(lean_config(s, archs, workers, mps, Path(tmp), graphs, args.per_worker))
+                # the workers inherit the switch; the launcher's own setting is put back afterwards
+                with mock.patch.dict(os.environ, {cuda_graphs.ENV: "1" if graphs else "0"}):
+                    save(lean_config(s, archs, workers, mps, Path(tmp), graphs, args.per_worker))
             except RuntimeError as err:  # e.g. no MPS control binary: report, measure the rest
                 print(f"{label(workers, mps, graphs)}: not measured: {err}", flush=True)
 
