@@ -28,18 +28,73 @@ SHAPES = ("4096x4096", "14336x4096", "28672x8192")
 REL_TOL = 2.0 ** -7
 
 
-def candidates(M: int, quick: bool) -> list[dict]:
+def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
+    """Configurations to time for M rows and N features; the dq ones pruned to between ~100 and ~2000
+    programs (fewer leave SMs idle, more only add split-K traffic)."""
     out = []
-    if M <= 8:
-        bns, bks, ws = ((4, 8), (1024,), ((4, 3),)) if quick else ((4, 8), (512, 1024), ((2, 3), (4, 3), (8, 3)))
+    if M <= 8 and "gemv" in kinds:
+        bns, bks, ws = ((4, 8), (1024,), ((4, 3),)) if quick else ((4, 8), (512, 1024), ((2, 3), (4, 3)))
         out += [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                 for bn, bk, (w, s) in itertools.product(bns, bks, ws)]
-    if M >= 4:
+    if M >= 4 and "dot" in kinds:
         bns, bks, sks, ws = (((32, 64), (128,), (1,), ((4, 4),)) if quick else
                              ((32, 64), (128, 256), (1, 2), ((4, 3), (4, 4))))
         out += [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s,
                  "SWAP": swap} for swap, bn, bk, sk, (w, s) in itertools.product((False, True), bns, bks, sks, ws)]
+    if M >= 2 and "dq" in kinds:
+        if quick:
+            bns, bks, sks, ws = (16, 64), (256,), (1, 2), ((4, 3),)
+        elif M <= 16:
+            bns, bks, sks, ws = (16, 32, 64), (256, 512), (1, 2, 4), ((4, 3), (4, 4))
+        else:
+            bns, bks, sks, ws = (64, 128), (64, 128), (1, 2), ((4, 3), (4, 4), (8, 3))
+        for swap, bn, bk, sk, (w, s) in itertools.product((True, False), bns, bks, sks, ws):
+            programs = -(-N // bn) * sk
+            if quick or 100 <= programs <= 2048:
+                out.append({"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w,
+                            "num_stages": s, "SWAP": swap})
+        out += [{"kind": "dq", "BLOCK_N": 32, "BLOCK_K": 256, "SPLIT_K": 1, "num_warps": 4, "num_stages": 3,
+                 "SWAP": swap, "GATHER": True} for swap in (True, False)]
     return out
+
+
+def _compile_some(jobs: list) -> int:
+    """Launch each (M, config) once on a small problem of the same specialization (sizes divisible by 16,
+    M as timed), so Triton compiles it into its disk cache. Runs in a worker process."""
+    import torch
+
+    from labkit.kernels import fused_triton
+
+    gen = torch.Generator().manual_seed(0)
+    N, K, g = 256, 1024, jobs[0][2] if jobs else 32
+    m = torch.randint(-127, 128, (N, K), dtype=torch.int8, generator=gen).cuda()
+    e = torch.randint(120, 130, (N, K // g), dtype=torch.uint8, generator=gen).cuda()
+    done = 0
+    for M, cfg, _ in jobs:
+        try:
+            fused_triton.launch(torch.randn(M, K, device="cuda").bfloat16(), m, e, None, g, cfg)
+            done += 1
+        except Exception:  # recorded when the timing process meets it
+            pass
+    torch.cuda.synchronize()
+    return done
+
+
+def _precompile(args) -> int:
+    import multiprocessing as mp
+
+    jobs, seen = [], set()
+    for shape in args.shapes:
+        N = int(shape.lower().split("x")[0])
+        for M in args.batches:
+            for cfg in candidates(M, N, args.quick, tuple(args.kinds.split(","))):
+                key = (M, tuple(sorted(cfg.items())))  # Triton specializes M (== 1, % 16)
+                if key not in seen:
+                    seen.add(key)
+                    jobs.append((M, cfg, args.group))
+    w = args.compile_workers
+    with mp.get_context("spawn").Pool(w) as pool:
+        return sum(pool.map(_compile_some, [jobs[i::w] for i in range(w)]))
 
 
 def main(argv=None) -> int:
@@ -49,7 +104,15 @@ def main(argv=None) -> int:
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--quick", action="store_true", help="a few configs per case (a smoke run)")
+    p.add_argument("--kinds", default="gemv,dot,dq", help="kernels to sweep (comma-separated)")
+    p.add_argument("--compile-workers", type=int, default=0,
+                   help="compile every configuration first in this many processes (Triton's disk cache then "
+                        "serves the timing process; 0: compile as timed)")
     args = p.parse_args(argv)
+    if args.compile_workers:
+        t0 = time.perf_counter()
+        n = _precompile(args)
+        print(f"compiled {n} kernels in {args.compile_workers} processes: {time.perf_counter() - t0:.0f} s", flush=True)
 
     import torch
     import torch.nn.functional as F
@@ -82,7 +145,7 @@ def main(argv=None) -> int:
             picked = fused_triton.pick_config(M, N, K, g, props.multi_processor_count)
             case = {"N": N, "K": K, "batch": M, "group_size": g, "packed_bytes": packed, "copies": copies,
                     "copy_ms": copy_ms, "bf16_ms": bf16_ms, "picked": picked, "configs": []}
-            for cfg in candidates(M, args.quick) + [dict(picked, picked=True)]:
+            for cfg in candidates(M, N, args.quick, tuple(args.kinds.split(","))) + [dict(picked, picked=True)]:
                 c = {k: v for k, v in cfg.items() if k != "picked"}
                 try:
                     y = fused_triton.launch(x, m0, e0, None, g, c)
@@ -105,18 +168,27 @@ def main(argv=None) -> int:
                   f"{packed / best['ms'] / 1e6 if best else 0:.0f} GB/s  [{time.perf_counter() - t_start:.0f} s]",
                   flush=True)
             del x
+            _write(args, rows, props, partial=True)
         del weights
         torch.cuda.empty_cache()
+    _write(args, rows, props, partial=False)
+    return 0
+
+
+def _write(args, rows, props, partial: bool) -> None:
+    """The JSON so far (after every case, so a run cut off at its time limit keeps what it measured)."""
     import triton
 
+    from labkit import results
+
     out = {"what": "fused MXINT8 linear launch configurations vs cuBLAS bf16, CUDA-graph replay, rotating weights",
-           "rows": rows, "rel_tol": REL_TOL, "sm_count": props.multi_processor_count,
+           "rows": rows, "partial": partial, "rel_tol": REL_TOL, "sm_count": props.multi_processor_count,
            "l2_bytes": props.L2_cache_size, "triton": triton.__version__, "provenance": results.provenance(),
            "method": __doc__.split("Timing")[1].strip(), "args": vars(args)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results._jsonable(out), indent=1) + "\n")
-    print(f"wrote {args.out}")
-    return 0
+    if not partial:
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

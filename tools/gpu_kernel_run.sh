@@ -11,7 +11,7 @@ for step in $steps; do
   case $step in
     tests) timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_fused_mxint8.py --durations=8 \
              >"$OUT/pytest_cuda.log" 2>&1; echo "tests rc=$?"; tail -15 "$OUT/pytest_cuda.log" ;;
-    sweep) timeout 330 python3 benchmarks/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" \
+    sweep) timeout "${SWEEP_TIMEOUT:-330}" python3 benchmarks/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" ${SWEEP_ARGS:-} \
              2>&1 | tee "$OUT/sweep.log" | grep -v Warning ;;
     bench) timeout 200 python3 benchmarks/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
     qat) IFS=, read -ra variants <<<"${QAT_VARIANTS:-fp32,bf16,fp32 --compile-model,bf16 --no-compile --compile-model}"

@@ -148,6 +148,67 @@ def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
         tl.atomic_add(ws_ptr + out, acc, mask=out_mask)
 
 
+def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
+               stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
+               GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
+               INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SWAP: tl.constexpr, GATHER: tl.constexpr):
+    """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
+    fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
+    so the MMAs run back to back instead of one K=GROUP dot and an accumulator rescale per group."""
+    pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    n_mask, m_mask = offs_n < N, offs_m < M
+    tiles = ((K + BLOCK_K - 1) // BLOCK_K + SPLIT_K - 1) // SPLIT_K
+    k_begin = pid_k * tiles * BLOCK_K
+    k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
+    offs_k = tl.arange(0, BLOCK_K)
+    NG: tl.constexpr = (BLOCK_K + GROUP - 1) // GROUP  # groups per tile (1 when a group spans tiles)
+    w_rows = m_ptr + offs_n.to(tl.int64)[:, None] * stride_mn
+    x_cols = x_ptr + offs_m.to(tl.int64)[None, :] * stride_xm
+    e_rows = e_ptr + offs_n.to(tl.int64)[:, None] * stride_en
+    if SWAP:
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    else:
+        acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        kk = k0 + offs_k
+        k_mask = kk < K  # K is a multiple of GROUP: whole groups are in or out
+        m = tl.load(w_rows + kk[None, :] * stride_mk, mask=n_mask[:, None] & k_mask[None, :], other=0)
+        w = _i8_to_f32(m)
+        if GATHER:  # each element loads its group's exponent (same-address lanes: one transaction)
+            e = tl.load(e_rows + (kk // GROUP)[None, :] * stride_eg, mask=n_mask[:, None] & k_mask[None, :],
+                        other=127).to(tl.int32)
+            w = w * _scale(e)
+        else:  # one exponent per (row, group), broadcast over the group
+            g_idx = k0 // GROUP + tl.arange(0, NG)
+            e = tl.load(e_rows + g_idx[None, :] * stride_eg,
+                        mask=n_mask[:, None] & (g_idx < K // GROUP)[None, :], other=127).to(tl.int32)
+            w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
+            w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
+        xt = tl.load(x_cols + kk[:, None] * stride_xk, mask=k_mask[:, None] & m_mask[None, :], other=0.0)
+        if DOT_F32:  # fp16 x (W's range exceeds fp16's) and the interpreter's bf16: exact values in fp32
+            xt = xt.to(tl.float32)
+        elif W_BF16:
+            w = w.to(tl.bfloat16)
+        if SWAP:  # x the dot's left operand (its 16-row MMA side), W^T the right: acc is (BLOCK_M, BLOCK_N)
+            acc = tl.dot(tl.trans(xt), tl.trans(w), acc, input_precision=INPUT_PRECISION)
+        else:
+            acc = tl.dot(w, xt, acc, input_precision=INPUT_PRECISION)
+    if SWAP:
+        acc = tl.trans(acc)
+    if HAS_BIAS:
+        b = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+        acc += b[:, None] * (pid_k == 0).to(tl.float32)
+    out_mask = n_mask[:, None] & m_mask[None, :]
+    out = offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]
+    if SPLIT_K == 1:
+        tl.store(y_ptr + out, acc.to(y_ptr.dtype.element_ty), mask=out_mask)
+    else:
+        tl.atomic_add(ws_ptr + out, acc, mask=out_mask)
+
+
 def interpreting() -> bool:
     return bool(knobs.runtime.interpret)
 
@@ -166,11 +227,12 @@ def _in_mode(fn, helpers: dict):
 def _kernels(mode: bool) -> dict:
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32)}
     return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)),
-            "dot": triton.jit(_in_mode(_dot_kernel, helpers))}
+            "dot": triton.jit(_in_mode(_dot_kernel, helpers)),
+            "dq": triton.jit(_in_mode(_dq_kernel, helpers))}
 
 
 def kernels() -> dict:
-    """{"gemv", "dot"}: the jit kernels for the current TRITON_INTERPRET mode."""
+    """{"gemv", "dot", "dq"}: the jit kernels for the current TRITON_INTERPRET mode."""
     return _kernels(interpreting())
 
 
@@ -225,8 +287,8 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132) -> dict
 
 def check_config(config: dict, group_size: int) -> dict:
     kind = config.get("kind", "dot")
-    if kind not in ("gemv", "dot"):
-        raise ValueError(f"config kind={kind!r}: allowed values are 'gemv', 'dot'")
+    if kind not in ("gemv", "dot", "dq"):
+        raise ValueError(f"config kind={kind!r}: allowed values are 'gemv', 'dot', 'dq'")
     bk = int(config["BLOCK_K"])
     if kind == "gemv" and (bk < group_size or bk % group_size):
         raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
@@ -266,11 +328,20 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does); bf16/fp16: Triton's default
     ieee = x2.dtype == torch.float32 and not (x2.is_cuda and torch.backends.cuda.matmul.allow_tf32)
     grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
-    kernels()["dot"][grid](x2, mantissa, exponent2, b, y, ws, M, N, K, *strides, GROUP=group_size,
-                           HAS_BIAS=bias is not None, DOT_F32=interp and x2.dtype == torch.bfloat16,
-                           INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
-                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, SUB_K=min(config["BLOCK_K"], group_size),
-                           SWAP=bool(config.get("SWAP", False)), num_warps=warps, num_stages=stages)
+    if kind == "dq":
+        f32 = x2.dtype != torch.bfloat16 or interp  # fp16 x: W can exceed fp16's range; exact in fp32
+        prec = "ieee" if ieee else "tf32"  # fp16 x and W in fp32: tf32 holds both exactly
+        kernels()["dq"][grid](x2, mantissa, exponent2, b, y, ws, M, N, K, *strides, GROUP=group_size,
+                              HAS_BIAS=bias is not None, W_BF16=not f32, DOT_F32=f32, INPUT_PRECISION=prec,
+                              BLOCK_M=bm, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT_K=split,
+                              SWAP=bool(config.get("SWAP", False)), GATHER=bool(config.get("GATHER", False)),
+                              num_warps=warps, num_stages=stages)
+    else:
+        kernels()["dot"][grid](x2, mantissa, exponent2, b, y, ws, M, N, K, *strides, GROUP=group_size,
+                               HAS_BIAS=bias is not None, DOT_F32=interp and x2.dtype == torch.bfloat16,
+                               INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
+                               BLOCK_K=config["BLOCK_K"], SPLIT_K=split, SUB_K=min(config["BLOCK_K"], group_size),
+                               SWAP=bool(config.get("SWAP", False)), num_warps=warps, num_stages=stages)
     if split > 1:
         y.copy_(ws)
     return y
