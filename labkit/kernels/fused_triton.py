@@ -148,14 +148,20 @@ def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
         tl.atomic_add(ws_ptr + out, acc, mask=out_mask)
 
 
-def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
+def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SWAP: tl.constexpr, GATHER: tl.constexpr):
+               BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SWAP: tl.constexpr, GATHER: tl.constexpr,
+               SERIAL: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
-    so the MMAs run back to back instead of one K=GROUP dot and an accumulator rescale per group."""
+    so the MMAs run back to back instead of one K=GROUP dot and an accumulator rescale per group.
+
+    Split-K (``SERIAL``): each split stores its fp32 partial tile in its own slice of ``ws`` and bumps the
+    tile's counter; the split that arrives last sums the slices in split order (the same bits every run),
+    writes y and puts the counter back to 0 for the next launch: one kernel, no zeroed workspace, no copy.
+    Otherwise the splits add into a zeroed fp32 ``ws`` that the caller copies into y."""
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -205,6 +211,18 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
     out = offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]
     if SPLIT_K == 1:
         tl.store(y_ptr + out, acc.to(y_ptr.dtype.element_ty), mask=out_mask)
+    elif SERIAL:
+        plane = M.to(tl.int64) * N
+        tl.store(ws_ptr + pid_k * plane + out, acc, mask=out_mask)
+        tl.debug_barrier()  # every thread's partial is written before the release below publishes it
+        tile = pid_m * tl.num_programs(0) + pid_n
+        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = tl.load(ws_ptr + out, mask=out_mask, other=0.0, cache_modifier=".cg")
+            for s in tl.static_range(1, SPLIT_K):
+                total += tl.load(ws_ptr + s * plane + out, mask=out_mask, other=0.0, cache_modifier=".cg")
+            tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=out_mask)
+            tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
     else:
         tl.atomic_add(ws_ptr + out, acc, mask=out_mask)
 
@@ -295,6 +313,24 @@ def check_config(config: dict, group_size: int) -> dict:
     return {**config, "kind": kind}
 
 
+_COUNTERS: dict = {}
+
+
+def _counters(device: torch.device, tiles: int) -> torch.Tensor | None:
+    """The serial split-K's per-tile arrival counters for the current stream (zero between launches: the
+    last split of each tile resets its own). Kept per stream so that launches on concurrent streams never
+    share one; grown by reallocating (zeroed). None while the stream is being captured into a CUDA graph
+    and no large enough buffer exists yet (an allocation then would belong to the graph's pool)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device.type, device.index, stream)
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < tiles:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            return None
+        buf = _COUNTERS[key] = torch.zeros(max(tiles, 4096), dtype=torch.int32, device=device)
+    return buf
+
+
 def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bias: torch.Tensor | None,
            group_size: int, config: dict | None = None) -> torch.Tensor:
     """``x2`` (M, K) times dequant(``mantissa`` (N, K), ``exponent2`` (N, K / group_size))^T (+ bias), in x's
@@ -323,19 +359,31 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                                 BLOCK_K=config["BLOCK_K"], num_warps=warps, num_stages=stages)
         return y
     split = int(config.get("SPLIT_K", 1))
-    # fp32 workspace for split-K partial sums (zeroed: the splits add into it)
-    ws = torch.zeros((M, N), dtype=torch.float32, device=x2.device) if split > 1 else y
+    # fp32 workspace for split-K partial sums by atomic adds (zeroed: the splits add into it)
+    ws = y
+    if split > 1 and not (kind == "dq" and config.get("SERIAL", True)):
+        ws = torch.zeros((M, N), dtype=torch.float32, device=x2.device)
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does); bf16/fp16: Triton's default
     ieee = x2.dtype == torch.float32 and not (x2.is_cuda and torch.backends.cuda.matmul.allow_tf32)
     grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
     if kind == "dq":
         f32 = x2.dtype != torch.bfloat16 or interp  # fp16 x: W can exceed fp16's range; exact in fp32
         prec = "ieee" if ieee else "tf32"  # fp16 x and W in fp32: tf32 holds both exactly
-        kernels()["dq"][grid](x2, mantissa, exponent2, b, y, ws, M, N, K, *strides, GROUP=group_size,
+        serial = split > 1 and config.get("SERIAL", True)
+        counts = x2
+        if serial:
+            counts = _counters(x2.device, grid[0] * grid[1])
+            if counts is None:  # no counters can be made while a graph is being captured: one split
+                split, serial, grid = 1, False, grid[:2] + (1,)
+            else:
+                ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
+        kernels()["dq"][grid](x2, mantissa, exponent2, b, y, ws, counts, M, N, K, *strides, GROUP=group_size,
                               HAS_BIAS=bias is not None, W_BF16=not f32, DOT_F32=f32, INPUT_PRECISION=prec,
                               BLOCK_M=bm, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT_K=split,
                               SWAP=bool(config.get("SWAP", False)), GATHER=bool(config.get("GATHER", False)),
-                              num_warps=warps, num_stages=stages)
+                              SERIAL=serial, num_warps=warps, num_stages=stages)
+        if serial:
+            return y
     else:
         kernels()["dot"][grid](x2, mantissa, exponent2, b, y, ws, M, N, K, *strides, GROUP=group_size,
                                HAS_BIAS=bias is not None, DOT_F32=interp and x2.dtype == torch.bfloat16,
