@@ -43,17 +43,18 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
                  "SWAP": swap} for swap, bn, bk, sk, (w, s) in itertools.product((False, True), bns, bks, sks, ws)]
     if M >= 2 and "dq" in kinds:
         if quick:
-            bns, bks, sks, ws = (16, 64), (256,), (1, 2), ((4, 3),)
-        elif M <= 16:
-            bns, bks, sks, ws = (32, 64), (128, 256), (1, 2, 4, 8), ((4, 3), (4, 4), (4, 5), (8, 4))
+            grid = [(16, 256, 1, 4, 3, True), (64, 256, 2, 4, 3, True)]
+        elif M <= 16:  # x is re-read once per BLOCK_N rows of W: wide tiles, split-K for enough programs
+            grid = [(bn, bk, sk, w, s, True) for bn, bk, sk, (w, s) in itertools.product(
+                (32, 64, 128), (64, 128, 256), (1, 2, 4, 8), ((4, 3), (4, 4), (8, 3), (8, 5)))]
         else:
-            bns, bks, sks, ws = (64, 128), (64, 128), (1, 2, 4), ((4, 3), (4, 4), (8, 3))
-        # x as the MMA's row side (SWAP) won every case of the 8ae228b sweep; split-K by the serial reduction
-        for bn, bk, sk, (w, s) in itertools.product(bns, bks, sks, ws):
+            grid = [(bn, bk, sk, w, s, sw) for bn, bk, sk, (w, s), sw in itertools.product(
+                (64, 128, 256), (64, 128), (1, 2, 4, 8), ((4, 3), (8, 3), (8, 4)), (True, False))]
+        for bn, bk, sk, w, s, swap in grid:
             programs = -(-N // bn) * sk
             if quick or 100 <= programs <= 4096:
                 out.append({"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w,
-                            "num_stages": s, "SWAP": True})
+                            "num_stages": s, "SWAP": swap})
     return out
 
 
