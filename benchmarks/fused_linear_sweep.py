@@ -42,19 +42,20 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
         out += [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s,
                  "SWAP": swap} for swap, bn, bk, sk, (w, s) in itertools.product((False, True), bns, bks, sks, ws)]
     if M >= 2 and "dq" in kinds:
+        # the leaders of the dd764cf sweep (wider tiles and more splits did not win), each with both decodes
         if quick:
-            grid = [(16, 256, 1, 4, 3, True), (64, 256, 2, 4, 3, True)]
-        elif M <= 16:  # x is re-read once per BLOCK_N rows of W: wide tiles, split-K for enough programs
-            grid = [(bn, bk, sk, w, s, True) for bn, bk, sk, (w, s) in itertools.product(
-                (32, 64, 128), (64, 128, 256), (1, 2, 4, 8), ((4, 3), (4, 4), (8, 3), (8, 5)))]
+            tiles, ws = [(16, 256, 1), (64, 256, 2)], ((4, 3),)
+        elif M <= 16:
+            tiles = [(32, 256, 1), (32, 256, 2), (32, 128, 1), (32, 128, 4), (64, 128, 2), (64, 128, 4), (64, 256, 2)]
+            ws = ((4, 3), (4, 4), (8, 3))
         else:
-            grid = [(bn, bk, sk, w, s, sw) for bn, bk, sk, (w, s), sw in itertools.product(
-                (64, 128, 256), (64, 128), (1, 2, 4, 8), ((4, 3), (8, 3), (8, 4)), (True, False))]
-        for bn, bk, sk, w, s, swap in grid:
+            tiles = [(64, 64, 2), (64, 64, 4), (64, 128, 1), (64, 128, 2), (128, 64, 2), (128, 128, 1)]
+            ws = ((4, 3), (8, 3))
+        for (bn, bk, sk), (w, s), asm in itertools.product(tiles, ws, (False, True)):
             programs = -(-N // bn) * sk
             if quick or 100 <= programs <= 4096:
                 out.append({"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w,
-                            "num_stages": s, "SWAP": swap})
+                            "num_stages": s, "SWAP": True, "ASM": asm})
     return out
 
 

@@ -50,6 +50,23 @@ def _i8_to_f32(m):
     return (m.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
 
 
+def _i8x4_to_f32_asm(m):
+    """The same decode as ``_i8_to_f32`` in PTX, four bytes per 32-bit register: one XOR flips the four sign
+    bits (m + 128 as unsigned bytes) and one PRMT per byte places it under 0x4B00_00xx, i.e. 2^23 + m + 128;
+    an fp32 add of -(2^23 + 128) then leaves m exactly. Not in the interpreter (no inline asm there)."""
+    bits = tl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 t;
+        xor.b32 t, $4, 0x80808080;
+        prmt.b32 $0, t, 0x4B000000, 0x7440;
+        prmt.b32 $1, t, 0x4B000000, 0x7441;
+        prmt.b32 $2, t, 0x4B000000, 0x7442;
+        prmt.b32 $3, t, 0x4B000000, 0x7443;
+        }""",
+        constraints="=r,=r,=r,=r,r", args=[m], dtype=tl.float32, is_pure=True, pack=4)
+    return bits - 8388736.0
+
+
 def _scale(e):
     """2**(E - 133) as fp32 (normal for E >= 7, subnormal below; shifts kept in 0..31); NaN for E = 255."""
     bits = tl.where(e >= 7, (tl.maximum(e, 7) - 6) << 23, 1 << (tl.minimum(e, 6) + 16))
@@ -153,7 +170,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SWAP: tl.constexpr, GATHER: tl.constexpr,
-               SERIAL: tl.constexpr):
+               SERIAL: tl.constexpr, ASM: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     so the MMAs run back to back instead of one K=GROUP dot and an accumulator rescale per group.
@@ -182,7 +199,10 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         kk = k0 + offs_k
         k_mask = kk < K  # K is a multiple of GROUP: whole groups are in or out
         m = tl.load(w_rows + kk[None, :] * stride_mk, mask=n_mask[:, None] & k_mask[None, :], other=0)
-        w = _i8_to_f32(m)
+        if ASM:
+            w = _i8x4_to_f32_asm(m)
+        else:
+            w = _i8_to_f32(m)
         if GATHER:  # each element loads its group's exponent (same-address lanes: one transaction)
             e = tl.load(e_rows + (kk // GROUP)[None, :] * stride_eg, mask=n_mask[:, None] & k_mask[None, :],
                         other=127).to(tl.int32)
@@ -243,7 +263,8 @@ def _in_mode(fn, helpers: dict):
 
 @functools.cache
 def _kernels(mode: bool) -> dict:
-    helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32)}
+    helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
+               "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
     return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)),
             "dot": triton.jit(_in_mode(_dot_kernel, helpers)),
             "dq": triton.jit(_in_mode(_dq_kernel, helpers))}
@@ -381,7 +402,8 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                               HAS_BIAS=bias is not None, W_BF16=not f32, DOT_F32=f32, INPUT_PRECISION=prec,
                               BLOCK_M=bm, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT_K=split,
                               SWAP=bool(config.get("SWAP", False)), GATHER=bool(config.get("GATHER", False)),
-                              SERIAL=serial, num_warps=warps, num_stages=stages)
+                              SERIAL=serial, ASM=bool(config.get("ASM", False)) and not interp,
+                              num_warps=warps, num_stages=stages)
         if serial:
             return y
     else:
