@@ -47,18 +47,18 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
         if quick:
             tiles, ws = [(16, 256, 1), (64, 256, 2)], ((4, 3),)
         elif M <= 16:
-            tiles = [(16, 256, 1), (16, 512, 1), (16, 1024, 1), (16, 256, 2), (32, 256, 1), (32, 512, 1),
-                     (32, 256, 2), (64, 256, 2), (64, 128, 4)]
-            ws = ((2, 3), (2, 4), (4, 3))
+            tiles = [(16, 512, 1), (32, 256, 1), (32, 512, 1), (32, 256, 2), (64, 256, 2), (64, 128, 4)]
+            ws = ((2, 3), (4, 3), (4, 4))
         else:
             tiles = [(64, 64, 4), (64, 128, 2), (64, 128, 1), (128, 64, 4), (128, 128, 1), (128, 128, 2),
-                     (128, 128, 4), (256, 64, 4), (256, 64, 2)]
+                     (128, 128, 4), (256, 64, 4)]
             ws = ((4, 3), (8, 3), (4, 4))
-        for (bn, bk, sk), (w, s) in itertools.product(tiles, ws):
+        swaps = (True,) if M <= 16 else (True, False)  # W as the MMA's 64-row side (wgmma) for 64 rows
+        for (bn, bk, sk), (w, s), swap in itertools.product(tiles, ws, swaps):
             programs = -(-N // bn) * sk
             if quick or 100 <= programs <= 4096:
                 out.append({"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w,
-                            "num_stages": s, "SWAP": True, "ASM": True})
+                            "num_stages": s, "SWAP": swap, "ASM": True})
     return out
 
 

@@ -170,7 +170,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SWAP: tl.constexpr, GATHER: tl.constexpr,
-               SERIAL: tl.constexpr, ASM: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr):
+               SERIAL: tl.constexpr, ASM: tl.constexpr, EVEN_K: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     so the MMAs run back to back instead of one K=GROUP dot and an accumulator rescale per group.
@@ -188,9 +188,13 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
     offs_k = tl.arange(0, BLOCK_K)
     NG: tl.constexpr = (BLOCK_K + GROUP - 1) // GROUP  # groups per tile (1 when a group spans tiles)
-    w_rows = m_ptr + offs_n.to(tl.int64)[:, None] * stride_mn
-    x_cols = x_ptr + offs_m.to(tl.int64)[None, :] * stride_xm
-    e_rows = e_ptr + offs_n.to(tl.int64)[:, None] * stride_en
+    # Rows past N or M re-read the last row instead of being masked: the loads need no per-element
+    # predicate (a row mask costs instructions in every tile), and the store drops those rows.
+    rows_n = tl.minimum(offs_n, N - 1).to(tl.int64)
+    rows_m = tl.minimum(offs_m, M - 1).to(tl.int64)
+    w_rows = m_ptr + rows_n[:, None] * stride_mn
+    x_cols = x_ptr + rows_m[None, :] * stride_xm
+    e_rows = e_ptr + rows_n[:, None] * stride_en
     if SWAP:
         acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     else:
@@ -198,31 +202,30 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     for k0 in range(k_begin, k_end, BLOCK_K):
         kk = k0 + offs_k
         k_mask = kk < K  # K is a multiple of GROUP: whole groups are in or out
-        if EVEN_N and EVEN_K:  # no predicates to compute per element (N % BLOCK_N == 0, K % BLOCK_K == 0)
+        if EVEN_K:  # K % BLOCK_K == 0: every tile is whole
             m = tl.load(w_rows + kk[None, :] * stride_mk)
         else:
-            m = tl.load(w_rows + kk[None, :] * stride_mk, mask=n_mask[:, None] & k_mask[None, :], other=0)
+            m = tl.load(w_rows + kk[None, :] * stride_mk, mask=k_mask[None, :], other=0)
         if ASM:
             w = _i8x4_to_f32_asm(m)
         else:
             w = _i8_to_f32(m)
         if GATHER:  # each element loads its group's exponent (same-address lanes: one transaction)
-            e = tl.load(e_rows + (kk // GROUP)[None, :] * stride_eg, mask=n_mask[:, None] & k_mask[None, :],
-                        other=127).to(tl.int32)
+            e = tl.load(e_rows + (kk // GROUP)[None, :] * stride_eg, mask=k_mask[None, :], other=127).to(tl.int32)
             w = w * _scale(e)
         else:  # one exponent per (row, group), broadcast over the group
             g_idx = k0 // GROUP + tl.arange(0, NG)
-            if EVEN_N and EVEN_K:
+            if EVEN_K:
                 e = tl.load(e_rows + g_idx[None, :] * stride_eg).to(tl.int32)
             else:
-                e = tl.load(e_rows + g_idx[None, :] * stride_eg,
-                            mask=n_mask[:, None] & (g_idx < K // GROUP)[None, :], other=127).to(tl.int32)
+                e = tl.load(e_rows + g_idx[None, :] * stride_eg, mask=(g_idx < K // GROUP)[None, :],
+                            other=127).to(tl.int32)
             w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
             w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
         if EVEN_K:
-            xt = tl.load(x_cols + kk[:, None] * stride_xk, mask=m_mask[None, :], other=0.0)
+            xt = tl.load(x_cols + kk[:, None] * stride_xk)
         else:
-            xt = tl.load(x_cols + kk[:, None] * stride_xk, mask=k_mask[:, None] & m_mask[None, :], other=0.0)
+            xt = tl.load(x_cols + kk[:, None] * stride_xk, mask=k_mask[:, None], other=0.0)
         if DOT_F32:  # fp16 x (W's range exceeds fp16's) and the interpreter's bf16: exact values in fp32
             xt = xt.to(tl.float32)
         elif W_BF16:
@@ -412,7 +415,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                               BLOCK_M=bm, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT_K=split,
                               SWAP=bool(config.get("SWAP", False)), GATHER=bool(config.get("GATHER", False)),
                               SERIAL=serial, ASM=bool(config.get("ASM", False)) and not interp,
-                              EVEN_N=N % config["BLOCK_N"] == 0, EVEN_K=K % config["BLOCK_K"] == 0,
+                              EVEN_K=K % config["BLOCK_K"] == 0,
                               num_warps=warps, num_stages=stages)
         if serial:
             return y
