@@ -23,7 +23,12 @@ def main(argv=None) -> int:
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--config", default="picked", help="JSON launch config, 'picked' or 'cublas'")
     p.add_argument("--reps", type=int, default=4)
+    p.add_argument("--time-batches", type=int, nargs="*", default=None,
+                   help="instead: graph-time the config at these batches, interleaved over 3 rounds "
+                        "(rotating weight copies, as the sweep)")
     args = p.parse_args(argv)
+    if args.time_batches:
+        return _time(args)
 
     import torch
     import torch.nn.functional as F
@@ -43,6 +48,30 @@ def main(argv=None) -> int:
             fused_triton.launch(x, m, e, None, args.group, cfg)
     torch.cuda.synchronize()
     print(f"{args.shape} batch {args.batch}: {args.config} x{args.reps}")
+    return 0
+
+
+def _time(args) -> int:
+    import torch
+    import torch.nn.functional as F
+
+    from labkit.kernels import fused_triton
+    from labkit.kernels.timing import graph_ms, rotation, weight_copies
+
+    N, K = map(int, args.shape.lower().split("x"))
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    copies = rotation(N * K, torch.cuda.get_device_properties(0).L2_cache_size)
+    weights = weight_copies(N, K, args.group, copies, gen)
+    cfg = None if args.config == "picked" else json.loads(args.config)
+    xs = {M: torch.randn(M, K, device="cuda", generator=gen).bfloat16() for M in args.time_batches}
+    for r in range(3):
+        line = []
+        for M, x in xs.items():
+            us = 1e3 * graph_ms([lambda m=m, e=e: fused_triton.launch(x, m, e, None, args.group, cfg)
+                                 for m, e, _ in weights])
+            bf = 1e3 * graph_ms([lambda w=w: F.linear(x, w) for _, _, w in weights])
+            line.append(f"M={M}: {us:.1f} us (bf16 {bf:.1f}, {bf / us:.2f}x)")
+        print(f"round {r}: " + " | ".join(line), flush=True)
     return 0
 
 
