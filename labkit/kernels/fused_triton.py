@@ -170,7 +170,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SWAP: tl.constexpr, GATHER: tl.constexpr,
-               SERIAL: tl.constexpr, ASM: tl.constexpr, EVEN_K: tl.constexpr):
+               SERIAL: tl.constexpr, ASM: tl.constexpr, EVEN_K: tl.constexpr, X_ROWS: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     so the MMAs run back to back instead of one K=GROUP dot and an accumulator rescale per group.
@@ -191,7 +191,10 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     # Rows past N or M re-read the last row instead of being masked: the loads need no per-element
     # predicate (a row mask costs instructions in every tile), and the store drops those rows.
     rows_n = tl.minimum(offs_n, N - 1).to(tl.int64)
-    rows_m = tl.minimum(offs_m, M - 1).to(tl.int64)
+    # Fewer rows than the MMA's 16 (X_ROWS < BLOCK_M): load only those and repeat them in registers. Loading
+    # the padded rows (masked or re-read) made every program fetch the same few lines of x from L2 at once
+    # (at 14336x4096, 4 rows took 1.5x the time of 16; 7d07255 on the H100).
+    rows_m = tl.minimum(pid_m * BLOCK_M + tl.arange(0, X_ROWS), M - 1).to(tl.int64)
     w_rows = m_ptr + rows_n[:, None] * stride_mn
     x_cols = x_ptr + rows_m[None, :] * stride_xm
     e_rows = e_ptr + rows_n[:, None] * stride_en
@@ -226,6 +229,9 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             xt = tl.load(x_cols + kk[:, None] * stride_xk)
         else:
             xt = tl.load(x_cols + kk[:, None] * stride_xk, mask=k_mask[:, None], other=0.0)
+        if X_ROWS < BLOCK_M:  # (BLOCK_K, X_ROWS) -> (BLOCK_K, BLOCK_M): row r is x's row r % X_ROWS
+            xt = tl.reshape(tl.broadcast_to(xt[:, None, :], (BLOCK_K, BLOCK_M // X_ROWS, X_ROWS)),
+                            (BLOCK_K, BLOCK_M))
         if DOT_F32:  # fp16 x (W's range exceeds fp16's) and the interpreter's bf16: exact values in fp32
             xt = xt.to(tl.float32)
         elif W_BF16:
@@ -415,7 +421,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                               BLOCK_M=bm, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT_K=split,
                               SWAP=bool(config.get("SWAP", False)), GATHER=bool(config.get("GATHER", False)),
                               SERIAL=serial, ASM=bool(config.get("ASM", False)) and not interp,
-                              EVEN_K=K % config["BLOCK_K"] == 0,
+                              EVEN_K=K % config["BLOCK_K"] == 0, X_ROWS=min(bm, triton.next_power_of_2(M)),
                               num_warps=warps, num_stages=stages)
         if serial:
             return y
