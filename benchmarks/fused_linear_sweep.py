@@ -47,13 +47,14 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
         if quick:
             tiles, ws = [(16, 256, 1), (64, 256, 2)], ((4, 3),)
         elif M <= 16:
-            tiles = [(16, 512, 1), (32, 256, 1), (32, 512, 1), (32, 256, 2), (64, 256, 2), (64, 128, 4)]
+            tiles = [(16, 512, 1), (16, 1024, 1), (32, 256, 1), (32, 512, 1), (32, 512, 2), (32, 1024, 1),
+                     (64, 256, 2), (64, 512, 2)]
             ws = ((2, 3), (4, 3), (4, 4))
         else:
             tiles = [(64, 64, 4), (64, 128, 2), (64, 128, 1), (128, 64, 4), (128, 128, 1), (128, 128, 2),
-                     (128, 128, 4), (256, 64, 4)]
-            ws = ((4, 3), (8, 3), (4, 4))
-        swaps = (True,) if M <= 16 else (True, False)  # W as the MMA's 64-row side (wgmma) for 64 rows
+                     (128, 128, 4)]
+            ws = ((4, 3), (4, 4))
+        swaps = (True,)  # x as the MMA's row side won every case, 64 rows included (9a82c77)
         for (bn, bk, sk), (w, s), swap in itertools.product(tiles, ws, swaps):
             programs = -(-N // bn) * sk
             if quick or 100 <= programs <= 4096:
