@@ -32,7 +32,7 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
     """Configurations to time for M rows and N features; the dq ones pruned to between ~100 and ~2000
     programs (fewer leave SMs idle, more only add split-K traffic)."""
     out = []
-    if M <= 8 and "gemv" in kinds:
+    if M <= 4 and "gemv" in kinds:
         bns, bks, ws = ((4, 8), (1024,), ((4, 3),)) if quick else ((4, 8), (512, 1024), ((2, 3), (4, 3)))
         out += [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                 for bn, bk, (w, s) in itertools.product(bns, bks, ws)]
@@ -41,7 +41,7 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
                              ((32, 64), (128, 256), (1, 2), ((4, 3), (4, 4))))
         out += [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s,
                  "SWAP": swap} for swap, bn, bk, sk, (w, s) in itertools.product((False, True), bns, bks, sks, ws)]
-    if M >= 2 and "dq" in kinds:
+    if "dq" in kinds:
         # the leaders of the dd764cf sweep (wider tiles and more splits did not win) plus narrow tiles; the PTX
         # decode (ASM) won every case at 87b471f by 2-4%
         if quick:
