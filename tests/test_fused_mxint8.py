@@ -183,10 +183,10 @@ def u_interp(dtype):
     return u_round(dtype, truncates=dtype == torch.bfloat16)
 
 
-# dot kernel (N, K, group, BLOCK_N, BLOCK_K, SPLIT_K): ragged N and K tiles, split-K with an empty last split,
-# a group wider than BLOCK_K, a tile wider than K
+# dq kernel (N, K, group, BLOCK_N, BLOCK_K, SPLIT_K): ragged N and K tiles, split-K with an empty last split,
+# a group wider than BLOCK_K, a tile wider than K, tiles that divide K (the unmasked loads)
 CASES = [(40, 96, 32, 32, 64, 1), (33, 80, 16, 16, 32, 2), (64, 192, 64, 32, 32, 2), (24, 160, 32, 16, 64, 3),
-         (17, 32, 32, 32, 64, 1), (50, 224, 32, 32, 32, 4)]
+         (17, 32, 32, 32, 64, 1), (50, 224, 32, 32, 32, 4), (64, 256, 32, 32, 64, 2)]
 # gemv kernel (N, K, group, BLOCK_N, BLOCK_K): ragged N, a K of fewer groups than a tile, several tiles
 GEMV_CASES = [(40, 96, 32, 16, 64), (33, 80, 16, 8, 32), (64, 192, 64, 4, 128), (17, 32, 32, 16, 256),
               (50, 224, 32, 32, 64)]
@@ -195,13 +195,14 @@ GEMV_CASES = [(40, 96, 32, 16, 64), (33, 80, 16, 8, 32), (64, 192, 64, 4, 128), 
 @needs_triton
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}-sk{}".format(*c))
 @pytest.mark.parametrize("M", [1, 3, 17, 64])
-def test_interpreted_dot_kernel_bf16(interpreter, case, M):
+def test_interpreted_dq_kernel_bf16(interpreter, case, M):
+    """M = 1 and 3: fewer rows than the MMA's 16, loaded once and repeated; 17: a ragged row block."""
     N, K, g, bn, bk, sk = case
     m, e = make_weight(N, K, g, seed=M)
     x = rand_x((M, K), torch.bfloat16, seed=N)
     b = torch.randn(N) if M % 2 else None  # bias on odd M, none on even
     y = interpreter.launch(x, m, e, b.bfloat16() if b is not None else None, g,
-                           {"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "SWAP": M in (3, 64)})
+                           {"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk})
     assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
 
 
@@ -227,8 +228,7 @@ def test_interpreted_kernel_fp16_fp32(interpreter, dtype, M, split):
     m, e = make_weight(N, K, g, seed=M, spread=3)  # fp16's range: values within 2^-9 .. 2^8
     x = rand_x((M, K), dtype)
     b = torch.randn(N).to(dtype)
-    y = interpreter.launch(x, m, e, b, g, {"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": split,
-                                           "SWAP": split == 2})
+    y = interpreter.launch(x, m, e, b, g, {"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": split})
     assert_bounded(y, x, m, e, g, b, u_interp(dtype))
     y = interpreter.launch(x, m, e, b, g, {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 64})
     assert_bounded(y, x, m, e, g, b, u_interp(dtype))
@@ -242,7 +242,7 @@ def test_interpreted_kernel_random_shapes(interpreter):
         N = int(torch.randint(1, 70, (), generator=gen))
         K = g * int(torch.randint(1, 9, (), generator=gen))  # mostly not a multiple of BLOCK_K
         M = [1, 3, 17, 64][i % 4]
-        cfg = {"kind": "dot", "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 1 + i % 3}
+        cfg = {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 1 + i % 3}
         if M < 8 and i % 2:
             cfg = {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 64}
         m, e = make_weight(N, K, g, seed=i)
@@ -251,13 +251,13 @@ def test_interpreted_kernel_random_shapes(interpreter):
         assert_bounded(interpreter.launch(x, m, e, b, g, cfg), x, m, e, g, b, u_interp(torch.bfloat16))
 
 
-EDGE_CONFIGS = ({"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2},
-                {"kind": "dot", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2, "SWAP": True},
+EDGE_CONFIGS = ({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 2},
+                {"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 16, "SPLIT_K": 1},
                 {"kind": "gemv", "BLOCK_N": 8, "BLOCK_K": 32})
 
 
 @needs_triton
-@pytest.mark.parametrize("cfg", EDGE_CONFIGS, ids=lambda c: c["kind"] + ("-swap" if c.get("SWAP") else ""))
+@pytest.mark.parametrize("cfg", EDGE_CONFIGS, ids=lambda c: "{kind}-bk{BLOCK_K}".format(**c))
 def test_interpreted_edge_exponents_and_strides(interpreter, cfg):
     """Exponents 0..6 (fp32-subnormal scales), 254 with |m| = 127, 255 (NaN groups); a strided x and a
     mantissa view with row stride != K."""
@@ -286,27 +286,35 @@ def test_picked_configs_run_in_the_interpreter(interpreter):
         for M in (1, 2, 5, 9, 33):
             x = rand_x((M, K), torch.bfloat16, seed=M)
             cfg = interpreter.pick_config(M, N, K, g)
-            assert cfg["kind"] == ("gemv" if M <= 4 else "dot")
+            assert cfg["kind"] == ("gemv" if M == 1 else "dq")
             assert_bounded(interpreter.launch(x, m, e, None, g, cfg), x, m, e, g, None, u_interp(torch.bfloat16))
 
 
 @needs_triton
 def test_pick_config_follows_the_sweep(interpreter):
-    """The rules: gemv for one row, and for a few rows of a small weight; the swapped dot up to 16 rows;
-    tiles that hold whole groups; split-K for many rows only where N gives under one program per SM."""
+    """The rules of the d1fe127 sweep: gemv for one row; dq tiles of 16-32 features up to 16 rows (16 where
+    N gives under 2 programs per SM at 32), 64-128 above with split-K 2 for small N; tiles hold whole
+    groups; fp16/fp32 x get K tiles of at most 128 (their decoded tiles are fp32)."""
+    pick = interpreter.pick_config
     for g in (16, 32, 128):
         for N, K in ((4096, 4096), (14336, 4096), (28672, 8192), (384, 1536)):
-            one = interpreter.pick_config(1, N, K, g, sms=132)
+            one = pick(1, N, K, g, sms=132)
             assert one["kind"] == "gemv" and one["BLOCK_K"] % g == 0 and one["BLOCK_K"] <= max(g, 1024)
-            few = interpreter.pick_config(4, N, K, g, sms=132)
-            assert few["kind"] == ("gemv" if N * K <= 1 << 25 else "dot")
-            assert interpreter.pick_config(16, N, K, g, sms=132)["SWAP"] is True
-            many = interpreter.pick_config(64, N, K, g, sms=132)
-            assert many["SWAP"] is False and many["SPLIT_K"] == (2 if -(-N // 64) < 132 else 1)
-    with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dot'"):
+            for M in (2, 4, 8, 16, 32, 64):
+                c = pick(M, N, K, g, sms=132)
+                assert c["kind"] == "dq" and c["BLOCK_K"] % g == 0 and c["BLOCK_K"] >= g
+                if M <= 16:
+                    assert c["BLOCK_N"] == (16 if N < 2 * 132 * 32 and M <= 8 else 32) and c["SPLIT_K"] == 1
+                else:
+                    assert c["BLOCK_N"] == (64 if -(-N // 128) < 66 else 128)
+                    assert c["SPLIT_K"] == (2 if c["BLOCK_N"] == 64 else 1)
+                assert pick(M, N, K, g, sms=132, dtype=torch.float32)["BLOCK_K"] <= max(g, 128)
+    with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dq'"):
         interpreter.check_config({"kind": "wide", "BLOCK_N": 16, "BLOCK_K": 32}, 32)
-    with pytest.raises(ValueError, match="BLOCK_K=48 must be a multiple of group_size=32"):
-        interpreter.check_config({"kind": "gemv", "BLOCK_N": 16, "BLOCK_K": 48}, 32)
+    with pytest.raises(ValueError, match="BLOCK_K=48: allowed values are powers of two >= 16"):
+        interpreter.check_config({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 48}, 32)
+    with pytest.raises(ValueError, match="BLOCK_K=16 must be a multiple of group_size=32"):
+        interpreter.check_config({"kind": "gemv", "BLOCK_N": 16, "BLOCK_K": 16}, 32)
 
 
 @needs_triton
@@ -370,26 +378,60 @@ def test_gpu_kernel_picked_config(no_interpreter, monkeypatch, dtype, M):
 
 GPU_CONFIGS = [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                for bn, bk, w, s in ((4, 256, 4, 3), (32, 1024, 8, 4))] + \
-              [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "SWAP": sw}
-               for bn, bk, sk, w, s, sw in ((64, 256, 2, 8, 4, False), (32, 128, 3, 4, 5, True))]
+              [{"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "ASM": a}
+               for bn, bk, sk, w, s, a in ((64, 256, 2, 8, 4, True), (32, 128, 3, 4, 5, False), (16, 64, 1, 2, 3, True))]
 
 
 @pytest.mark.cuda
 @needs_gpu
 def test_gpu_configs_and_edge_exponents(no_interpreter):
+    """Every exponent byte (0..6: fp32-subnormal scales, which need the GPU to keep denormals; 255: NaN) in
+    both decodes (PTX and Triton), with and without split-K, ragged K (1056 is no multiple of 64+)."""
     from labkit.kernels import fused_triton
 
     g, N, K = 32, 300, 1056
     m, e = make_weight(N, K, g)
-    e[0, :7] = torch.arange(7, dtype=torch.uint8)  # fp32-subnormal scales: needs the GPU to keep denormals
+    e[0, :7] = torch.arange(7, dtype=torch.uint8)
     e[1, 3] = 255
-    for M in (1, 17):
-        x = rand_x((M, K), torch.bfloat16).cuda()
+    e[2, :] = torch.arange(200, 233, dtype=torch.uint8)
+    m[2, 32 * 30:32 * 31] = 127
+    for M in (1, 3, 17):
+        x = rand_x((M, K), torch.bfloat16).cuda()  # row 2's weights reach 127 * 2^99: sums stay finite
         for c in GPU_CONFIGS:
             if c["kind"] == "gemv" and M > fused_triton.GEMV_MAX_ROWS:
                 continue
             y = fused_triton.launch(x, m.cuda(), e.cuda(), None, g, c)
             assert_bounded(y.cpu(), x.cpu(), m, e, g, None, u_round(torch.bfloat16))
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
+    """The split-K's last-arriving split sums the partials in a fixed order: the same bits on every call,
+    eager or replayed from a CUDA graph, and its arrival counters are back to 0 after each launch."""
+    from labkit.kernels import fused_triton
+
+    g, N, K = 32, 4096, 2048
+    m, e = make_weight(N, K, g, spread=2)
+    m, e = m.cuda(), e.cuda()
+    x = rand_x((5, K), torch.bfloat16).cuda()
+    cfg = {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 4, "num_warps": 4, "num_stages": 3}
+    first = fused_triton.launch(x, m, e, None, g, cfg)
+    assert_bounded(first.cpu(), x.cpu(), m.cpu(), e.cpu(), g, None, u_round(torch.bfloat16))
+    for _ in range(5):
+        assert torch.equal(fused_triton.launch(x, m, e, None, g, cfg), first)
+    graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on the capture stream makes its counters before capture
+        fused_triton.launch(x, m, e, None, g, cfg)
+        with torch.cuda.graph(graph, stream=side):
+            out = fused_triton.launch(x, m, e, None, g, cfg)
+    torch.cuda.current_stream().wait_stream(side)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, first)
+    assert all(int(c.abs().sum()) == 0 for c in fused_triton._COUNTERS.values())
 
 
 @pytest.mark.cuda

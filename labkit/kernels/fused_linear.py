@@ -32,8 +32,8 @@ from . import dequant
 from .mxint8_ref import _check_pair, check_group_size, dequantize_mxint8
 
 FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-# The fused kernel serves up to this many rows; on an H100 it beat cuBLAS bf16 at batch 1 (1.6x) but not at
-# 64 (0.42-0.73x, benchmarks/fused_linear.json): a lower bound awaits a faster dot kernel, not set by guess.
+# The fused kernel serves up to this many rows (benchmarks/fused_linear.json has its H100 ratios to cuBLAS bf16
+# per batch and shape); above, cuBLAS on a dequantized copy.
 MAX_FUSED_ROWS = 64
 path_counts: collections.Counter = collections.Counter()
 _TRITON: dict = {}
@@ -85,7 +85,7 @@ def _capability(index: int) -> tuple[int, int]:
 
 
 def group_ok(group_size: int) -> bool:
-    """The kernel does one dot per group: tl.dot's K dimension, a power of two >= 16."""
+    """The kernel's K tiles hold whole groups (or a group spans whole tiles): a power of two >= 16."""
     return group_size >= 16 and group_size & (group_size - 1) == 0
 
 

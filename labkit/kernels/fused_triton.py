@@ -4,21 +4,16 @@ Small-batch (M = 1..64) inference is weight-read bound: the floor is one pass ov
 (N*K mantissa bytes + N*K/group exponent bytes), so both kernels stream W once and never write a bf16 copy.
 Two decompositions, picked per call by ``pick_config`` (measured choices: benchmarks/fused_linear_sweep.json):
 
-- ``gemv`` (a few rows): each program takes BLOCK_N output features and walks all of K in (NG, GROUP) tiles,
+- ``gemv`` (one row): each program takes BLOCK_N output features and walks all of K in (NG, GROUP) tiles,
   int8 -> fp32 in registers, products with each row of x summed per group, then scaled by the group's
   ``2**(E-133)`` and summed. No tensor cores, no shared-memory staging of W, no padding of x to 16 rows.
-- ``dot`` (more rows): ``acc[BLOCK_N, BLOCK_M] = W_tile @ x_tile^T`` with W the dot's wide left operand and
-  x its narrow right one, or (``SWAP``) x the left operand as the MMA's 16-row side and W^T the right; rows
-  are padded to tl.dot's 16. Each group's partial dot is scaled by its power of two after the dot (exact).
+- ``dq`` (2..64 rows): each (BLOCK_N, BLOCK_K) tile of W is decoded in registers to ``m * 2**(E-133)``
+  (exact in bf16 and fp32) and multiplied whole by tl.dot with x as the MMA's row side; K can be
+  split across programs (``SPLIT_K``), the partial tiles meeting in one kernel (see ``_dq_kernel``).
 
-Both scale per group, so ``sum_g 2^(E_g-133) * sum_k m_k x_k`` equals the dequantized product up to fp32
-summation order. The gemv kernel gets its programs from a small BLOCK_N (one launch, no workspace, the same
-bits every run); the dot kernel can also split K (``SPLIT_K``: partial sums meet in an fp32 workspace by
-atomic adds, so the order of the last additions, hence the last bits, can vary run to run), which the H100
-sweep chose for up to 16 rows.
-
-Requires ``group_size`` a power of two >= 16 (the dot path does one dot per group); ``fused_linear`` routes
-other sizes to dequantize-then-matmul. Imported only where Triton is installed. ``triton.jit`` reads
+Both give the dequantized product up to fp32 summation order; the split-K order is fixed, so every run gives
+the same bits. Requires ``group_size`` a power of two >= 16; ``fused_linear`` routes other sizes to
+dequantize-then-matmul. Imported only where Triton is installed. ``triton.jit`` reads
 TRITON_INTERPRET when it decorates, and triton.language's own reductions are @jit helpers decorated when
 triton was imported, so each mode gets its own copy of the kernels (``kernels()``) whose reduction helper
 was decorated in that mode: the interpreter runs them even when triton was imported without the flag.
@@ -34,7 +29,7 @@ import triton.language as tl
 from triton import knobs
 
 MAX_BLOCK_M = 64
-GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dot kernel
+GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 
 
 def _add(a, b):
@@ -110,75 +105,22 @@ def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
     tl.store(y_ptr + out, acc.to(y_ptr.dtype.element_ty), mask=n_mask[:, None] & (offs_m < M)[None, :])
 
 
-def _dot_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, M, N, K,
-                stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
-                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_F32: tl.constexpr,
-                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SUB_K: tl.constexpr, SWAP: tl.constexpr):
-    pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    n_mask, m_mask = offs_n < N, offs_m < M
-    # This split's share of K, in whole BLOCK_K tiles (a split past the end runs no iteration).
-    tiles = ((K + BLOCK_K - 1) // BLOCK_K + SPLIT_K - 1) // SPLIT_K
-    k_begin = pid_k * tiles * BLOCK_K
-    k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
-    w_rows = m_ptr + offs_n.to(tl.int64)[:, None] * stride_mn    # W tile (BLOCK_N, SUB_K), K contiguous
-    x_cols = x_ptr + offs_m.to(tl.int64)[None, :] * stride_xm    # x^T tile (SUB_K, BLOCK_M)
-    e_rows = e_ptr + offs_n.to(tl.int64) * stride_en
-    if SWAP:
-        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    else:
-        acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
-    for k0 in range(k_begin, k_end, BLOCK_K):
-        for j in tl.static_range(0, BLOCK_K, SUB_K):  # SUB_K = min(BLOCK_K, GROUP): one exponent per sub-tile
-            offs_k = k0 + j + tl.arange(0, SUB_K)
-            k_mask = offs_k < K
-            m = tl.load(w_rows + offs_k[None, :] * stride_mk, mask=n_mask[:, None] & k_mask[None, :], other=0)
-            xt = tl.load(x_cols + offs_k[:, None] * stride_xk, mask=k_mask[:, None] & m_mask[None, :], other=0.0)
-            # a sub-tile past K (all masked, partial sum 0) reads the row's last exponent: in bounds, and a
-            # NaN there (E = 255) makes the row NaN anyway
-            group = tl.minimum((k0 + j) // GROUP, K // GROUP - 1)
-            e = tl.load(e_rows + group * stride_eg, mask=n_mask, other=127).to(tl.int32)
-            scale = _scale(e)
-            w = _i8_to_f32(m)  # |m| <= 127: exact in bf16, fp16 and fp32
-            if DOT_F32:  # the interpreter's bf16 dot is wrong; the same exact values go through fp32 there
-                xt = xt.to(tl.float32)
-            else:
-                w = w.to(xt.dtype)
-            if SWAP:  # x the dot's left operand (its 16-row MMA side), W^T the right: acc is (BLOCK_M, BLOCK_N)
-                part = tl.dot(tl.trans(xt), tl.trans(w), input_precision=INPUT_PRECISION)
-                acc += part * scale[None, :]
-            else:
-                part = tl.dot(w, xt, input_precision=INPUT_PRECISION)
-                acc += part * scale[:, None]
-    if SWAP:
-        acc = tl.trans(acc)  # (BLOCK_N, BLOCK_M) for the common epilogue
-    if HAS_BIAS:
-        b = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
-        acc += b[:, None] * (pid_k == 0).to(tl.float32)  # one split adds it
-    out_mask = n_mask[:, None] & m_mask[None, :]
-    out = offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]  # y and ws: contiguous (M, N)
-    if SPLIT_K == 1:
-        tl.store(y_ptr + out, acc.to(y_ptr.dtype.element_ty), mask=out_mask)
-    else:
-        tl.atomic_add(ws_ptr + out, acc, mask=out_mask)
-
-
 def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, SWAP: tl.constexpr, GATHER: tl.constexpr,
-               SERIAL: tl.constexpr, ASM: tl.constexpr, EVEN_K: tl.constexpr, X_ROWS: tl.constexpr):
+               BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr,
+               EVEN_K: tl.constexpr, X_ROWS: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
-    so the MMAs run back to back instead of one K=GROUP dot and an accumulator rescale per group.
+    x the MMA's row side (16+ rows) and W^T its column side: acc is (BLOCK_M, BLOCK_N). (One K=GROUP dot
+    and an accumulator rescale per group ran 1.3-2.4x slower; W as the row side, wgmma for 64 rows, lost
+    every case: 8ae228b, 9a82c77.)
 
-    Split-K (``SERIAL``): each split stores its fp32 partial tile in its own slice of ``ws`` and bumps the
-    tile's counter; the split that arrives last sums the slices in split order (the same bits every run),
-    writes y and puts the counter back to 0 for the next launch: one kernel, no zeroed workspace, no copy.
-    Otherwise the splits add into a zeroed fp32 ``ws`` that the caller copies into y."""
+    Split-K: each split stores its fp32 partial tile in its own slice of ``ws`` and bumps the tile's counter;
+    the split that arrives last sums the slices in split order (the same bits every run), writes y and puts
+    the counter back to 0 for the next launch: one kernel, no zeroed workspace, no copy (an fp32 workspace
+    zeroed, added into by atomics and copied out cost 2-4 us more per call at 4096x4096 on the H100)."""
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -198,10 +140,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     w_rows = m_ptr + rows_n[:, None] * stride_mn
     x_cols = x_ptr + rows_m[None, :] * stride_xm
     e_rows = e_ptr + rows_n[:, None] * stride_en
-    if SWAP:
-        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    else:
-        acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     for k0 in range(k_begin, k_end, BLOCK_K):
         kk = k0 + offs_k
         k_mask = kk < K  # K is a multiple of GROUP: whole groups are in or out
@@ -213,18 +152,16 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             w = _i8x4_to_f32_asm(m)
         else:
             w = _i8_to_f32(m)
-        if GATHER:  # each element loads its group's exponent (same-address lanes: one transaction)
-            e = tl.load(e_rows + (kk // GROUP)[None, :] * stride_eg, mask=k_mask[None, :], other=127).to(tl.int32)
-            w = w * _scale(e)
-        else:  # one exponent per (row, group), broadcast over the group
-            g_idx = k0 // GROUP + tl.arange(0, NG)
-            if EVEN_K:
-                e = tl.load(e_rows + g_idx[None, :] * stride_eg).to(tl.int32)
-            else:
-                e = tl.load(e_rows + g_idx[None, :] * stride_eg, mask=(g_idx < K // GROUP)[None, :],
-                            other=127).to(tl.int32)
-            w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
-            w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
+        # one exponent per (row, group), broadcast over the group (a per-element gather of the exponents
+        # measured 3-10x slower, 8ae228b)
+        g_idx = k0 // GROUP + tl.arange(0, NG)
+        if EVEN_K:
+            e = tl.load(e_rows + g_idx[None, :] * stride_eg).to(tl.int32)
+        else:
+            e = tl.load(e_rows + g_idx[None, :] * stride_eg, mask=(g_idx < K // GROUP)[None, :],
+                        other=127).to(tl.int32)
+        w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
+        w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
         if EVEN_K:
             xt = tl.load(x_cols + kk[:, None] * stride_xk)
         else:
@@ -236,12 +173,8 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             xt = xt.to(tl.float32)
         elif W_BF16:
             w = w.to(tl.bfloat16)
-        if SWAP:  # x the dot's left operand (its 16-row MMA side), W^T the right: acc is (BLOCK_M, BLOCK_N)
-            acc = tl.dot(tl.trans(xt), tl.trans(w), acc, input_precision=INPUT_PRECISION)
-        else:
-            acc = tl.dot(w, xt, acc, input_precision=INPUT_PRECISION)
-    if SWAP:
-        acc = tl.trans(acc)
+        acc = tl.dot(tl.trans(xt), tl.trans(w), acc, input_precision=INPUT_PRECISION)
+    acc = tl.trans(acc)  # (BLOCK_N, BLOCK_M) for the epilogue
     if HAS_BIAS:
         b = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
         acc += b[:, None] * (pid_k == 0).to(tl.float32)
@@ -249,7 +182,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     out = offs_m.to(tl.int64)[None, :] * N + offs_n[:, None]
     if SPLIT_K == 1:
         tl.store(y_ptr + out, acc.to(y_ptr.dtype.element_ty), mask=out_mask)
-    elif SERIAL:
+    else:
         plane = M.to(tl.int64) * N
         tl.store(ws_ptr + pid_k * plane + out, acc, mask=out_mask)
         tl.debug_barrier()  # every thread's partial is written before the release below publishes it
@@ -261,8 +194,6 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                 total += tl.load(ws_ptr + s * plane + out, mask=out_mask, other=0.0, cache_modifier=".cg")
             tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=out_mask)
             tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
-    else:
-        tl.atomic_add(ws_ptr + out, acc, mask=out_mask)
 
 
 def interpreting() -> bool:
@@ -283,13 +214,11 @@ def _in_mode(fn, helpers: dict):
 def _kernels(mode: bool) -> dict:
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
-    return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)),
-            "dot": triton.jit(_in_mode(_dot_kernel, helpers)),
-            "dq": triton.jit(_in_mode(_dq_kernel, helpers))}
+    return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)), "dq": triton.jit(_in_mode(_dq_kernel, helpers))}
 
 
 def kernels() -> dict:
-    """{"gemv", "dot", "dq"}: the jit kernels for the current TRITON_INTERPRET mode."""
+    """{"gemv", "dq"}: the jit kernels for the current TRITON_INTERPRET mode."""
     return _kernels(interpreting())
 
 
@@ -324,29 +253,39 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132) -> dict:
-    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors: the fastest configurations of the
-    H100 sweep at 337429b (benchmarks/fused_linear_sweep.json; 4096x4096, 14336x4096, 28672x8192 at
-    batch 1, 4, 16, 64), as rules: one row streams W with the gemv kernel in long K tiles; a few rows of a
-    small weight too; up to 16 rows the dot kernel with x as the MMA's 16-row side and split-K 2; more rows
-    the dot kernel with W as the wide side, split-K only where N alone gives under one program per SM."""
-    bk_gemv = max(group_size, min(1024, triton.next_power_of_2(K)))
+def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16) -> dict:
+    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweep at
+    d1fe127 (benchmarks/fused_linear_sweep.json: 4096x4096, 14336x4096, 28672x8192 at batch 1-64; for each
+    shape the configuration whose worst ratio to the per-case best was highest):
+    one row: gemv in long K tiles. 2-16 rows: dq with 16 or 32 features per program, enough programs for
+    ~2 per SM (narrower tiles for small N), K tiles of 256-512. 17-64 rows: dq with 64-128 features per
+    program, split-K 2 where N gives few programs. fp16/fp32 x decode W to fp32 tiles: shorter K tiles."""
+    bk = lambda b: max(group_size, b if dtype == torch.bfloat16 else min(b, 128))  # noqa: E731
     if M == 1:
-        return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": bk_gemv, "num_warps": 4, "num_stages": 3}
-    if M <= 4 and N * K <= 1 << 25:
-        return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": bk_gemv, "num_warps": 2, "num_stages": 3}
-    if M <= 16:
-        return {"kind": "dot", "SWAP": True, "BLOCK_N": 64, "BLOCK_K": max(group_size, 128), "SPLIT_K": 2,
+        return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
                 "num_warps": 4, "num_stages": 3}
-    return {"kind": "dot", "SWAP": False, "BLOCK_N": 64, "BLOCK_K": max(group_size, 128),
-            "SPLIT_K": 2 if triton.cdiv(N, 64) < sms else 1, "num_warps": 4, "num_stages": 4}
+    if M <= 16:
+        if triton.cdiv(N, 32) < 2 * sms:  # small N: narrower tiles for programs (4096: 256 of 16)
+            if M <= 8:
+                return {"kind": "dq", "BLOCK_N": 16, "BLOCK_K": bk(512), "SPLIT_K": 1, "num_warps": 2,
+                        "num_stages": 3}
+            return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(512), "SPLIT_K": 1, "num_warps": 4, "num_stages": 3}
+        if K <= 4096:
+            return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(256), "SPLIT_K": 1, "num_warps": 2, "num_stages": 3}
+        return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(512), "SPLIT_K": 1, "num_warps": 4, "num_stages": 4}
+    if triton.cdiv(N, 128) < sms // 2:  # 4096: 64 features per program and split-K 2 (128 programs)
+        return {"kind": "dq", "BLOCK_N": 64, "BLOCK_K": bk(128), "SPLIT_K": 2, "num_warps": 4, "num_stages": 4}
+    return {"kind": "dq", "BLOCK_N": 128, "BLOCK_K": bk(128), "SPLIT_K": 1, "num_warps": 4,
+            "num_stages": 4 if triton.cdiv(N, 128) < sms else 3}
 
 
 def check_config(config: dict, group_size: int) -> dict:
-    kind = config.get("kind", "dot")
-    if kind not in ("gemv", "dot", "dq"):
-        raise ValueError(f"config kind={kind!r}: allowed values are 'gemv', 'dot', 'dq'")
+    kind = config.get("kind", "dq")
+    if kind not in ("gemv", "dq"):
+        raise ValueError(f"config kind={kind!r}: allowed values are 'gemv', 'dq'")
     bk = int(config["BLOCK_K"])
+    if bk < 16 or bk & (bk - 1):
+        raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
     if kind == "gemv" and (bk < group_size or bk % group_size):
         raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
     return {**config, "kind": kind}
@@ -356,10 +295,10 @@ _COUNTERS: dict = {}
 
 
 def _counters(device: torch.device, tiles: int) -> torch.Tensor | None:
-    """The serial split-K's per-tile arrival counters for the current stream (zero between launches: the
-    last split of each tile resets its own). Kept per stream so that launches on concurrent streams never
-    share one; grown by reallocating (zeroed). None while the stream is being captured into a CUDA graph
-    and no large enough buffer exists yet (an allocation then would belong to the graph's pool)."""
+    """The split-K's per-tile arrival counters for the current stream (zero between launches: the last
+    split of each tile resets its own). Kept per stream so that launches on concurrent streams never share
+    one; grown by reallocating (zeroed). None while the stream is being captured into a CUDA graph and no
+    large enough buffer exists yet (an allocation then would belong to the graph's pool)."""
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (device.type, device.index, stream)
     buf = _COUNTERS.get(key)
@@ -373,15 +312,16 @@ def _counters(device: torch.device, tiles: int) -> torch.Tensor | None:
 def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bias: torch.Tensor | None,
            group_size: int, config: dict | None = None) -> torch.Tensor:
     """``x2`` (M, K) times dequant(``mantissa`` (N, K), ``exponent2`` (N, K / group_size))^T (+ bias), in x's
-    dtype. ``config`` ({kind, BLOCK_N, BLOCK_K[, SPLIT_K, num_warps, num_stages]}) overrides ``pick_config``
-    (tests, the sweep); inputs are checked by the caller."""
+    dtype. ``config`` ({kind, BLOCK_N, BLOCK_K[, SPLIT_K, num_warps, num_stages, ASM]}) overrides
+    ``pick_config`` (tests, the sweep); inputs are checked by the caller."""
     M, K = x2.shape
     N = mantissa.shape[0]
     interp = interpreting()
     if interp:
         _interpreter_scalar_compat()
     if config is None:  # pick_config's choices are valid by construction: only given configs are checked
-        config = pick_config(M, N, K, group_size, _sm_count(x2.device.index or 0) if x2.is_cuda else 132)
+        config = pick_config(M, N, K, group_size, _sm_count(x2.device.index or 0) if x2.is_cuda else 132,
+                             x2.dtype)
     else:
         config = check_config(config, group_size)
     kind = config["kind"]
@@ -398,39 +338,21 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                                 BLOCK_K=config["BLOCK_K"], num_warps=warps, num_stages=stages)
         return y
     split = int(config.get("SPLIT_K", 1))
-    # fp32 workspace for split-K partial sums by atomic adds (zeroed: the splits add into it)
-    ws = y
-    if split > 1 and not (kind == "dq" and config.get("SERIAL", True)):
-        ws = torch.zeros((M, N), dtype=torch.float32, device=x2.device)
-    # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does); bf16/fp16: Triton's default
-    ieee = x2.dtype == torch.float32 and not (x2.is_cuda and torch.backends.cuda.matmul.allow_tf32)
     grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
-    if kind == "dq":
-        f32 = x2.dtype != torch.bfloat16 or interp  # fp16 x: W can exceed fp16's range; exact in fp32
-        prec = "ieee" if ieee else "tf32"  # fp16 x and W in fp32: tf32 holds both exactly
-        serial = split > 1 and config.get("SERIAL", True)
-        counts = x2
-        if serial:
-            counts = _counters(x2.device, grid[0] * grid[1])
-            if counts is None:  # no counters can be made while a graph is being captured: one split
-                split, serial, grid = 1, False, grid[:2] + (1,)
-            else:
-                ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
-        kernels()["dq"][grid](x2, mantissa, exponent2, b, y, ws, counts, M, N, K, *strides, GROUP=group_size,
-                              HAS_BIAS=bias is not None, W_BF16=not f32, DOT_F32=f32, INPUT_PRECISION=prec,
-                              BLOCK_M=bm, BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], SPLIT_K=split,
-                              SWAP=bool(config.get("SWAP", False)), GATHER=bool(config.get("GATHER", False)),
-                              SERIAL=serial, ASM=bool(config.get("ASM", False)) and not interp,
-                              EVEN_K=K % config["BLOCK_K"] == 0, X_ROWS=min(bm, triton.next_power_of_2(M)),
-                              num_warps=warps, num_stages=stages)
-        if serial:
-            return y
-    else:
-        kernels()["dot"][grid](x2, mantissa, exponent2, b, y, ws, M, N, K, *strides, GROUP=group_size,
-                               HAS_BIAS=bias is not None, DOT_F32=interp and x2.dtype == torch.bfloat16,
-                               INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
-                               BLOCK_K=config["BLOCK_K"], SPLIT_K=split, SUB_K=min(config["BLOCK_K"], group_size),
-                               SWAP=bool(config.get("SWAP", False)), num_warps=warps, num_stages=stages)
+    ws = counts = y
     if split > 1:
-        y.copy_(ws)
+        counts = _counters(x2.device, grid[0] * grid[1])
+        if counts is None:  # no counters can be made while a graph is being captured: one split
+            split, grid, counts = 1, grid[:2] + (1,), y
+        else:
+            ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
+    # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
+    # exceeds fp16's) and x goes to fp32, both exact in tf32. The interpreter's bf16 dot is wrong: fp32 there.
+    ieee = x2.dtype == torch.float32 and not (x2.is_cuda and torch.backends.cuda.matmul.allow_tf32)
+    f32 = x2.dtype != torch.bfloat16 or interp
+    kernels()["dq"][grid](x2, mantissa, exponent2, b, y, ws, counts, M, N, K, *strides, GROUP=group_size,
+                          HAS_BIAS=bias is not None, W_BF16=not f32, DOT_F32=f32,
+                          INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
+                          BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp, EVEN_K=K % config["BLOCK_K"] == 0,
+                          X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), num_warps=warps, num_stages=stages)
     return y
