@@ -8,7 +8,7 @@ Shapes are N x K = out_features x in_features, the nn.Linear weight's (N, K) lay
 with 8192 inputs and 28672 outputs. x is (batch, K) bf16; y = x @ W^T is (batch, N).
 
 Timed, each on the same packed weight:
-- ``fused``: ``fused_linear.mxint8_linear`` (the Triton kernel; autotuned on the first call, in the warmup);
+- ``fused``: ``fused_linear.mxint8_linear`` (the Triton kernel at ``pick_config``'s launch, compiled in the warmup);
 - ``bf16``: ``F.linear`` with the weight already dequantized to bf16 (cuBLAS; reads 2 bytes per weight);
 - ``dequant``: ``dequant.dequantize`` (the CUDA extension where it loads, else the eager reference; the JSON
   says which) then ``F.linear``: what ``MXINT8Linear(impl="dequant")`` does.
