@@ -51,8 +51,8 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
                      (64, 256, 2), (64, 512, 2)]
             ws = ((2, 3), (4, 3), (4, 4))
         else:
-            tiles = [(64, 64, 4), (64, 128, 2), (64, 128, 1), (128, 64, 4), (128, 128, 1), (128, 128, 2),
-                     (128, 128, 4)]
+            tiles = [(32, 128, 1), (32, 256, 1), (64, 64, 4), (64, 128, 2), (64, 128, 1), (128, 64, 4),
+                     (128, 128, 1), (128, 128, 2), (128, 128, 4)]
             ws = ((4, 3), (4, 4))
         swaps = (True,)  # x as the MMA's row side won every case, 64 rows included (9a82c77)
         for (bn, bk, sk), (w, s), swap in itertools.product(tiles, ws, swaps):

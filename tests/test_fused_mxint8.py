@@ -408,7 +408,7 @@ def test_gpu_configs_and_edge_exponents(no_interpreter):
 @needs_gpu
 def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
     """The split-K's last-arriving split sums the partials in a fixed order: the same bits on every call,
-    eager or replayed from a CUDA graph, and its arrival counters are back to 0 after each launch."""
+    eager or replayed from a CUDA graph (its zeroed counters captured with it)."""
     from labkit.kernels import fused_triton
 
     g, N, K = 32, 4096, 2048
@@ -422,16 +422,16 @@ def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
         assert torch.equal(fused_triton.launch(x, m, e, None, g, cfg), first)
     graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up on the capture stream makes its counters before capture
+    with torch.cuda.stream(side):
         fused_triton.launch(x, m, e, None, g, cfg)
-        with torch.cuda.graph(graph, stream=side):
-            out = fused_triton.launch(x, m, e, None, g, cfg)
     torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        out = fused_triton.launch(x, m, e, None, g, cfg)
     for _ in range(3):
+        out.zero_()
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, first)
-    assert all(int(c.abs().sum()) == 0 for c in fused_triton._COUNTERS.values())
 
 
 @pytest.mark.cuda

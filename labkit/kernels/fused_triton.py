@@ -117,10 +117,9 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     and an accumulator rescale per group ran 1.3-2.4x slower; W as the row side, wgmma for 64 rows, lost
     every case: 8ae228b, 9a82c77.)
 
-    Split-K: each split stores its fp32 partial tile in its own slice of ``ws`` and bumps the tile's counter;
-    the split that arrives last sums the slices in split order (the same bits every run), writes y and puts
-    the counter back to 0 for the next launch: one kernel, no zeroed workspace, no copy (an fp32 workspace
-    zeroed, added into by atomics and copied out cost 2-4 us more per call at 4096x4096 on the H100)."""
+    Split-K: each split stores its fp32 partial tile in its own slice of ``ws`` and bumps the tile's counter
+    (zeroed per call); the split that arrives last sums the slices in split order (the same bits every run)
+    and writes y: no zeroed fp32 workspace, no atomics on data, no copy-out kernel."""
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -183,7 +182,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     if SPLIT_K == 1:
         tl.store(y_ptr + out, acc.to(y_ptr.dtype.element_ty), mask=out_mask)
     else:
-        plane = M.to(tl.int64) * N
+        plane = tl.cast(M, tl.int64) * N  # M can be a constexpr 1
         tl.store(ws_ptr + pid_k * plane + out, acc, mask=out_mask)
         tl.debug_barrier()  # every thread's partial is written before the release below publishes it
         tile = pid_m * tl.num_programs(0) + pid_n
@@ -193,7 +192,6 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             for s in tl.static_range(1, SPLIT_K):
                 total += tl.load(ws_ptr + s * plane + out, mask=out_mask, other=0.0, cache_modifier=".cg")
             tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=out_mask)
-            tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
 def interpreting() -> bool:
@@ -291,24 +289,6 @@ def check_config(config: dict, group_size: int) -> dict:
     return {**config, "kind": kind}
 
 
-_COUNTERS: dict = {}
-
-
-def _counters(device: torch.device, tiles: int) -> torch.Tensor | None:
-    """The split-K's per-tile arrival counters for the current stream (zero between launches: the last
-    split of each tile resets its own). Kept per stream so that launches on concurrent streams never share
-    one; grown by reallocating (zeroed). None while the stream is being captured into a CUDA graph and no
-    large enough buffer exists yet (an allocation then would belong to the graph's pool)."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (device.type, device.index, stream)
-    buf = _COUNTERS.get(key)
-    if buf is None or buf.numel() < tiles:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            return None
-        buf = _COUNTERS[key] = torch.zeros(max(tiles, 4096), dtype=torch.int32, device=device)
-    return buf
-
-
 def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bias: torch.Tensor | None,
            group_size: int, config: dict | None = None) -> torch.Tensor:
     """``x2`` (M, K) times dequant(``mantissa`` (N, K), ``exponent2`` (N, K / group_size))^T (+ bias), in x's
@@ -340,12 +320,9 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     split = int(config.get("SPLIT_K", 1))
     grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
     ws = counts = y
-    if split > 1:
-        counts = _counters(x2.device, grid[0] * grid[1])
-        if counts is None:  # no counters can be made while a graph is being captured: one split
-            split, grid, counts = 1, grid[:2] + (1,), y
-        else:
-            ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
+    if split > 1:  # per call: zeroed arrival counters (one memset, captured with the kernel in a CUDA graph)
+        counts = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=x2.device)
+        ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
     # exceeds fp16's) and x goes to fp32, both exact in tf32. The interpreter's bf16 dot is wrong: fp32 there.
     ieee = x2.dtype == torch.float32 and not (x2.is_cuda and torch.backends.cuda.matmul.allow_tf32)
