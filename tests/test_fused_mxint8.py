@@ -293,7 +293,7 @@ def test_picked_configs_run_in_the_interpreter(interpreter):
 @needs_triton
 def test_pick_config_follows_the_sweep(interpreter):
     """The rules of the d1fe127 sweep: gemv for one row; dq tiles of 16-32 features up to 16 rows (16 where
-    N gives under 2 programs per SM at 32), 64-128 above with split-K 2 for small N; tiles hold whole
+    N gives under 2 programs per SM at 32), 64-128 above with split-K 4 for small N; tiles hold whole
     groups; fp16/fp32 x get K tiles of at most 128 (their decoded tiles are fp32)."""
     pick = interpreter.pick_config
     for g in (16, 32, 128):
@@ -307,7 +307,7 @@ def test_pick_config_follows_the_sweep(interpreter):
                     assert c["BLOCK_N"] == (16 if N < 2 * 132 * 32 and M <= 8 else 32) and c["SPLIT_K"] == 1
                 else:
                     assert c["BLOCK_N"] == (64 if -(-N // 128) < 66 else 128)
-                    assert c["SPLIT_K"] == (2 if c["BLOCK_N"] == 64 else 1)
+                    assert c["SPLIT_K"] == (4 if c["BLOCK_N"] == 64 else 1)
                 assert pick(M, N, K, g, sms=132, dtype=torch.float32)["BLOCK_K"] <= max(g, 128)
     with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dq'"):
         interpreter.check_config({"kind": "wide", "BLOCK_N": 16, "BLOCK_K": 32}, 32)

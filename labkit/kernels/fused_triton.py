@@ -252,12 +252,13 @@ def _sm_count(device_index: int) -> int:
 
 
 def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16) -> dict:
-    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweep at
-    d1fe127 (benchmarks/fused_linear_sweep.json: 4096x4096, 14336x4096, 28672x8192 at batch 1-64; for each
-    shape the configuration whose worst ratio to the per-case best was highest):
+    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps at
+    d1fe127 (batch 1-64, split-K under graph capture not measured right there) and 678c42a
+    (benchmarks/fused_linear_sweep.json: 4096x4096, 14336x4096, 28672x8192 at batch 1, 4, 16, 32, 64; for
+    each shape the configuration whose worst ratio to the per-case best was highest):
     one row: gemv in long K tiles. 2-16 rows: dq with 16 or 32 features per program, enough programs for
     ~2 per SM (narrower tiles for small N), K tiles of 256-512. 17-64 rows: dq with 64-128 features per
-    program, split-K 2 where N gives few programs. fp16/fp32 x decode W to fp32 tiles: shorter K tiles."""
+    program, split-K 4 where N gives few programs. fp16/fp32 x decode W to fp32 tiles: shorter K tiles."""
     bk = lambda b: max(group_size, b if dtype == torch.bfloat16 else min(b, 128))  # noqa: E731
     if M == 1:
         return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
@@ -271,8 +272,8 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
         if K <= 4096:
             return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(256), "SPLIT_K": 1, "num_warps": 2, "num_stages": 3}
         return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(512), "SPLIT_K": 1, "num_warps": 4, "num_stages": 4}
-    if triton.cdiv(N, 128) < sms // 2:  # 4096: 64 features per program and split-K 2 (128 programs)
-        return {"kind": "dq", "BLOCK_N": 64, "BLOCK_K": bk(128), "SPLIT_K": 2, "num_warps": 4, "num_stages": 4}
+    if triton.cdiv(N, 128) < sms // 2:  # 4096: 64 features per program and split-K 4 (256 programs)
+        return {"kind": "dq", "BLOCK_N": 64, "BLOCK_K": bk(64), "SPLIT_K": 4, "num_warps": 4, "num_stages": 3}
     return {"kind": "dq", "BLOCK_N": 128, "BLOCK_K": bk(128), "SPLIT_K": 1, "num_warps": 4,
             "num_stages": 4 if triton.cdiv(N, 128) < sms else 3}
 
