@@ -292,7 +292,7 @@ def test_picked_configs_run_in_the_interpreter(interpreter):
 
 @needs_triton
 def test_pick_config_follows_the_sweep(interpreter):
-    """The rules of the d1fe127 sweep: gemv for one row; dq tiles of 16-32 features up to 16 rows (16 where
+    """The rules of the d1fe127 and 678c42a sweeps: gemv for one row; dq tiles of 16-32 features up to 16 rows (16 where
     N gives under 2 programs per SM at 32), 64-128 above with split-K 4 for small N; tiles hold whole
     groups; fp16/fp32 x get K tiles of at most 128 (their decoded tiles are fp32)."""
     pick = interpreter.pick_config

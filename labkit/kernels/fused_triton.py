@@ -253,7 +253,7 @@ def _sm_count(device_index: int) -> int:
 
 def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16) -> dict:
     """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps at
-    d1fe127 (batch 1-64, split-K under graph capture not measured right there) and 678c42a
+    d1fe127 (batch 1-64) and 678c42a, after split-K's counters became per-call
     (benchmarks/fused_linear_sweep.json: 4096x4096, 14336x4096, 28672x8192 at batch 1, 4, 16, 32, 64; for
     each shape the configuration whose worst ratio to the per-case best was highest):
     one row: gemv in long K tiles. 2-16 rows: dq with 16 or 32 features per program, enough programs for
