@@ -104,10 +104,12 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {  // one cv
 // Decode: the arithmetic form of decode_bits (ordinary_exponent above) when the vector's group allows.
 // kGroupsAlignVec: group_size % 8 == 0, so a vector never straddles two groups (one exponent each).
 // ------------------------------------------------------------------------------------------------
-template <bool kGroupsAlignVec, class Index>
+// kPow2: vectors per group a power of two (group_size 8, 16, 32, ...): the exponent index is a shift, not an
+// integer division (which the GPU emulates in ~15 instructions per vector).
+template <bool kGroupsAlignVec, bool kPow2, class Index>
 __global__ void __launch_bounds__(kVecThreads)
 dequant_vec_kernel(int8_t const* __restrict__ x, uint8_t const* __restrict__ scales,
-                   uint16_t* __restrict__ y, Index n, Index group_size) {
+                   uint16_t* __restrict__ y, Index n, Index group_size, int vec_shift) {
   using namespace cute;
   const Index n_vec = n / kVecElems;
 
@@ -139,7 +141,7 @@ dequant_vec_kernel(int8_t const* __restrict__ x, uint8_t const* __restrict__ sca
       const Index v = get<1>(tXcX(0, u));
       if (v < n_vec) {
         copy(AutoVectorizingCopyWithAssumedAlignment<64>{}, tXgX(_, u), tXrX(_, u));
-        if constexpr (kGroupsAlignVec) e_vec[u] = mS(v / vecs_per_group);
+        if constexpr (kGroupsAlignVec) e_vec[u] = mS(kPow2 ? (v >> vec_shift) : v / vecs_per_group);
       }
     }
     // 2. Decode in registers, 3. one 16-byte store per vector.
@@ -170,7 +172,11 @@ dequant_vec_kernel(int8_t const* __restrict__ x, uint8_t const* __restrict__ sca
             if (++r == group_size) { r = 0; ++q; }
           }
         }
+#ifdef LABKIT_MXINT8_VEC_STREAMING  // variant: stores marked evict-first (st.global.cs)
+        __stcs(reinterpret_cast<uint4*>(&tXgY(0, u)), *reinterpret_cast<uint4 const*>(&tXrY(0, u)));
+#else
         copy(AutoVectorizingCopyWithAssumedAlignment<128>{}, tXrY(_, u), tXgY(_, u));
+#endif
       }
     }
   }
@@ -241,21 +247,26 @@ inline int resolve_impl(int impl, void const* x, void const* y) {
   return impl;
 }
 
-// Launch `Kernel` with enough CTAs to fill every SM at its occupancy and no more: the kernels' loops
-// stride over the remaining tiles. Blocks per SM come once per kernel from the occupancy calculator.
-template <auto Kernel, class... Args>
-inline void launch_grid_stride(int threads, int64_t tiles, int sm_count, cudaStream_t stream, Args... args) {
-  static const int per_sm = [threads] {
+// Launch `kernel` with enough CTAs to fill every SM at its occupancy and no more: the kernels' loops
+// stride over the remaining tiles. Blocks per SM from the occupancy calculator, re-queried only when the
+// kernel differs from this thread's previous launch.
+template <class... KArgs, class... Args>
+inline void launch_grid_stride_fn(void (*kernel)(KArgs...), int threads, int64_t tiles, int sm_count,
+                                  cudaStream_t stream, Args... args) {
+  static thread_local const void* last = nullptr;
+  static thread_local int per_sm = 0;
+  if (last != reinterpret_cast<const void*>(kernel)) {
     int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, threads, 0) != cudaSuccess) {
-      (void)cudaGetLastError();  // clear it; the launch below reports any real problem
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
       blocks = 0;
     }
-    return blocks > 0 ? blocks : 4;
-  }();
+    per_sm = blocks > 0 ? blocks : 4;
+    last = reinterpret_cast<const void*>(kernel);
+  }
   const int64_t cap = int64_t(sm_count > 0 ? sm_count : 1) * per_sm;
   const int grid = int(tiles < cap ? (tiles > 0 ? tiles : 1) : cap);
-  Kernel<<<grid, threads, 0, stream>>>(args...);
+  kernel<<<grid, threads, 0, stream>>>(args...);
 }
 
 // Launch on `stream`; returns the launch's error (cudaSuccess or the reason). Preconditions (checked by
@@ -267,14 +278,29 @@ inline cudaError_t launch_dequantize(int8_t const* x, uint8_t const* scales, uin
     const int64_t n_vec = n / kVecElems;
     const int64_t tiles = (n_vec + kVecThreads * kVecUnroll - 1) / (kVecThreads * kVecUnroll);
     const bool align = group_size % kVecElems == 0;
-    // 32-bit indices where they cannot overflow (cheaper divisions); 64-bit beyond.
+    const int64_t vpg = align ? group_size / kVecElems : 0;
+    int shift = -1;
+    if (vpg > 0 && (vpg & (vpg - 1)) == 0) for (shift = 0; (int64_t(1) << shift) < vpg; ++shift) {}
+#ifdef LABKIT_MXINT8_VEC_DIVIDE  // variant: always the division (the kernel before the shift)
+    shift = -1;
+#endif
+    // 32-bit indices where they cannot overflow (cheaper arithmetic); 64-bit beyond.
+    auto go = [&](auto kernel, auto n_, auto g_) {
+#ifdef LABKIT_MXINT8_VEC_ONE_TILE  // variant: one CTA per tile (no grid-stride loop)
+      kernel<<<int(tiles > 0 ? tiles : 1), kVecThreads, 0, stream>>>(x, scales, y, n_, g_, shift);
+#else
+      launch_grid_stride_fn(kernel, kVecThreads, tiles, sm_count, stream, x, scales, y, n_, g_, shift);
+#endif
+    };
     if (n < (int64_t(1) << 31)) {
       const uint32_t n32 = uint32_t(n), g32 = uint32_t(group_size);
-      if (align) launch_grid_stride<dequant_vec_kernel<true, uint32_t>>(kVecThreads, tiles, sm_count, stream, x, scales, y, n32, g32);
-      else       launch_grid_stride<dequant_vec_kernel<false, uint32_t>>(kVecThreads, tiles, sm_count, stream, x, scales, y, n32, g32);
+      if (!align) go(dequant_vec_kernel<false, false, uint32_t>, n32, g32);
+      else if (shift >= 0) go(dequant_vec_kernel<true, true, uint32_t>, n32, g32);
+      else go(dequant_vec_kernel<true, false, uint32_t>, n32, g32);
     } else {
-      if (align) launch_grid_stride<dequant_vec_kernel<true, int64_t>>(kVecThreads, tiles, sm_count, stream, x, scales, y, n, group_size);
-      else       launch_grid_stride<dequant_vec_kernel<false, int64_t>>(kVecThreads, tiles, sm_count, stream, x, scales, y, n, group_size);
+      if (!align) go(dequant_vec_kernel<false, false, int64_t>, n, group_size);
+      else if (shift >= 0) go(dequant_vec_kernel<true, true, int64_t>, n, group_size);
+      else go(dequant_vec_kernel<true, false, int64_t>, n, group_size);
     }
   } else if (impl == kTile) {
     const int64_t num_groups = n / group_size;
@@ -282,7 +308,7 @@ inline cudaError_t launch_dequantize(int8_t const* x, uint8_t const* scales, uin
     auto launch = [&](auto blk_m) {
       constexpr int BLK_M = decltype(blk_m)::value;
       const int64_t tiles = ((group_size + BLK_M - 1) / BLK_M) * ((num_groups + kTileElems / BLK_M - 1) / (kTileElems / BLK_M));
-      launch_grid_stride<dequant_tile_kernel<BLK_M>>(kTileThreads, tiles, sm_count, stream, x, scales, y, group_size, num_groups);
+      launch_grid_stride_fn(dequant_tile_kernel<BLK_M>, kTileThreads, tiles, sm_count, stream, x, scales, y, group_size, num_groups);
     };
     if (group_size >= 128) launch(cute::Int<128>{});
     else if (group_size >= 64) launch(cute::Int<64>{});

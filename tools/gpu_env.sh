@@ -6,5 +6,9 @@ export LABKIT_COMMIT
 source .gpu-kit/setup.sh >/dev/null
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
+if [[ -f .gpu-kit/cutlass-include.tar.xz && -z "${CUTLASS_INCLUDE:-}" ]]; then  # the MXINT8 extension's headers
+  mkdir -p /tmp/cutlass-include && tar -C /tmp/cutlass-include -xJf .gpu-kit/cutlass-include.tar.xz
+  export CUTLASS_INCLUDE=/tmp/cutlass-include
+fi
 OUT=${OUT:-/tmp/labkit-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv,noheader
