@@ -4,8 +4,8 @@
         [--sizes ...] [--group 32] [--out JSON]
 
 A variant is ``name[:DEFINE[=V][,DEFINE...]]``: csrc/ JIT-built with those -D switches (the ones
-csrc/mxint8_dequant.cuh reads: LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=U, LABKIT_MXINT8_VEC_ONE_TILE,
-LABKIT_MXINT8_VEC_STREAMING, LABKIT_MXINT8_VEC_DIVIDE). All variants are built in parallel processes, then
+csrc/mxint8_dequant.cuh reads: LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=U, LABKIT_MXINT8_VEC_GRID_STRIDE,
+LABKIT_MXINT8_VEC_DIVIDE). All variants are built in parallel processes, then
 each is timed in its own process, one after another (each build registers the same op namespace, so one
 per process), with the method of labkit/kernels/bench.py; outputs are checked bit for bit against the
 reference. Prints one line per (variant, size): GB/s and % of a copy moving the same bytes.
@@ -57,7 +57,9 @@ def parse(spec: str) -> tuple[str, list[str]]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--variants", nargs="+", default=["base", "unroll4:LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=4"])
+    p.add_argument("--variants", nargs="+", default=[
+        "committed", "grid_stride:LABKIT_MXINT8_VEC_GRID_STRIDE", "divide:LABKIT_MXINT8_VEC_DIVIDE",
+        "unroll4:LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=4", "unroll16:LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=16"])
     p.add_argument("--sizes", type=int, nargs="+", default=[1 << 24, 1 << 26, 8192 * 28672])
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--repeat", type=int, default=1, help="time each variant this many times (interleaved)")

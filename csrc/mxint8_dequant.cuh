@@ -8,8 +8,9 @@
 //
 // Kernels
 //   dequant_vec_kernel   fast path: 8 elements a thread-vector (one 8-byte load, one 16-byte store, both
-//                        coalesced across the warp), 8 such loads in flight per thread, 1-D grid-stride
-//                        over CTA tiles. Needs an 8-byte aligned input and a 16-byte aligned output.
+//                        coalesced across the warp), 8 such loads in flight per thread, one CTA per tile
+//                        (the loop strides when launched with fewer). Needs an 8-byte aligned input and a
+//                        16-byte aligned output.
 //   dequant_tile_kernel  the lab's structure kept readable: the tensor viewed as (group_size, num_groups),
 //                        a (BLK_M, BLK_K) CTA tiler, a column-major thread layout, predicated ragged tiles,
 //                        1-D grid-stride (so no 65535 grid-y limit). Any alignment; the fallback.
@@ -172,11 +173,7 @@ dequant_vec_kernel(int8_t const* __restrict__ x, uint8_t const* __restrict__ sca
             if (++r == group_size) { r = 0; ++q; }
           }
         }
-#ifdef LABKIT_MXINT8_VEC_STREAMING  // variant: stores marked evict-first (st.global.cs)
-        __stcs(reinterpret_cast<uint4*>(&tXgY(0, u)), *reinterpret_cast<uint4 const*>(&tXrY(0, u)));
-#else
         copy(AutoVectorizingCopyWithAssumedAlignment<128>{}, tXrY(_, u), tXgY(_, u));
-#endif
       }
     }
   }
@@ -286,10 +283,10 @@ inline cudaError_t launch_dequantize(int8_t const* x, uint8_t const* scales, uin
 #endif
     // 32-bit indices where they cannot overflow (cheaper arithmetic); 64-bit beyond.
     auto go = [&](auto kernel, auto n_, auto g_) {
-#ifdef LABKIT_MXINT8_VEC_ONE_TILE  // variant: one CTA per tile (no grid-stride loop)
-      kernel<<<int(tiles > 0 ? tiles : 1), kVecThreads, 0, stream>>>(x, scales, y, n_, g_, shift);
-#else
+#ifdef LABKIT_MXINT8_VEC_GRID_STRIDE  // variant: as many CTAs as fit at once, striding over the tiles
       launch_grid_stride_fn(kernel, kVecThreads, tiles, sm_count, stream, x, scales, y, n_, g_, shift);
+#else  // one CTA per tile: 98-99% of copy against 92-94% grid-striding (H100, 47b042c)
+      kernel<<<int(tiles > 0 ? tiles : 1), kVecThreads, 0, stream>>>(x, scales, y, n_, g_, shift);
 #endif
     };
     if (n < (int64_t(1) << 31)) {

@@ -423,7 +423,7 @@ def test_cute_kernels_compile_for_sm90_with_wide_coalesced_accesses(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     ptx = "\n".join(p.read_text() for p in tmp_path.glob("*.ptx"))
-    vec = ptx[ptx.index(".entry _ZN13labkit_mxint818dequant_vec_kernelILb1EjEE"):]
+    vec = ptx[ptx.index(".entry _ZN13labkit_mxint818dequant_vec_kernelILb1ELb1EjEE"):]  # <aligned, pow2, u32>
     vec = vec[:vec.index("\n}\n")]
     assert vec.count("ld.global.nc.u64") == tiling.VEC_UNROLL             # 8-byte loads
     assert vec.count("st.global.v2.u64") == tiling.VEC_UNROLL             # 16-byte stores
