@@ -127,7 +127,7 @@ def _cmd_search_worker(args) -> int:
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(_message(err)) from err
     if args.mps:
-        s["mps"] = True
+        s["mps"] = "on"
     search.plan.resolve_objective(search.LAB_SEARCHES[args.lab])(
         s, storage=args.storage, progress="lines", workers=workers, first_worker=args.first_worker)
     return 0

@@ -151,7 +151,7 @@ def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
     from labkit.search import lab2, lab3
 
     s = profiles.lab_settings("lab2", "smoke", workers=0)
-    other = profiles.lab_settings("lab2", "smoke", workers=4, mps=True, storage="journal:/elsewhere")
+    other = profiles.lab_settings("lab2", "smoke", workers=4, mps="on", storage="journal:/elsewhere")
     assert [p.to_json() for p in lab2.task1_plans(s)] == [p.to_json() for p in lab2.task1_plans(other)]
     assert lab2.study_tag(s) != lab2.study_tag(profiles.lab_settings("lab2", "smoke", lr=1e-3))
     s3 = profiles.lab_settings("lab3", "smoke")
