@@ -127,7 +127,7 @@ def plot_tiling(numbers: dict) -> Figure:
     # (c) the vectorised kernel: three strips over the vector index, each with its own scale
     bottom.suptitle(f"(c) fast path (dequant_vec_kernel): {velems}-element vector v -> thread v % {vthreads}, "
                     f"unroll slot u = (v // {vthreads}) % {unroll}, CTA tile v // {vthreads * unroll} "
-                    "(grid-stride)", fontsize=11)
+                    "(one CTA per tile)", fontsize=11)
     strips = bottom.subplots(3, 1, sharex=True)
     n_tiles = int(vm["cta_tile"].max()) + 1
     specs = [
