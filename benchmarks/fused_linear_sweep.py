@@ -4,8 +4,9 @@
     python benchmarks/fused_linear_sweep.py [--out benchmarks/fused_linear_sweep.json] [--quick]
 
 For every shape (N x K, nn.Linear's weight layout) and batch, every candidate configuration of both kernels
-(``gemv`` for a few rows, ``dot`` with optional split-K) is checked against a float64 reference and timed,
+(``gemv`` for up to 4 rows, ``dq`` with optional split-K) is checked against a float64 reference and timed,
 and so are cuBLAS bf16 (``F.linear`` on the dequantized weight) and ``pick_config``'s own choice.
+``--compile-workers N`` compiles every configuration first in N processes (minutes saved on a 16-core host).
 
 Timing (``labkit.kernels.timing.graph_ms``): the calls are captured in a CUDA graph and replayed, so the
 times are the GPU's, without Python launch overhead; each call reads a different copy of the weight,
@@ -29,21 +30,16 @@ REL_TOL = 2.0 ** -7
 
 
 def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
-    """Configurations to time for M rows and N features; the dq ones pruned to between ~100 and ~2000
+    """Configurations to time for M rows and N features; the dq ones pruned to between 100 and 4096
     programs (fewer leave SMs idle, more only add split-K traffic)."""
     out = []
     if M <= 4 and "gemv" in kinds:
         bns, bks, ws = ((4, 8), (1024,), ((4, 3),)) if quick else ((4, 8), (512, 1024), ((2, 3), (4, 3)))
         out += [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                 for bn, bk, (w, s) in itertools.product(bns, bks, ws)]
-    if M >= 4 and "dot" in kinds:
-        bns, bks, sks, ws = (((32, 64), (128,), (1,), ((4, 4),)) if quick else
-                             ((32, 64), (128, 256), (1, 2), ((4, 3), (4, 4))))
-        out += [{"kind": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s,
-                 "SWAP": swap} for swap, bn, bk, sk, (w, s) in itertools.product((False, True), bns, bks, sks, ws)]
     if "dq" in kinds:
         # the leaders of the dd764cf sweep (wider tiles and more splits did not win) plus narrow tiles; the PTX
-        # decode (ASM) won every case at 87b471f by 2-4%
+        # decode (ASM, the launch default) won every case at 87b471f by 2-4%
         if quick:
             tiles, ws = [(16, 256, 1), (64, 256, 2)], ((4, 3),)
         elif M <= 16:
@@ -54,12 +50,11 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
             tiles = [(32, 128, 1), (32, 256, 1), (64, 64, 4), (64, 128, 2), (64, 128, 1), (128, 64, 4),
                      (128, 128, 1), (128, 128, 2), (128, 128, 4)]
             ws = ((4, 3), (4, 4))
-        swaps = (True,)  # x as the MMA's row side won every case, 64 rows included (9a82c77)
-        for (bn, bk, sk), (w, s), swap in itertools.product(tiles, ws, swaps):
+        for (bn, bk, sk), (w, s) in itertools.product(tiles, ws):
             programs = -(-N // bn) * sk
             if quick or 100 <= programs <= 4096:
                 out.append({"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w,
-                            "num_stages": s, "SWAP": swap, "ASM": True})
+                            "num_stages": s})
     return out
 
 
@@ -109,7 +104,7 @@ def main(argv=None) -> int:
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--quick", action="store_true", help="a few configs per case (a smoke run)")
-    p.add_argument("--kinds", default="gemv,dot,dq", help="kernels to sweep (comma-separated)")
+    p.add_argument("--kinds", default="gemv,dq", help="kernels to sweep (comma-separated)")
     p.add_argument("--compile-workers", type=int, default=0,
                    help="compile every configuration first in this many processes (Triton's disk cache then "
                         "serves the timing process; 0: compile as timed)")
