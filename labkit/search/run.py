@@ -149,14 +149,14 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int | str = "auto",
                 progress: bool | str = True, desc: str = "search", objectives: dict | None = None,
-                mps: bool = False, poll: float | None = None, log_dir: Path | None = None,
+                mps: bool | str = False, poll: float | None = None, log_dir: Path | None = None,
                 first_worker: int = 0, report_only: bool = False) -> dict[str, optuna.Study]:
     """Run every plan to completion; returns ``{name: study}``.
 
     ``storage``: ``journal:PATH`` (default ``runs/optuna/<first study>.journal``) or an RDB URL.
     ``workers``: processes in all (``auto``: ``WORKERS_PER_GPU`` per visible GPU, 1 on a CPU). One worker
     runs in this process (``objectives`` may then give callables by study name); more run as processes
-    that rebuild each objective from its plan. ``mps``: run the workers under a private CUDA MPS daemon
+    that rebuild each objective from its plan. ``mps``: run the workers under a private CUDA MPS daemon (True/"on", False/"off" or "auto", see mps.wanted)
     so their small kernels share the GPU instead of taking turns. ``first_worker``: the id of the first
     worker here (give each machine its own range, so their sampler seeds differ). ``report_only``: run
     nothing, return the studies as stored (finished or not: e.g. to draw a GPU machine's studies on a
@@ -259,7 +259,7 @@ def _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker):
 def run_study(name: str, objective, n_trials: int, sampler: str = "tpe", seed: int = 0, storage=None,
               search_space: dict | None = None, progress: bool | str = True, workers: int | str = 1,
               settings: dict | None = None, options: dict | None = None, enqueue: list | None = None,
-              mps: bool = False) -> optuna.Study:
+              mps: bool | str = False) -> optuna.Study:
     """Create or load study ``name`` and run it until ``n_trials`` trials have finished.
 
     ``objective``: a callable (runs in this process, one worker) or a registered objective name such
