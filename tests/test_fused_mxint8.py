@@ -379,7 +379,8 @@ def test_gpu_kernel_picked_config(no_interpreter, monkeypatch, dtype, M):
 GPU_CONFIGS = [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                for bn, bk, w, s in ((4, 256, 4, 3), (32, 1024, 8, 4))] + \
               [{"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "ASM": a}
-               for bn, bk, sk, w, s, a in ((64, 256, 2, 8, 4, True), (32, 128, 3, 4, 5, False), (16, 64, 1, 2, 3, True))]
+               for bn, bk, sk, w, s, a in ((64, 256, 2, 8, 4, True), (32, 128, 3, 4, 5, False),
+                                           (16, 64, 1, 2, 3, True))]
 
 
 @pytest.mark.cuda

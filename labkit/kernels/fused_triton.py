@@ -331,6 +331,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     kernels()["dq"][grid](x2, mantissa, exponent2, b, y, ws, counts, M, N, K, *strides, GROUP=group_size,
                           HAS_BIAS=bias is not None, W_BF16=not f32, DOT_F32=f32,
                           INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
-                          BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp, EVEN_K=K % config["BLOCK_K"] == 0,
+                          BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp,
+                          EVEN_K=K % config["BLOCK_K"] == 0,
                           X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), num_warps=warps, num_stages=stages)
     return y
