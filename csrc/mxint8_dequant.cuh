@@ -244,26 +244,32 @@ inline int resolve_impl(int impl, void const* x, void const* y) {
   return impl;
 }
 
-// Launch `kernel` with enough CTAs to fill every SM at its occupancy and no more: the kernels' loops
-// stride over the remaining tiles. Blocks per SM from the occupancy calculator, re-queried only when the
-// kernel differs from this thread's previous launch.
-template <class... KArgs, class... Args>
-inline void launch_grid_stride_fn(void (*kernel)(KArgs...), int threads, int64_t tiles, int sm_count,
-                                  cudaStream_t stream, Args... args) {
-  static thread_local const void* last = nullptr;
-  static thread_local int per_sm = 0;
-  if (last != reinterpret_cast<const void*>(kernel)) {
+// Launch `Kernel` with enough CTAs to fill every SM at its occupancy and no more: the kernels' loops
+// stride over the remaining tiles. Blocks per SM come once per kernel from the occupancy calculator.
+template <auto Kernel, class... Args>
+inline void launch_grid_stride(int threads, int64_t tiles, int sm_count, cudaStream_t stream, Args... args) {
+  static const int per_sm = [threads] {
     int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) != cudaSuccess) {
-      (void)cudaGetLastError();
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, threads, 0) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear it; the launch below reports any real problem
       blocks = 0;
     }
-    per_sm = blocks > 0 ? blocks : 4;
-    last = reinterpret_cast<const void*>(kernel);
-  }
+    return blocks > 0 ? blocks : 4;
+  }();
   const int64_t cap = int64_t(sm_count > 0 ? sm_count : 1) * per_sm;
   const int grid = int(tiles < cap ? (tiles > 0 ? tiles : 1) : cap);
-  kernel<<<grid, threads, 0, stream>>>(args...);
+  Kernel<<<grid, threads, 0, stream>>>(args...);
+}
+
+// The fast path: one CTA per tile, 98-99% of copy against 92-94% grid-striding (H100, 47b042c).
+template <auto Kernel, class Index>
+inline void launch_vec(int64_t tiles, int sm_count, cudaStream_t stream, int8_t const* x, uint8_t const* scales,
+                       uint16_t* y, Index n, Index group_size, int shift) {
+#ifdef LABKIT_MXINT8_VEC_GRID_STRIDE  // variant: as many CTAs as fit at once, striding over the tiles
+  launch_grid_stride<Kernel>(kVecThreads, tiles, sm_count, stream, x, scales, y, n, group_size, shift);
+#else
+  Kernel<<<int(tiles > 0 ? tiles : 1), kVecThreads, 0, stream>>>(x, scales, y, n, group_size, shift);
+#endif
 }
 
 // Launch on `stream`; returns the launch's error (cudaSuccess or the reason). Preconditions (checked by
@@ -276,28 +282,20 @@ inline cudaError_t launch_dequantize(int8_t const* x, uint8_t const* scales, uin
     const int64_t tiles = (n_vec + kVecThreads * kVecUnroll - 1) / (kVecThreads * kVecUnroll);
     const bool align = group_size % kVecElems == 0;
     const int64_t vpg = align ? group_size / kVecElems : 0;
-    int shift = -1;
-    if (vpg > 0 && (vpg & (vpg - 1)) == 0) for (shift = 0; (int64_t(1) << shift) < vpg; ++shift) {}
+    int shift = (vpg > 0 && (vpg & (vpg - 1)) == 0) ? __builtin_ctzll(uint64_t(vpg)) : -1;
 #ifdef LABKIT_MXINT8_VEC_DIVIDE  // variant: always the division (the kernel before the shift)
     shift = -1;
 #endif
     // 32-bit indices where they cannot overflow (cheaper arithmetic); 64-bit beyond.
-    auto go = [&](auto kernel, auto n_, auto g_) {
-#ifdef LABKIT_MXINT8_VEC_GRID_STRIDE  // variant: as many CTAs as fit at once, striding over the tiles
-      launch_grid_stride_fn(kernel, kVecThreads, tiles, sm_count, stream, x, scales, y, n_, g_, shift);
-#else  // one CTA per tile: 98-99% of copy against 92-94% grid-striding (H100, 47b042c)
-      kernel<<<int(tiles > 0 ? tiles : 1), kVecThreads, 0, stream>>>(x, scales, y, n_, g_, shift);
-#endif
-    };
     if (n < (int64_t(1) << 31)) {
       const uint32_t n32 = uint32_t(n), g32 = uint32_t(group_size);
-      if (!align) go(dequant_vec_kernel<false, false, uint32_t>, n32, g32);
-      else if (shift >= 0) go(dequant_vec_kernel<true, true, uint32_t>, n32, g32);
-      else go(dequant_vec_kernel<true, false, uint32_t>, n32, g32);
+      if (!align) launch_vec<dequant_vec_kernel<false, false, uint32_t>>(tiles, sm_count, stream, x, scales, y, n32, g32, shift);
+      else if (shift >= 0) launch_vec<dequant_vec_kernel<true, true, uint32_t>>(tiles, sm_count, stream, x, scales, y, n32, g32, shift);
+      else launch_vec<dequant_vec_kernel<true, false, uint32_t>>(tiles, sm_count, stream, x, scales, y, n32, g32, shift);
     } else {
-      if (!align) go(dequant_vec_kernel<false, false, int64_t>, n, group_size);
-      else if (shift >= 0) go(dequant_vec_kernel<true, true, int64_t>, n, group_size);
-      else go(dequant_vec_kernel<true, false, int64_t>, n, group_size);
+      if (!align) launch_vec<dequant_vec_kernel<false, false, int64_t>>(tiles, sm_count, stream, x, scales, y, n, group_size, shift);
+      else if (shift >= 0) launch_vec<dequant_vec_kernel<true, true, int64_t>>(tiles, sm_count, stream, x, scales, y, n, group_size, shift);
+      else launch_vec<dequant_vec_kernel<true, false, int64_t>>(tiles, sm_count, stream, x, scales, y, n, group_size, shift);
     }
   } else if (impl == kTile) {
     const int64_t num_groups = n / group_size;
@@ -305,7 +303,7 @@ inline cudaError_t launch_dequantize(int8_t const* x, uint8_t const* scales, uin
     auto launch = [&](auto blk_m) {
       constexpr int BLK_M = decltype(blk_m)::value;
       const int64_t tiles = ((group_size + BLK_M - 1) / BLK_M) * ((num_groups + kTileElems / BLK_M - 1) / (kTileElems / BLK_M));
-      launch_grid_stride_fn(dequant_tile_kernel<BLK_M>, kTileThreads, tiles, sm_count, stream, x, scales, y, group_size, num_groups);
+      launch_grid_stride<dequant_tile_kernel<BLK_M>>(kTileThreads, tiles, sm_count, stream, x, scales, y, group_size, num_groups);
     };
     if (group_size >= 128) launch(cute::Int<128>{});
     else if (group_size >= 64) launch(cute::Int<64>{});

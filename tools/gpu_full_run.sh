@@ -8,26 +8,13 @@
 #   LABKIT_COMMIT=$(git rev-parse HEAD) [LABKIT_PARALLEL=1] bash tools/gpu_full_run.sh [--budget 540] [notebook ...]
 # LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side (labkit.regenerate --parallel).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-# The copy on the GPU machine has no git history of its own: results must name the code that made them.
-if [[ -z "${LABKIT_COMMIT:-}" ]]; then
-  echo "gpu_full_run.sh: set LABKIT_COMMIT to the commit of this tree (git rev-parse HEAD where it came from)" >&2
-  exit 2
-fi
 budget=540
 if [[ ${1:-} == --budget ]]; then budget=$2; shift 2; fi
-export LABKIT_COMMIT
-source .gpu-kit/setup.sh
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
-export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
+# the commit (the copy on the GPU machine has no git history: results must name the code that made them),
+# the kit, caches, the CUTLASS headers and $OUT
+source "$(dirname "$0")/gpu_env.sh"
+export TOKENIZERS_PARALLELISM=true
 export CUBLAS_WORKSPACE_CONFIG=:4096:8   # reproducible cuBLAS (the SFT model retrained in a later call)
-if [[ -f .gpu-kit/cutlass-include.tar.xz && -z "${CUTLASS_INCLUDE:-}" ]]; then
-  mkdir -p /tmp/cutlass-include && tar -C /tmp/cutlass-include -xJf .gpu-kit/cutlass-include.tar.xz
-  export CUTLASS_INCLUDE=/tmp/cutlass-include
-fi
-OUT=${OUT:-/tmp/labkit-out}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 calls() { python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['calls']))" "$1" 2>/dev/null || echo 0; }
 if [[ -d .carry/runs ]]; then

@@ -259,23 +259,21 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
     one row: gemv in long K tiles. 2-16 rows: dq with 16 or 32 features per program, enough programs for
     ~2 per SM (narrower tiles for small N), K tiles of 256-512. 17-64 rows: dq with 64-128 features per
     program, split-K 4 where N gives few programs. fp16/fp32 x decode W to fp32 tiles: shorter K tiles."""
-    bk = lambda b: max(group_size, b if dtype == torch.bfloat16 else min(b, 128))  # noqa: E731
+    def dq(bn: int, bk: int, split: int, warps: int, stages: int) -> dict:
+        bk = max(group_size, bk if dtype == torch.bfloat16 else min(bk, 128))
+        return {"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps,
+                "num_stages": stages}
+
     if M == 1:
         return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
                 "num_warps": 4, "num_stages": 3}
     if M <= 16:
         if triton.cdiv(N, 32) < 2 * sms:  # small N: narrower tiles for programs (4096: 256 of 16)
-            if M <= 8:
-                return {"kind": "dq", "BLOCK_N": 16, "BLOCK_K": bk(512), "SPLIT_K": 1, "num_warps": 2,
-                        "num_stages": 3}
-            return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(512), "SPLIT_K": 1, "num_warps": 4, "num_stages": 3}
-        if K <= 4096:
-            return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(256), "SPLIT_K": 1, "num_warps": 2, "num_stages": 3}
-        return {"kind": "dq", "BLOCK_N": 32, "BLOCK_K": bk(512), "SPLIT_K": 1, "num_warps": 4, "num_stages": 4}
+            return dq(16, 512, 1, 2, 3) if M <= 8 else dq(32, 512, 1, 4, 3)
+        return dq(32, 256, 1, 2, 3) if K <= 4096 else dq(32, 512, 1, 4, 4)
     if triton.cdiv(N, 128) < sms // 2:  # 4096: 64 features per program and split-K 4 (256 programs)
-        return {"kind": "dq", "BLOCK_N": 64, "BLOCK_K": bk(64), "SPLIT_K": 4, "num_warps": 4, "num_stages": 3}
-    return {"kind": "dq", "BLOCK_N": 128, "BLOCK_K": bk(128), "SPLIT_K": 1, "num_warps": 4,
-            "num_stages": 4 if triton.cdiv(N, 128) < sms else 3}
+        return dq(64, 64, 4, 4, 3)
+    return dq(128, 128, 1, 4, 4 if triton.cdiv(N, 128) < sms else 3)
 
 
 def check_config(config: dict, group_size: int) -> dict:

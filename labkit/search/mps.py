@@ -23,31 +23,32 @@ MODES = (True, False, "on", "off", "auto")  # profiles hold the strings (one typ
 
 
 def wanted(mode) -> bool:
-    """Whether to start a daemon for ``mode``: True/"on", False/"off", or "auto" (when there is a GPU and the
-    control binary; says so when the binary is missing)."""
+    """Whether to start a daemon for ``mode``: True/"on" (an error where the control binary is missing),
+    False/"off", or "auto" (when there is a GPU and the binary; says so when the binary is missing)."""
     if not (isinstance(mode, bool) or isinstance(mode, str) and mode in MODES):
         raise ValueError(f"mps={mode!r}: allowed values are True, False, 'on', 'off', 'auto'")
-    if mode != "auto":
-        return mode in (True, "on")
-    import torch
+    if mode in (False, "off"):
+        return False
+    if mode == "auto":
+        import torch
 
-    if not torch.cuda.is_available():
-        return False
+        if not torch.cuda.is_available():
+            return False
     if shutil.which(CONTROL) is None:
-        print(f"[labkit] MPS: {CONTROL} is not on the PATH; the workers take turns on the GPU", flush=True)
-        return False
+        if mode == "auto":
+            print(f"[labkit] MPS: {CONTROL} is not on the PATH; the workers take turns on the GPU", flush=True)
+            return False
+        raise RuntimeError(f"mps on but {CONTROL} is not on the PATH (it ships with the CUDA driver "
+                           "tools); run with mps off (or auto)")
     return True
 
 
 @contextlib.contextmanager
 def daemon(folder: Path, enabled=True):
-    """Yields the environment variables workers need (empty when not ``enabled``: True, False or "auto")."""
+    """Yields the environment variables workers need (empty when not ``enabled``: see ``wanted``)."""
     if not wanted(enabled):
         yield {}
         return
-    if shutil.which(CONTROL) is None:
-        raise RuntimeError(f"mps on but {CONTROL} is not on the PATH (it ships with the CUDA driver "
-                           "tools); run with mps off (or auto)")
     folder = Path(folder)
     env = {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
     for path in env.values():
