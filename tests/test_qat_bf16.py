@@ -25,7 +25,11 @@ ELIGIBLE = [("integer", dict(width=8, frac_width=4)), ("integer", dict(width=9, 
             ("minifloat_ieee", dict(width=8, exponent_width=4)), ("minifloat_ieee", dict(width=9, exponent_width=1)),
             ("minifloat_denorm", dict(width=8, exponent_width=3)),
             ("minifloat_denorm", dict(width=10, exponent_width=1)),
-            ("mxint8", dict(group_size=32)), ("mxint8", dict(group_size=16))]
+            ("mxint8", dict(group_size=32)), ("mxint8", dict(group_size=16)),
+            ("log", dict(width=8)), ("log", dict(width=3)), ("binary", {}),
+            ("block_fp", dict(width=8, block_size=16)), ("block_fp", dict(width=3, block_size=32)),
+            ("block_minifloat", dict(width=4, exponent_width=2, block_size=16)),
+            ("block_log", dict(width=3, block_size=16))]
 
 
 def fmt_id(case):
@@ -37,8 +41,13 @@ def fmt_id(case):
     ("minifloat_ieee", dict(width=10, exponent_width=1), "9 significant bits"),
     ("minifloat_ieee", dict(width=16, exponent_width=8), "exceeds bf16's"),
     ("minifloat_denorm", dict(width=11, exponent_width=1), "9 significant bits"),
-    ("log", dict(width=4), "not analysed for bf16 exactness"),
-    ("block_fp", dict(width=8), "not analysed for bf16 exactness"),
+    ("log", dict(width=11), "steps of 2^-511"),
+    ("block_fp", dict(width=10), "9 significant bits"),
+    ("block_fp", dict(width=8, exponent_width=8, exponent_bias=130), "finer than bf16's smallest 2^-133"),
+    ("block_minifloat", dict(width=8, exponent_width=3), "steps of 2^-134"),
+    ("block_log", dict(width=8), "steps of 2^-254"),
+    ("binary", dict(stochastic=True), "draws in training"),
+    ("binary_scaling", {}, "not analysed for bf16 exactness"),
 ])
 def test_formats_wider_than_bf16_say_why(name, params, why):
     assert why in make_format(name, **params).why_not_bf16()
@@ -49,6 +58,10 @@ def test_eligible_formats_are_bf16_exact(case):
     fmt = make_format(case[0], **case[1])
     assert fmt.why_not_bf16() is None
     x = torch.randn(64, 96) * 2.0 ** torch.randint(-8, 8, (64, 1))
+    # rows at the ends of float32: its largest and subnormal magnitudes (block formats' extreme exponents)
+    x[0] = torch.linspace(-1, 1, 96) * 3.0e38
+    x[1] = torch.randn(96) * 2.0 ** -140
+    x[2, :48] = 2.0 ** -149
     q = fmt.quantize_values(x)
     assert torch.equal(q.to(torch.bfloat16).float(), q)  # every produced value survives the cast
 

@@ -11,6 +11,12 @@ reference formulas; ``compile=False`` runs the same formulas eagerly).
 
 The fp32 path stays the oracle (tests/test_qat_bf16.py compares values and gradients). Roles without a
 format (e.g. an unquantized input) are cast to bf16 as autocast casts any Linear's operands.
+
+Inference (no gradient wanted) on CUDA: each fake quantization is one Triton pass of the format's formula
+(``labkit.quant.fake_quant_triton``, runtime parameters: one compile per family) writing the dtype the
+matmul reads; its first result per format is checked against the reference formula, and a format whose
+kernel differs or fails runs the reference from then on, with a warning. ``LABKIT_TRITON_FAKE_QUANT=0``
+turns the kernels off (the reference formulas, eager or compiled as below).
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import warnings
 
 import torch
 
+from . import fake_quant_triton
 from .formats.base import NumberFormat, Quantizer
 
 MODES = ("fp32", "bf16")
@@ -29,6 +36,9 @@ FALLBACKS: dict = {}  # format description -> why its compiled inference path is
 # one format took ~11 s against a ~1 s Lab 3 trial, and a search meets ~80 formats in every worker
 INFERENCE_COMPILE = os.environ.get("LABKIT_INFERENCE_COMPILE", "0") == "1"
 _REASONS: dict = {}  # (role, format, quantizer type) -> why not bf16; asked on every forward
+TRITON_FAKE_QUANT = os.environ.get("LABKIT_TRITON_FAKE_QUANT", "1") != "0"
+_TRITON_CHECKED: set = set()  # (format, out dtype) whose kernel result matched the reference once
+_TRITON_OFF: dict = {}  # format -> why its kernel is not used (it differed or failed)
 
 
 def check_mode(mode: str) -> str:
@@ -85,10 +95,45 @@ class _FusedFakeQuant(torch.autograd.Function):
 
 def fake_quantize_bf16(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) -> torch.Tensor:
     """``fmt.fake_quantize(x.float())`` as bf16 (the same values) with the same clipped-STE gradient."""
-    fn = fused_fn(fmt, compile)
-    if not (torch.is_grad_enabled() and x.requires_grad):
-        return _run(fmt, fn, x)[0]
-    return _FusedFakeQuant.apply(x, fmt, fn)
+    if not (torch.is_grad_enabled() and x.requires_grad):  # no STE mask: nobody asks for a gradient
+        q = triton_values(fmt, x, torch.bfloat16)
+        if q is not None:
+            return q
+        if not compile:
+            return fmt.quantize_values(x.detach().float()).to(torch.bfloat16)
+        return _run(fmt, fused_fn(fmt, compile), x)[0]
+    return _FusedFakeQuant.apply(x, fmt, fused_fn(fmt, compile))
+
+
+def triton_values(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor | None:
+    """``fmt.quantize_values(x.float()).to(out_dtype)`` by the one-pass kernel, or None where it does not
+    apply (kernels off, not CUDA, an unsupported format or dtype, or a format whose kernel was found wrong).
+
+    The first call per (format, out_dtype) also computes the reference and compares the bits; a difference
+    or a failure turns the kernel off for that format (warning, ``FALLBACKS``) and the reference is returned.
+    """
+    if not (TRITON_FAKE_QUANT and (x.is_cuda or fake_quant_triton.interpreting())) or fmt in _TRITON_OFF:
+        return None
+    if fake_quant_triton.why_unsupported(fmt, x, out_dtype) or x.numel() == 0:
+        return None
+    try:
+        got = fake_quant_triton.quantize(fmt, x, out_dtype)
+    except Exception as err:  # a compiler problem for one family must not stop a search: the reference is exact
+        want, why = fmt.quantize_values(x.detach().float()).to(out_dtype), _failed(err)
+    else:
+        if (fmt, out_dtype) in _TRITON_CHECKED:
+            return got
+        want = fmt.quantize_values(x.detach().float()).to(out_dtype)
+        if same_bits(got, want):
+            _TRITON_CHECKED.add((fmt, out_dtype))
+            return got
+        why = f"differs from the reference in {int((got != want).sum())} of {want.numel()} values"
+    _TRITON_OFF[fmt] = why
+    FALLBACKS[f"{fmt.describe()} (Triton)"] = why
+    warnings.warn(f"one-pass Triton fake quantization of {fmt.describe()} on {x.device.type} {why}; that "
+                  "format runs the reference formula here (the same values, more passes)", RuntimeWarning,
+                  stacklevel=3)
+    return want
 
 
 def values_fn(fmt: NumberFormat):
@@ -105,12 +150,17 @@ def values_fn(fmt: NumberFormat):
 
 
 def quantize_values(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) -> torch.Tensor:
-    """``fmt.quantize_values(x)``, the same bits, in one compiled pass where ``compile`` (eager otherwise):
-    a fake quantization whose gradient nobody needs (evaluation, PTQ) skips the STE and its extra passes.
+    """``fmt.quantize_values(x)``, the same bits, in one pass: the Triton kernel on CUDA where it supports
+    the format (``triton_values``), else compiled where ``compile``, else eager. A fake quantization whose
+    gradient nobody needs (evaluation, PTQ) skips the STE and its extra passes.
 
     The first call per format checks the compiled result against the eager reference on its own input;
     a format whose compilation fails or differs runs eagerly from then on, with a warning saying so.
     """
+    if x.dtype == torch.float32:  # the kernel computes from x.float(): the same as the format only for fp32
+        q = triton_values(fmt, x, torch.float32)
+        if q is not None:
+            return q
     if not compile or x.numel() == 0 or _VALUES.get(fmt, True) is None:
         return fmt.quantize_values(x)
     rows = x.detach().reshape(-1, x.shape[-1]) if x.dim() else x.detach().reshape(1, 1)
@@ -159,7 +209,7 @@ def why_not(layer) -> str | None:
             continue
         key = (role, fmt, type(quantizer))
         if key not in _REASONS:
-            if type(quantizer) is not Quantizer:  # learnable or mode-dependent quantizers run their own forward
+            if not (isinstance(quantizer, Quantizer) and quantizer.plain()):  # learnable or mode-dependent
                 _REASONS[key] = f"{role}: {type(quantizer).__name__} is not a plain format quantizer"
             else:
                 reason = fmt.why_not_bf16()

@@ -77,14 +77,17 @@ class QuantLinear(torch.nn.Linear):
         """Quantized operands are exact in bf16 (``qat_path``): a bf16 matmul with fp32 accumulation."""
         c = self.config
 
-        def operand(fmt, t):
-            return fast.fake_quantize_bf16(fmt, t, self.compile) if fmt is not None else t.to(torch.bfloat16)
+        def operand(fmt, quantizer, t):
+            if fmt is None or quantizer is None:
+                return t.to(torch.bfloat16)
+            quantizer.observe(t)  # a plain quantizer's checks (e.g. log's range warning), as its forward runs them
+            return fast.fake_quantize_bf16(fmt, t, self.compile)
 
         bias = None
         if self.bias is not None:
-            bias = self._frozen("bias_bf16", self.bias, lambda b: operand(c.bias if self.q_bias is not None else None, b))
-        weight = self._frozen("weight_bf16", self.weight, lambda w: operand(c.weight, w))
-        return F.linear(operand(c.data_in, x), weight, bias)
+            bias = self._frozen("bias_bf16", self.bias, lambda b: operand(c.bias, self.q_bias, b))
+        weight = self._frozen("weight_bf16", self.weight, lambda w: operand(c.weight, self.q_weight, w))
+        return F.linear(operand(c.data_in, self.q_data_in, x), weight, bias)
 
     def _forward(self, x):
         if self.q_data_in is not None:

@@ -24,6 +24,12 @@ F32_EXP_LIMIT = 126
 BF16_BITS, BF16_MAX, BF16_MIN_STEP_EXP = 8, (2 - 2.0 ** -7) * 2.0 ** 127, -133
 
 
+# The largest floor(log2 |x|) of a finite float32 (or bf16) input: a shared exponent read off a block max
+# never exceeds it (only an infinite input reaches the top of a wider field, and that value overflows
+# float32 to inf, as in the fp32 path)
+F32_MAX_FLOOR_EXP = 127
+
+
 def why_not_bf16(owner: str, significant_bits: int, lowest_step_exp: int, max_value: float) -> str | None:
     """None when a value set of ``significant_bits``-bit integers times powers of two no finer than
     2^lowest_step_exp, up to ``max_value``, lies inside bf16; else why not."""

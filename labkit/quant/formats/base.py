@@ -119,6 +119,14 @@ class Quantizer(torch.nn.Module):
     def forward(self, x):
         return self.fmt.fake_quantize(x)
 
+    def plain(self) -> bool:
+        """True when ``forward(x)`` is ``fmt.fake_quantize(x)`` (after ``observe``), so a caller may apply the
+        format itself (the bf16 path); False for quantizers whose rule depends on their mode or state."""
+        return True
+
+    def observe(self, x) -> None:
+        """Look at the tensor about to be quantized (a range check, say); the base quantizer does nothing."""
+
     def inference(self, x, compile: bool = False):
         """``forward(x)``'s values when no gradient is needed; ``compile``: in one compiled pass (same bits)."""
         from ..fast import quantize_values  # fast imports this module

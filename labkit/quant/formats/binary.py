@@ -56,6 +56,11 @@ class BinaryFormat(NumberFormat):
     def bits_per_element(self, shape):
         return 1.0
 
+    def why_not_bf16(self):
+        if self.stochastic:
+            return f"{self.describe()}: draws in training and takes the sign in eval mode (its quantizer decides)"
+        return None  # +-1 (NaN stays NaN)
+
     def quantizer(self):
         return _BinaryQuantizer(self)
 
@@ -67,6 +72,9 @@ class _BinaryQuantizer(Quantizer):
         if self.fmt.stochastic and not self.training:
             return dataclasses.replace(self.fmt, stochastic=False).fake_quantize(x)
         return self.fmt.fake_quantize(x)
+
+    def plain(self) -> bool:
+        return not self.fmt.stochastic
 
     def inference(self, x, compile: bool = False):
         if self.fmt.stochastic:  # random while training, another format in eval mode: the module's own forward

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ._util import (Blocks, blocks_per_element, check_exponent_range, check_range, finish, floor_log2,
-                    pow2, pow2_pair, round_log2, round_to_step, work, work_dtype)
+from ._util import (F32_MAX_FLOOR_EXP, Blocks, blocks_per_element, check_exponent_range, check_range, finish,
+                    floor_log2, pow2, pow2_pair, round_log2, round_to_step, why_not_bf16, work, work_dtype)
 from .base import NumberFormat, register
 from .log import log_round
 from .minifloat import ieee_saturation
@@ -102,6 +102,12 @@ class BlockFP(NumberFormat):
 
     def bits_per_element(self, shape):
         return self.width + self.exponent_width * blocks_per_element(shape, self.block_size)
+
+    def why_not_bf16(self):
+        # k * 2^(s+1-M), |k| < 2^M; s >= -b, and s <= 127 for a finite float32/bf16 block max
+        m = self.width - 1
+        top = min(self.emax, F32_MAX_FLOOR_EXP)
+        return why_not_bf16(self.describe(), m, -self.exponent_bias + 1 - m, (2 ** m - 1) * 2.0 ** (top + 1 - m))
 
 
 @register
@@ -187,6 +193,13 @@ class BlockMinifloat(NumberFormat):
     def bits_per_element(self, shape):
         return self.width + self.exponent_bias_width * blocks_per_element(shape, self.block_size)
 
+    def why_not_bf16(self):
+        # 2^beta times minifloat_ieee values: subnormal steps from 2^(lo+1-b_e-M); beta + emax_e <= 127 for a
+        # finite float32/bf16 block max
+        m, (lo, hi) = self.mantissa_width, self.beta_range
+        top = min(hi + self.element_emax, F32_MAX_FLOOR_EXP)
+        return why_not_bf16(self.describe(), m + 1, lo + 1 - self.element_bias - m, (2 - 2.0 ** -m) * 2.0 ** top)
+
 
 @register
 @dataclass(frozen=True)
@@ -252,3 +265,9 @@ class BlockLog(NumberFormat):
 
     def bits_per_element(self, shape):
         return self.width + self.exponent_bias_width * blocks_per_element(shape, self.block_size)
+
+    def why_not_bf16(self):
+        # powers of two 2^(t - span) .. 2^t; t = round(log2 max) <= 128 for a finite float32/bf16 block max
+        lo, hi = self.top_range
+        span = 2 ** (self.width - 1) - 2
+        return why_not_bf16(self.describe(), 1, lo - span, 2.0 ** min(hi, F32_MAX_FLOOR_EXP + 1))

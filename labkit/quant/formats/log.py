@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._util import check_exponent_range, check_range, finish, pow2, round_log2, work, work_dtype
+from ._util import check_exponent_range, check_range, finish, pow2, round_log2, why_not_bf16, work, work_dtype
 from .base import NumberFormat, Quantizer, register
 
 # A first batch where more than this share of the non-zero inputs flushes to zero or saturates makes a
@@ -84,6 +84,9 @@ class LogFormat(NumberFormat):
     def bits_per_element(self, shape):
         return float(self.width)
 
+    def why_not_bf16(self):
+        return why_not_bf16(self.describe(), 1, self.emin, 2.0 ** self.emax)  # powers of two 2^emin .. 2^emax
+
     def quantizer(self):
         return LogQuantizer(self)
 
@@ -105,14 +108,14 @@ class LogQuantizer(Quantizer):
         self.checked = False
 
     def forward(self, x):
-        self._check(x)
+        self.observe(x)
         return super().forward(x)
 
     def inference(self, x, compile: bool = False):
-        self._check(x)
+        self.observe(x)
         return super().inference(x, compile)
 
-    def _check(self, x):
+    def observe(self, x):
         if not self.checked:
             self.checked = True
             with torch.no_grad():
