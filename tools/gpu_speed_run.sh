@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 22 on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [throughput] [profile] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [fqtests] [throughput] [profile] [lab3]
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -13,6 +13,9 @@ for step in $steps; do
   case $step in
     tests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py --durations=5 \
              >"$OUT/pytest_cuda_graphs.log" 2>&1; echo "tests rc=$?"; tail -12 "$OUT/pytest_cuda_graphs.log" ;;
+    fqtests) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_fake_quant_triton.py tests/test_qat_bf16.py \
+             tests/test_quant_inference.py --durations=5 >"$OUT/pytest_fake_quant.log" 2>&1; echo "fqtests rc=$?"
+             tail -12 "$OUT/pytest_fake_quant.log" ;;
     throughput) timeout ${THROUGHPUT_TIMEOUT:-420} python3 benchmarks/search_throughput.py --profile full \
              --serial-trials 0 ${THROUGHPUT_ARGS:---workers 1,4,8 --graphs on --per-worker 3} \
              --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -20 ;;

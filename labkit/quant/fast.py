@@ -196,8 +196,9 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     nan = torch.isnan(a)
+    # a NaN's sign and payload carry no value (conversions canonicalise them differently): not compared
     return bool(torch.equal(nan, torch.isnan(b)) and torch.equal(torch.where(nan, 0, a), torch.where(nan, 0, b))
-                and torch.equal(torch.signbit(a), torch.signbit(b)))
+                and torch.equal(torch.signbit(a) & ~nan, torch.signbit(b) & ~nan))
 
 
 def why_not(layer) -> str | None:
