@@ -58,12 +58,26 @@ def trial(obj: PrecisionObjective, config, kernels: bool = True) -> dict:
             "bf16_layers": t.user_attrs["bf16_layers"]}
 
 
+def kernel_table(obj: PrecisionObjective, config, top: int = 8) -> dict:
+    """One more fast trial under torch.profiler: the CUDA kernels that took the most time, and their sum."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        row = trial(obj, config)
+    events = [e for e in prof.key_averages() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    own = [(e.key, e.self_device_time_total / 1e3, e.count) for e in events]
+    own.sort(key=lambda r: -r[1])
+    return {"seconds_profiled": row["seconds"], "kernel_ms_total": sum(r[1] for r in own),
+            "top": [{"kernel": k[:120], "ms": round(ms, 2), "calls": n} for k, ms, n in own[:top]]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="auto")
     ap.add_argument("--formats", default=",".join(STUDY_ORDER))
     ap.add_argument("--out", default="benchmarks/lab3_trial.json")
     ap.add_argument("--compile", action="store_true", help="compile each format's fake quantization (fast path)")
+    ap.add_argument("--kernels", action="store_true", help="profile one more fast trial per format (CUDA kernels)")
     args = ap.parse_args(argv)
     s = lab_settings("lab3", args.profile)
     dl = recipes.shared_loaders(s)
@@ -93,6 +107,11 @@ def main(argv=None) -> int:
             warnings.simplefilter("always", RuntimeWarning)
             row = {"format": name, "params": config[layers[0]][1], "reference": trial(ref, config, kernels=False),
                    "fast_first": trial(quick, config), "fast": trial(quick, config)}
+        if args.kernels and torch.cuda.is_available():
+            row["kernels"] = kernel_table(quick, config)
+            print("   kernels {:.0f} ms of {:.2f} s: ".format(row["kernels"]["kernel_ms_total"],
+                                                           row["kernels"]["seconds_profiled"])
+                  + "; ".join(f"{k['kernel'][:50]} {k['ms']:.0f} ms x{k['calls']}" for k in row["kernels"]["top"][:5]))
         row["fallbacks"] = sorted({str(w.message) for w in caught
                                    if "runs eagerly" in str(w.message) or "reference formula" in str(w.message)})
         row["speedup"] = row["reference"]["seconds"] / row["fast"]["seconds"]

@@ -125,3 +125,43 @@ def test_cache_is_not_copied_or_saved():
     assert "_frozen_cache" in q.__dict__
     assert "_frozen_cache" not in copy.deepcopy(q).__dict__
     assert set(q.state_dict()) == {"weight", "bias"}
+
+
+def test_learned_scales_are_part_of_the_cache_key():
+    """Residual sign's quantizers own learnable scales: the weight is quantized once per version of the
+    weight *and* of those scales (set on first use, then changed by an optimizer step or a load)."""
+    fmt = make_format("binary_residual_sign", levels=2)
+    q = QuantLinear(40, 24, True, LinearQuantConfig(data_in=fmt, weight=fmt)).eval()
+    calls = []
+    inner = q.q_weight.forward
+    q.q_weight.forward = lambda t: calls.append(1) or inner(t)
+    x = torch.randn(3, 40)
+    with torch.no_grad():
+        first = q(x)
+        assert torch.equal(q(x), first) and len(calls) == 1  # scales set on first use, then cached
+        q.q_weight.scales.mul_(2.0)  # as an optimizer step or a load would change them
+        second = q(x)
+        assert len(calls) == 2 and not torch.equal(second, first)
+        want = torch.nn.functional.linear(q.q_data_in(x), fmt.apply_scales(q.weight, q.q_weight.scales), q.bias)
+        assert torch.equal(second, want)
+
+
+@pytest.mark.parametrize("name,params", [("block_minifloat", dict(width=8, exponent_width=3, block_size=16)),
+                                         ("block_log", dict(width=8, block_size=16))])
+def test_inference_bf16_rule_admits_formats_exact_above_2_to_minus_126(name, params):
+    """Lab 3's block formats with 8-bit shared fields hold float32 subnormals in their value sets, so QAT keeps
+    them on the fp32 path; evaluation may multiply them in bf16: every value >= 2^-126 is a bf16 value, and
+    a smaller one moves by less than 2^-134 when bf16 rounds it."""
+    fmt = make_format(name, **params)
+    assert fmt.why_not_bf16() is not None and fmt.why_not_bf16(normal_only=True) is None
+    layer = QuantLinear(64, 8, True, LinearQuantConfig(data_in=fmt, weight=fmt, bias=fmt), qat_matmul="bf16")
+    assert fast.why_not(layer) is not None and fast.why_not(layer, inference=True) is None
+    x = awkward((6, 64), seed=3)
+    x[0] = torch.randn(64) * 2.0 ** -128  # blocks whose values reach deep into float32's subnormals
+    x[0, ::2] *= 2.0 ** -12
+    q = fmt.quantize_values(x)
+    q16 = q.to(torch.bfloat16).float()
+    big = q.abs() >= 2.0 ** -126
+    assert torch.equal(q16[big], q[big])
+    assert (q16 - q)[~big].abs().max() <= 2.0 ** -134
+    assert (q16 != q).any()  # the case is real: some subnormal values do move

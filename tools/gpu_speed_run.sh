@@ -5,7 +5,7 @@
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
-export LABKIT_RUNS_DIR=${LABKIT_RUNS_DIR:-/tmp/labkit-runs}
+export LABKIT_RUNS_DIR=${LABKIT_RUNS_DIR:-/tmp/labkit-runs} LABKIT_PROGRESS=${LABKIT_PROGRESS:-lines}
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 steps=${*:-tests throughput}
 for step in $steps; do
@@ -13,15 +13,15 @@ for step in $steps; do
   case $step in
     tests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py --durations=5 \
              >"$OUT/pytest_cuda_graphs.log" 2>&1; echo "tests rc=$?"; tail -12 "$OUT/pytest_cuda_graphs.log" ;;
-    fqtests) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_fake_quant_triton.py tests/test_qat_bf16.py \
-             tests/test_quant_inference.py --durations=5 >"$OUT/pytest_fake_quant.log" 2>&1; echo "fqtests rc=$?"
+    fqtests) timeout ${FQ_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider tests/test_fake_quant_triton.py ${FQ_MORE:-} \
+             --durations=5 >"$OUT/pytest_fake_quant.log" 2>&1; echo "fqtests rc=$?"
              tail -12 "$OUT/pytest_fake_quant.log" ;;
     throughput) timeout ${THROUGHPUT_TIMEOUT:-420} python3 benchmarks/search_throughput.py --profile full \
              --serial-trials 0 ${THROUGHPUT_ARGS:---workers 1,4,8 --graphs on --per-worker 3} \
              --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
     profile) timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/lab2_trial_profile.py --profile full \
              --archs ${PROFILE_ARCHS:-0,2} --out "$OUT/lab2_trial_profile.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
-    lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" \
+    lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" ${LAB3_ARGS:-} \
              2>&1 | grep -v -i "warn" | tail -30 ;;
   esac
   echo "== $step: $((SECONDS - t0)) s"

@@ -162,13 +162,17 @@ def _fq_kernel(x_ptr, y_ptr, n, K, L, G, p0, p1, p2, p3, FAMILY: tl.constexpr, F
         sign = (w.to(tl.int64, bitcast=True) >> 63) << 63
     else:
         sign = (w.to(tl.int32, bitcast=True) >> 31) << 31
-    if FAMILY == 0:  # integer: p0 = frac_width, p1 = width; round(x * 2^f).clamp(lo, hi) / 2^f, signed
-        y = w * _pow2(p0, F64)
-        r = _rint(tl.abs(y), F64)
-        r = tl.where(y < 0, -r, tl.where(y == 0, y, r))  # round(-0.3) is -0.0: keep y's sign
-        lo = -_pow2(p1 - 1, F64)
-        hi = -lo - 1
-        q = _clamp(r, lo, hi) * _pow2(-p0, F64)
+    if FAMILY == 0:  # integer: p0 = frac_width, p1 = width; round(x * 2^f).clamp(lo, hi) / 2^f
+        # on magnitudes, the sign put back from the bits (round(-0.3) is -0.0; Triton's unary minus is 0 - x,
+        # which would give +0.0): |lo| = 2^(w-1) for negatives, hi = 2^(w-1) - 1 for the rest
+        r = _rint(a * _pow2(p0, F64), F64)
+        top = _pow2(p1 - 1, F64)
+        top = tl.where(w < 0, top, top - 1)
+        qa = tl.where(r > top, top, r) * _pow2(-p0, F64)
+        if F64:
+            q = (qa.to(tl.int64, bitcast=True) | sign).to(tl.float64, bitcast=True).to(tl.float32)
+        else:
+            q = (qa.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
     elif FAMILY == 4:  # binary: +1 where x >= 0 (-0.0 too), -1 below, NaN stays
         q = tl.where(w != w, w, tl.where(w >= 0, 1.0, -1.0).to(w.dtype))
     else:

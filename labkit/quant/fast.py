@@ -35,7 +35,7 @@ FALLBACKS: dict = {}  # format description -> why its compiled inference path is
 # QuantLinear compiles its inference fake quantization only where asked: on an H100 (torch 2.11) compiling
 # one format took ~11 s against a ~1 s Lab 3 trial, and a search meets ~80 formats in every worker
 INFERENCE_COMPILE = os.environ.get("LABKIT_INFERENCE_COMPILE", "0") == "1"
-_REASONS: dict = {}  # (role, format, quantizer type) -> why not bf16; asked on every forward
+_REASONS: dict = {}  # (role, format, quantizer type, inference) -> why not bf16; asked on every forward
 TRITON_FAKE_QUANT = os.environ.get("LABKIT_TRITON_FAKE_QUANT", "1") != "0"
 _TRITON_CHECKED: set = set()  # (format, out dtype) whose kernel result matched the reference once
 _TRITON_OFF: dict = {}  # format -> why its kernel is not used (it differed or failed)
@@ -201,19 +201,26 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
                 and torch.equal(torch.signbit(a) & ~nan, torch.signbit(b) & ~nan))
 
 
-def why_not(layer) -> str | None:
-    """Why a ``QuantLinear`` cannot take the bf16 path (None: it can), whatever autocast does."""
+def why_not(layer, inference: bool = False) -> str | None:
+    """Why a ``QuantLinear`` cannot take the bf16 path (None: it can), whatever autocast does.
+
+    ``inference`` (no gradient: evaluation, PTQ): a format qualifies when its values of magnitude >= 2^-126
+    are bf16 values (``why_not_bf16(normal_only=True)``); its float32-subnormal values (below 2^-126, which
+    activations and weights never hold in practice) then round to bf16's multiples of 2^-133, each moving a
+    product by less than 2^-134 |w|, far below the bf16 rounding of the layer's output. Block formats with
+    8-bit shared fields (Lab 3's) qualify only so. Training keeps the exact rule: QAT's gradients see every
+    value the reference does."""
     for role in ("data_in", "weight", "bias"):
         fmt = getattr(layer.config, role)
         quantizer = getattr(layer, f"q_{role}")
         if fmt is None or quantizer is None:
             continue
-        key = (role, fmt, type(quantizer))
+        key = (role, fmt, type(quantizer), inference)
         if key not in _REASONS:
             if not (isinstance(quantizer, Quantizer) and quantizer.plain()):  # learnable or mode-dependent
                 _REASONS[key] = f"{role}: {type(quantizer).__name__} is not a plain format quantizer"
             else:
-                reason = fmt.why_not_bf16()
+                reason = fmt.why_not_bf16(normal_only=inference)
                 _REASONS[key] = f"{role}: {reason}" if reason else None
         if _REASONS[key]:
             return _REASONS[key]

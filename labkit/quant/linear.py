@@ -60,7 +60,7 @@ class QuantLinear(torch.nn.Linear):
             return "fp32", "autocast is off"
         if torch.get_autocast_dtype(device_type) != torch.bfloat16:
             return "fp32", f"autocast dtype is {torch.get_autocast_dtype(device_type)}, not bfloat16"
-        reason = fast.why_not(self)
+        reason = fast.why_not(self, inference=not torch.is_grad_enabled())
         return ("fp32", reason) if reason else ("bf16", None)
 
     def forward(self, x):
@@ -106,21 +106,24 @@ class QuantLinear(torch.nn.Linear):
         return quantizer.inference(t, compile=self.compile and t.is_cuda and fast.INFERENCE_COMPILE)
 
     def _frozen(self, role: str, t: torch.Tensor, fn):
-        """``fn(t)``, computed once per version of ``t`` in eval mode where no gradient is needed (a parameter
-        changes only by an in-place update, which bumps its version, or by a move, which changes its storage;
-        training mode recomputes: a stochastic format draws anew)."""
-        if (torch.is_grad_enabled() and t.requires_grad) or self.training or t.is_inference() or self._has_state():
+        """``fn(t)``, computed once per version of ``t`` and of the quantizers' own state in eval mode where no
+        gradient is needed (a tensor changes only by an in-place update, which bumps its version, or by a move,
+        which changes its storage; training mode recomputes: a stochastic format draws anew)."""
+        if (torch.is_grad_enabled() and t.requires_grad) or self.training or t.is_inference():
             return fn(t)
         cache = self.__dict__.setdefault("_frozen_cache", {})
-        key = (t._version, t.data_ptr(), t.device, t.dtype, self.qat_matmul, self.compile)
+        key = (t._version, t.data_ptr(), t.device, t.dtype, self.qat_matmul, self.compile, self._state_key())
         if role not in cache or cache[role][0] != key:
-            cache[role] = (key, fn(t))
+            value = fn(t)
+            # a quantizer that sets its state on first use (residual sign's scales) did so inside fn: key after
+            cache[role] = ((*key[:-1], self._state_key()), value)
         return cache[role][1]
 
-    def _has_state(self) -> bool:
-        """A quantizer with parameters or buffers (learned scales) can change without the weight changing."""
+    def _state_key(self) -> tuple:
+        """Versions and storages of the quantizers' parameters and buffers (learned scales): they can change
+        without the weight changing."""
         quantizers = [q for q in (self.q_data_in, self.q_weight, self.q_bias) if q is not None]
-        return any(next(q.parameters(), None) is not None or next(q.buffers(), None) is not None for q in quantizers)
+        return tuple((s._version, s.data_ptr()) for q in quantizers for s in (*q.parameters(), *q.buffers()))
 
     def __getstate__(self):
         state = dict(super().__getstate__())

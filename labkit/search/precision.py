@@ -189,8 +189,8 @@ class PrecisionObjective:
                  "bf16_layers": 0}
         dev = self.s["device"]
         if train.pick_device(dev).type == "cuda":  # bf16 autocast there: the layers that multiply in bf16
-            attrs["bf16_layers"] = sum(isinstance(m, QuantLinear) and m.qat_matmul == "bf16" and fast.why_not(m) is None
-                                       for m in model.modules())
+            attrs["bf16_layers"] = sum(isinstance(m, QuantLinear) and m.qat_matmul == "bf16"
+                                       and fast.why_not(m, inference=True) is None for m in model.modules())
         attrs["accuracy_ptq"] = train.evaluate(model, self.dl.test, device=dev, progress=False)["accuracy"]
         attrs["accuracy"] = attrs["accuracy_ptq"]
         if self.mode == "qat":

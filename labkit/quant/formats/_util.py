@@ -30,12 +30,16 @@ BF16_BITS, BF16_MAX, BF16_MIN_STEP_EXP = 8, (2 - 2.0 ** -7) * 2.0 ** 127, -133
 F32_MAX_FLOOR_EXP = 127
 
 
-def why_not_bf16(owner: str, significant_bits: int, lowest_step_exp: int, max_value: float) -> str | None:
+def why_not_bf16(owner: str, significant_bits: int, lowest_step_exp: int, max_value: float,
+                 normal_only: bool = False) -> str | None:
     """None when a value set of ``significant_bits``-bit integers times powers of two no finer than
-    2^lowest_step_exp, up to ``max_value``, lies inside bf16; else why not."""
+    2^lowest_step_exp, up to ``max_value``, lies inside bf16; else why not.
+
+    ``normal_only``: only the values of magnitude >= 2^-126 (float32's normal range) must lie inside bf16;
+    smaller ones (float32 subnormals) may not, and become bf16's multiples of 2^-133 (moved by < 2^-134)."""
     if significant_bits > BF16_BITS:
         return f"{owner}: {significant_bits} significant bits, bf16 has {BF16_BITS}"
-    if lowest_step_exp < BF16_MIN_STEP_EXP:
+    if lowest_step_exp < BF16_MIN_STEP_EXP and not normal_only:
         return f"{owner}: steps of 2^{lowest_step_exp}, finer than bf16's smallest 2^{BF16_MIN_STEP_EXP}"
     if max_value > BF16_MAX:
         return f"{owner}: max {max_value:g} exceeds bf16's {BF16_MAX:g}"

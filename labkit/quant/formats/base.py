@@ -82,9 +82,10 @@ class NumberFormat:
         """Average stored bits per element of a tensor of ``shape`` (shared exponents included)."""
         raise NotImplementedError
 
-    def why_not_bf16(self) -> str | None:
+    def why_not_bf16(self, normal_only: bool = False) -> str | None:
         """None when every value the format produces (NaN aside) is a bf16 value, so its fake-quantized
-        tensors can feed a bf16 matmul unchanged (``labkit.quant.fast``); else why not."""
+        tensors can feed a bf16 matmul unchanged (``labkit.quant.fast``); else why not. ``normal_only``:
+        every value of magnitude >= 2^-126 (see ``_util.why_not_bf16``)."""
         return f"{self.name}: not analysed for bf16 exactness"
 
     def fake_quantize(self, x: torch.Tensor) -> torch.Tensor:

@@ -56,7 +56,7 @@ class BinaryFormat(NumberFormat):
     def bits_per_element(self, shape):
         return 1.0
 
-    def why_not_bf16(self):
+    def why_not_bf16(self, normal_only=False):
         if self.stochastic:
             return f"{self.describe()}: draws in training and takes the sign in eval mode (its quantizer decides)"
         return None  # +-1 (NaN stays NaN)

@@ -103,11 +103,12 @@ class BlockFP(NumberFormat):
     def bits_per_element(self, shape):
         return self.width + self.exponent_width * blocks_per_element(shape, self.block_size)
 
-    def why_not_bf16(self):
+    def why_not_bf16(self, normal_only=False):
         # k * 2^(s+1-M), |k| < 2^M; s >= -b, and s <= 127 for a finite float32/bf16 block max
         m = self.width - 1
         top = min(self.emax, F32_MAX_FLOOR_EXP)
-        return why_not_bf16(self.describe(), m, -self.exponent_bias + 1 - m, (2 ** m - 1) * 2.0 ** (top + 1 - m))
+        return why_not_bf16(self.describe(), m, -self.exponent_bias + 1 - m, (2 ** m - 1) * 2.0 ** (top + 1 - m),
+                            normal_only)
 
 
 @register
@@ -193,12 +194,13 @@ class BlockMinifloat(NumberFormat):
     def bits_per_element(self, shape):
         return self.width + self.exponent_bias_width * blocks_per_element(shape, self.block_size)
 
-    def why_not_bf16(self):
+    def why_not_bf16(self, normal_only=False):
         # 2^beta times minifloat_ieee values: subnormal steps from 2^(lo+1-b_e-M); beta + emax_e <= 127 for a
         # finite float32/bf16 block max
         m, (lo, hi) = self.mantissa_width, self.beta_range
         top = min(hi + self.element_emax, F32_MAX_FLOOR_EXP)
-        return why_not_bf16(self.describe(), m + 1, lo + 1 - self.element_bias - m, (2 - 2.0 ** -m) * 2.0 ** top)
+        return why_not_bf16(self.describe(), m + 1, lo + 1 - self.element_bias - m, (2 - 2.0 ** -m) * 2.0 ** top,
+                            normal_only)
 
 
 @register
@@ -266,8 +268,8 @@ class BlockLog(NumberFormat):
     def bits_per_element(self, shape):
         return self.width + self.exponent_bias_width * blocks_per_element(shape, self.block_size)
 
-    def why_not_bf16(self):
+    def why_not_bf16(self, normal_only=False):
         # powers of two 2^(t - span) .. 2^t; t = round(log2 max) <= 128 for a finite float32/bf16 block max
         lo, hi = self.top_range
         span = 2 ** (self.width - 1) - 2
-        return why_not_bf16(self.describe(), 1, lo - span, 2.0 ** min(hi, F32_MAX_FLOOR_EXP + 1))
+        return why_not_bf16(self.describe(), 1, lo - span, 2.0 ** min(hi, F32_MAX_FLOOR_EXP + 1), normal_only)

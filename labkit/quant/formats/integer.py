@@ -53,7 +53,7 @@ class IntegerFormat(NumberFormat):
     def bits_per_element(self, shape):
         return float(self.width)
 
-    def why_not_bf16(self):
+    def why_not_bf16(self, normal_only=False):
         # k / 2^f with |k| <= 2^(w-1): w-1 significant bits (2^(w-1) itself is a power of two)
         return why_not_bf16(self.describe(), self.width - 1, -self.frac_width,
-                            2.0 ** (self.width - 1 - self.frac_width))
+                            2.0 ** (self.width - 1 - self.frac_width), normal_only)

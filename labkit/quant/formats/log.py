@@ -84,8 +84,8 @@ class LogFormat(NumberFormat):
     def bits_per_element(self, shape):
         return float(self.width)
 
-    def why_not_bf16(self):
-        return why_not_bf16(self.describe(), 1, self.emin, 2.0 ** self.emax)  # powers of two 2^emin .. 2^emax
+    def why_not_bf16(self, normal_only=False):  # powers of two 2^emin .. 2^emax
+        return why_not_bf16(self.describe(), 1, self.emin, 2.0 ** self.emax, normal_only)
 
     def quantizer(self):
         return LogQuantizer(self)

@@ -69,8 +69,9 @@ class _Minifloat(NumberFormat):
     def bits_per_element(self, shape):
         return float(self.width)
 
-    def why_not_bf16(self):
-        return why_not_bf16(self.describe(), self._significant_bits, self._lowest_step_exponent, self.max_value)
+    def why_not_bf16(self, normal_only=False):
+        return why_not_bf16(self.describe(), self._significant_bits, self._lowest_step_exponent, self.max_value,
+                            normal_only)
 
 
 @register

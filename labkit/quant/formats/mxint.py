@@ -77,5 +77,5 @@ class MXInt8Format(NumberFormat):
     def bits_per_element(self, shape):
         return 8.0 + SHARED_BITS * blocks_per_element(shape, self.group_size)
 
-    def why_not_bf16(self):
+    def why_not_bf16(self, normal_only=False):
         return None  # m * 2^(E-133), |m| <= 127, E <= 254: 7 bits, steps >= 2^-133, max 127 * 2^121
