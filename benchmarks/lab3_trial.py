@@ -5,13 +5,15 @@ A trial is what a Lab 3 search trial does (``PrecisionObjective``): copy the SFT
 Linear in the format at its Lab 3 study setting (8 bits; the fixed formats at their own), evaluate on the
 whole test set. Paths:
 - ``reference``: fp32 matmuls for the quantized layers, every fake quantization eager (several passes),
-  the Triton kernels off;
+  the Triton kernels and CUDA graphs off;
 - ``fast`` (the search's default): weights quantized once per trial, no STE masks, and under bf16 autocast
   the layers whose formats are exact in bf16 multiply in bf16 (as the unquantized layers do); on CUDA each
   fake quantization is one Triton pass (``labkit.quant.fake_quant_triton``, checked against the formula on
-  first use); with ``--compile`` the formats without a kernel are compiled instead of eager.
+  first use); with ``--compile`` the formats without a kernel are compiled instead of eager; the evaluation
+  replays a CUDA graph for its repeated batch shape (``PrecisionObjective``).
 ``fast_first`` includes compiling the format; ``fast`` is the same trial again (a search meets each
-format many times). ``unquantized`` evaluates the SFT model itself. Accuracies of both paths are kept:
+format many times). ``unquantized`` evaluates the SFT model itself, eager and (``unquantized_graphs``) as a
+trial evaluates. Accuracies of both paths are kept:
 they differ only by the bf16 rounding of those layers' outputs.
 
     python benchmarks/lab3_trial.py [--profile full] [--out benchmarks/lab3_trial.json]
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 import warnings
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from labkit import recipes, train
+from labkit import cuda_graphs, recipes, train
 from labkit.profiles import lab_settings
 from labkit.quant import fast
 from labkit.quant.study import STUDY_ORDER, study_params
@@ -46,7 +49,9 @@ class Attrs:
 
 
 def trial(obj: PrecisionObjective, config, kernels: bool = True) -> dict:
+    """One trial; ``kernels=False``: the reference (no Triton fake quantization, no CUDA graphs)."""
     fast.TRITON_FAKE_QUANT = kernels
+    os.environ[cuda_graphs.ENV] = "1" if kernels else "0"
     t = Attrs()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -85,16 +90,22 @@ def main(argv=None) -> int:
     layers = linear_layers(base)
     dev = s["device"]
     train.evaluate(base, dl.test, device=dev, progress=False)  # warm-up: data on the device, kernels loaded
-    unq = []
+    unq, unq_graphs = [], []
     for _ in range(2):
         start = time.perf_counter()
         acc = train.evaluate(base, dl.test, device=dev, progress=False)["accuracy"]
         unq.append(time.perf_counter() - start)
+    for _ in range(2):  # as a search trial evaluates: a CUDA graph per repeated batch shape (eager on CPU)
+        start = time.perf_counter()
+        acc_graphs = train.evaluate(base, dl.test, device=dev, progress=False, graphs=None)["accuracy"]
+        unq_graphs.append(time.perf_counter() - start)
     out = {"what": "Lab 3 PTQ trial per format family: reference vs fast path", "profile": s["profile"],
            "n_test": dl.sizes["test"], "max_len": s.get("max_len"), "layers": len(layers),
            "sft_digest": metrics["sft_digest"], "unquantized": {"seconds": min(unq), "accuracy": acc},
+           "unquantized_graphs": {"seconds": min(unq_graphs), "accuracy": acc_graphs},
            "provenance": provenance(), "rows": []}
-    print(f"unquantized: {min(unq):.3f} s, accuracy {acc:.4f} ({dl.sizes['test']} reviews, {len(layers)} layers)")
+    print(f"unquantized: {min(unq):.3f} s eager, {min(unq_graphs):.3f} s graphed, accuracy {acc:.4f} / {acc_graphs:.4f} "
+          f"({dl.sizes['test']} reviews, {len(layers)} layers)")
     ref = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), ptq_matmul="fp32", compile=False)
     quick = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), compile=args.compile)
     fast.INFERENCE_COMPILE = args.compile
@@ -115,7 +126,8 @@ def main(argv=None) -> int:
         row["fallbacks"] = sorted({str(w.message) for w in caught
                                    if "runs eagerly" in str(w.message) or "reference formula" in str(w.message)})
         row["speedup"] = row["reference"]["seconds"] / row["fast"]["seconds"]
-        row["vs_unquantized"] = row["fast"]["seconds"] / out["unquantized"]["seconds"]
+        row["vs_unquantized"] = row["fast"]["seconds"] / out["unquantized"]["seconds"]  # eager evaluation
+        row["vs_unquantized_graphs"] = row["fast"]["seconds"] / out["unquantized_graphs"]["seconds"]  # as the trial
         row["accuracy_diff"] = row["fast"]["accuracy"] - row["reference"]["accuracy"]
         out["rows"].append(row)
         print(f"{name:22s} reference {row['reference']['seconds']:6.2f} s  fast first {row['fast_first']['seconds']:6.2f} s"
@@ -129,6 +141,8 @@ def main(argv=None) -> int:
     out["summary"] = {"median_fast_s": statistics.median(fast_s), "median_reference_s": statistics.median(ref_s),
                       "median_fast_vs_unquantized": statistics.median(r["vs_unquantized"] for r in out["rows"]),
                       "max_fast_vs_unquantized": max(r["vs_unquantized"] for r in out["rows"]),
+                      "median_fast_vs_unquantized_graphs": statistics.median(r["vs_unquantized_graphs"] for r in out["rows"]),
+                      "max_fast_vs_unquantized_graphs": max(r["vs_unquantized_graphs"] for r in out["rows"]),
                       "max_abs_accuracy_diff": max(abs(r["accuracy_diff"]) for r in out["rows"]),
                       "fallbacks": dict(fast.FALLBACKS),
                       "goal": "median fast trial <= 1 s, quantized evaluation <= 3x the unquantized (issue 22)"}

@@ -175,6 +175,27 @@ def test_fast_path_uses_the_kernel_and_falls_back_when_it_differs(interpreter, m
 
 
 @needs_triton
+def test_one_input_quantized_once_for_query_key_and_value(interpreter, monkeypatch):
+    """Three Linears quantizing the same tensor in the same format (attention's query, key and value) run
+    the kernel once; another format, another dtype or an in-place change of the input runs it again."""
+    monkeypatch.setattr(fast, "_LAST", [None])
+    calls = []
+    real = fq.quantize
+    monkeypatch.setattr(fq, "quantize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    fmt = make_format("block_fp", width=6, block_size=16)
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        q = [fast.fake_quantize_bf16(fmt, x, compile=False) for _ in range(3)]
+        assert len(calls) == 1 and q[0] is q[1] is q[2]
+        fast.fake_quantize_bf16(make_format("block_fp", width=5, block_size=16), x, compile=False)
+        fast.quantize_values(fmt, x, compile=False)
+        assert len(calls) == 3
+        x.mul_(2)
+        again = fast.fake_quantize_bf16(fmt, x, compile=False)
+        assert len(calls) == 4 and torch.equal(again.float(), fmt.quantize_values(x))
+
+
+@needs_triton
 def test_kernels_off_switch(interpreter, monkeypatch):
     monkeypatch.setattr(fast, "TRITON_FAKE_QUANT", False)
     monkeypatch.setattr(fq, "quantize", lambda *a, **k: pytest.fail("kernel called with the switch off"))
@@ -203,6 +224,38 @@ def test_quantlinear_eval_with_the_kernel_equals_the_reference(interpreter, monk
 # ---------------------------------------------------------------------------------------------------------
 # compiled on the GPU
 # ---------------------------------------------------------------------------------------------------------
+
+@cuda
+@needs_triton
+@pytest.mark.cuda
+@pytest.mark.parametrize("name,params", [("block_fp", dict(width=8, block_size=16)), ("log", dict(width=8)),
+                                         ("integer", dict(width=8, frac_width=4))])
+def test_cuda_graphed_quantized_evaluation_is_the_eager_one(name, params):
+    """A PTQ model's evaluation with the kernels inside a CUDA graph (the search's trial) gives the eager
+    evaluation's accuracy and loss, and the fp32 reference's within the bf16 path's rounding."""
+    from labkit import models, train
+    from labkit.quant import quantize
+    from labkit.search.precision import layer_config
+
+    torch.manual_seed(0)
+    model = models.from_config(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128,
+                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).cuda()
+    ids = torch.randint(1000, 5000, (160, 48), device="cuda")
+    data = [{"input_ids": ids[i:i + 32], "attention_mask": torch.ones_like(ids[i:i + 32]),
+             "labels": ids[i:i + 32, 0] % 2} for i in range(0, 160, 32)]
+    spec = {"by": "type", "default": {"config": {"name": None}}, "linear": {"config": layer_config(name, params)}}
+    q = quantize(model, spec, qat_matmul="bf16", compile=False).model
+    eager = train.evaluate(q, data, device="cuda", progress=False, graphs=False)
+    graphed = train.evaluate(q, data, device="cuda", progress=False, graphs=True)
+    assert graphed["graph_replays"] >= 2 and graphed["graph_failure"] is None
+    assert graphed["accuracy"] == eager["accuracy"] and abs(graphed["loss"] - eager["loss"]) < 1e-6
+    ref = quantize(model, spec, qat_matmul="fp32", compile=False).model
+    fast.TRITON_FAKE_QUANT = False
+    try:
+        reference = train.evaluate(ref, data, device="cuda", progress=False, graphs=False)
+    finally:
+        fast.TRITON_FAKE_QUANT = True
+    assert abs(reference["loss"] - eager["loss"]) < 2e-2
 
 @cuda
 @needs_triton

@@ -106,3 +106,25 @@ def test_a_multi_objective_study_resumes(setup, tmp_path, monkeypatch):
     done = [t for t in again.trials if t.state.name == "COMPLETE"]
     assert len(done) == 5 and all(again.trials[n].values == v for n, v in before.items())
     assert again.best_trials  # a Pareto front
+
+
+def test_ptq_trial_shares_the_base_weights_and_leaves_them_alone(setup):
+    """A PTQ trial's model shares the base's non-quantized tensors (no deep copy of the embeddings) and
+    copies the Linears it quantizes; the base model is not changed by the trial."""
+    s, dl, base = setup
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    copied = precision._copy(base, share=True)
+    assert copied.bert.embeddings.word_embeddings.weight is base.bert.embeddings.word_embeddings.weight
+    obj = PrecisionObjective(dl, s, base, formats=["block_fp"])
+    config = precision.uniform(obj.layers, "block_fp", width=4, exponent_width=8, block_size=16)
+
+    class T:
+        user_attrs = {}
+
+        def set_user_attr(self, k, v):
+            self.user_attrs[k] = v
+    obj._measure(T(), config)
+    assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())
+    assert not any(isinstance(m, QuantLinear) for m in base.modules())
+    deep = precision._copy(base, share=False)  # QAT trains its copy: nothing shared
+    assert deep.bert.embeddings.word_embeddings.weight is not base.bert.embeddings.word_embeddings.weight

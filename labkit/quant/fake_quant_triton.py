@@ -42,6 +42,7 @@ from .formats.base import NumberFormat
 FAMILIES = {"integer": 0, "minifloat_denorm": 1, "minifloat_ieee": 2, "log": 3, "binary": 4,
             "block_fp": 10, "block_minifloat": 11, "block_log": 12, "mxint8": 13}
 ELEMENTWISE_TILE = 1024  # elements per row of a program's tile for the elementwise families
+TILE = 4096  # elements per program
 IN_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 OUT_DTYPES = (torch.float32, torch.bfloat16)
 
@@ -143,15 +144,21 @@ def _max(a, b):
 
 
 def _fq_kernel(x_ptr, y_ptr, n, K, L, G, p0, p1, p2, p3, FAMILY: tl.constexpr, F64: tl.constexpr,
-               BLOCK_G: tl.constexpr, BL: tl.constexpr):
-    """One (BLOCK_G, BL) tile of groups: group g is row g // NB, columns [c*L, c*L + L) of that row
-    (c = g % NB, NB = ceil(K / L)), a ragged last group masked. Elementwise families use one row (K = n)."""
-    nb = (K + L - 1) // L
+               FLAT: tl.constexpr, BLOCK_G: tl.constexpr, BL: tl.constexpr):
+    """One (BLOCK_G, BL) tile of groups. FLAT (elementwise families; block formats whose power-of-two block
+    divides the last dimension): group g is elements [g*BL, g*BL + BL) of the flat tensor, so loads and
+    stores are contiguous and aligned (vectorised). Otherwise group g is row g // NB, columns
+    [c*L, c*L + L) of that row (c = g % NB, NB = ceil(K / L)), a ragged last group masked."""
     g = (tl.program_id(0).to(tl.int64) * BLOCK_G + tl.arange(0, BLOCK_G))[:, None]
     j = tl.arange(0, BL)[None, :]
-    col = (g % nb) * L + j
-    offs = (g // nb) * K + col
-    mask = (g < G) & (j < L) & (col < K) & (offs < n)
+    if FLAT:
+        offs = g * BL + j
+        mask = offs < n
+    else:
+        nb = (K + L - 1) // L
+        col = (g % nb) * L + j
+        offs = (g // nb) * K + col
+        mask = (g < G) & (j < L) & (col < K) & (offs < n)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     if F64:
         w = x.to(tl.float64)
@@ -260,7 +267,7 @@ def _kernel(interpreting: bool):
     # the helpers' globals were copied before all were decorated: point each at the final set
     for name in names:
         helpers[name].fn.__globals__.update(helpers)
-    params = ("p0", "p1", "p2", "p3", "n", "K", "L", "G")
+    params = ("p0", "p1", "p2", "p3", "K", "L", "G")  # n: divisibility by 16 lets masked accesses vectorise
     return triton.jit(_in_mode(_fq_kernel, helpers), do_not_specialize=params)
 
 
@@ -333,15 +340,13 @@ def quantize(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype | None =
     family = FAMILIES[fmt.name]
     if family < 10:
         K, L = n, ELEMENTWISE_TILE
-        bl, bg = L, 4
     else:
-        K = x.shape[-1] if x.dim() else 1
-        L = _group(fmt)
-        bl = triton.next_power_of_2(L)
-        bg = max(1, 4096 // bl)
-    G = (n // K) * triton.cdiv(K, L)
+        K, L = (x.shape[-1] if x.dim() else 1), _group(fmt)
+    bl = triton.next_power_of_2(L)
+    bg = max(1, TILE // bl)
+    flat = bl == L and K % L == 0 or family < 10  # groups are consecutive runs of L elements
+    G = triton.cdiv(n, L) if flat else (n // K) * triton.cdiv(K, L)
     grid = (triton.cdiv(G, bg),)
-    p = _params(fmt)
-    _kernel(interpreting())[grid](xc, y, n, K, L, G, *p, FAMILY=family, F64=_dtype_f64(fmt), BLOCK_G=bg,
-                                  BL=bl, num_warps=4)
+    _kernel(interpreting())[grid](xc, y, n, K, L, G, *_params(fmt), FAMILY=family, F64=_dtype_f64(fmt), FLAT=flat,
+                                  BLOCK_G=bg, BL=bl, num_warps=4)
     return y
