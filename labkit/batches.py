@@ -88,9 +88,15 @@ class TensorBatches:
 
     def __iter__(self):
         p, device = self.packed, self.device
-        for idx in self._indices:
+        order = list(self._indices)  # the epoch's batches, drawn as before (same generator use)
+        # one host-to-device copy of the epoch's indices: a copy per batch from pageable memory waited for the
+        # GPU to finish the previous batch each time (host and GPU took turns instead of overlapping)
+        every = torch.cat(order).to(device) if order else None
+        start = 0
+        for idx in order:
             longest = int(p.lengths[idx].max())
-            rows = idx.to(device, non_blocking=True)
+            rows = every[start:start + len(idx)]
+            start += len(idx)
             batch = {k: v[:, :longest].index_select(0, rows) for k, v in p.columns.items()}
             batch["labels"] = p.labels.index_select(0, rows)
             yield batch
