@@ -165,3 +165,38 @@ def test_inference_bf16_rule_admits_formats_exact_above_2_to_minus_126(name, par
     assert torch.equal(q16[big], q[big])
     assert (q16 - q)[~big].abs().max() <= 2.0 ** -134
     assert (q16 != q).any()  # the case is real: some subnormal values do move
+
+
+def test_eval_after_training_with_a_fused_optimizer_sees_the_new_weights():
+    """AdamW(fused=True) (labkit's optimizer on CUDA) updates weights without bumping their version: the
+    frozen quantized weight must still be recomputed, or a QAT evaluation would read the PTQ weights."""
+    q = layer().eval()
+    x = torch.randn(3, 40)
+    with torch.no_grad():
+        before = q(x)
+    q.train()
+    opt = torch.optim.AdamW(q.parameters(), lr=0.5, fused=True)
+    q(x).square().sum().backward()
+    version = q.weight._version
+    opt.step()
+    assert q.weight._version == version  # the premise: no version bump
+    q.eval()
+    with torch.no_grad():
+        after = q(x)
+        want = torch.nn.functional.linear(q.q_data_in(x), q.q_weight(q.weight), q.q_bias(q.bias))
+    assert not torch.equal(after, before) and torch.equal(after, want)
+
+
+def test_a_parameter_is_never_served_from_the_activation_memo(monkeypatch):
+    monkeypatch.setattr(fast, "_LAST", [None])
+    w = torch.nn.Parameter(torch.randn(4, 32))
+    from labkit.quant import fake_quant_triton as fq
+    if fq.triton is None:
+        pytest.skip("triton is not installed")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    fmt = make_format("integer", width=8, frac_width=4)
+    with torch.no_grad():
+        fast.fake_quantize_bf16(fmt, w, compile=False)
+        assert fast._LAST[0] is None
+        w.data.mul_(2)  # an in-place change without a version bump, as a fused optimizer's
+        assert torch.equal(fast.fake_quantize_bf16(fmt, w, compile=False).float(), fmt.quantize_values(w.detach()))

@@ -121,6 +121,8 @@ def triton_values(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype) ->
     last = _LAST[0]
     if last is not None and last[0]() is x and last[1] == x._version and last[2] == fmt and last[3] == out_dtype:
         return last[4]
+    # activations only: a parameter can change in place without a version bump (fused optimizers)
+    memo = not isinstance(x, torch.nn.Parameter)
     if fake_quant_triton.why_unsupported(fmt, x, out_dtype) or x.numel() == 0:
         return None
     try:
@@ -136,7 +138,8 @@ def triton_values(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype) ->
             else:
                 _TRITON_CHECKED.add((fmt, out_dtype))
         if got is not None:
-            _LAST[0] = (weakref.ref(x), x._version, fmt, out_dtype, got)
+            if memo:
+                _LAST[0] = (weakref.ref(x), x._version, fmt, out_dtype, got)
             return got
     _TRITON_OFF[fmt] = why
     FALLBACKS[f"{fmt.describe()} (Triton)"] = why

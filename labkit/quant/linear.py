@@ -105,10 +105,18 @@ class QuantLinear(torch.nn.Linear):
             return quantizer(t)  # the STE (or a quantizer with state of its own, e.g. residual sign)
         return quantizer.inference(t, compile=self.compile and t.is_cuda and fast.INFERENCE_COMPILE)
 
+    def train(self, mode: bool = True):
+        # Every switch of mode (model.train(), model.eval(): evaluate() calls it) drops the frozen weights:
+        # fused optimizers (AdamW(fused=True), labkit's on CUDA) update parameters in place without bumping
+        # their version, so a version key alone kept the PTQ weights through QAT (its evaluation read them).
+        self.__dict__.pop("_frozen_cache", None)
+        return super().train(mode)
+
     def _frozen(self, role: str, t: torch.Tensor, fn):
         """``fn(t)``, computed once per version of ``t`` and of the quantizers' own state in eval mode where no
-        gradient is needed (a tensor changes only by an in-place update, which bumps its version, or by a move,
-        which changes its storage; training mode recomputes: a stochastic format draws anew)."""
+        gradient is needed, and again after any ``train()``/``eval()`` call (see ``train``): a tensor changes by
+        an in-place update, which bumps its version unless a fused optimizer made it, or by a move, which
+        changes its storage; training mode recomputes (a stochastic format draws anew)."""
         if (torch.is_grad_enabled() and t.requires_grad) or self.training or t.is_inference():
             return fn(t)
         cache = self.__dict__.setdefault("_frozen_cache", {})
