@@ -21,12 +21,12 @@ was decorated in that mode: the interpreter runs them even when triton was impor
 from __future__ import annotations
 
 import functools
-import types
 
 import torch
 import triton
 import triton.language as tl
-from triton import knobs
+
+from ..triton_modes import in_mode as _in_mode, interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
@@ -192,20 +192,6 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             for s in tl.static_range(1, SPLIT_K):
                 total += tl.load(ws_ptr + s * plane + out, mask=out_mask, other=0.0, cache_modifier=".cg")
             tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=out_mask)
-
-
-def interpreting() -> bool:
-    return bool(knobs.runtime.interpret)
-
-
-def _in_mode(fn, helpers: dict):
-    """A copy of ``fn`` whose globals name this mode's helpers (Triton compiles the source it finds there)."""
-    g = dict(fn.__globals__)
-    g.update(helpers)
-    copy = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
-    copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
-    copy.__annotations__ = dict(fn.__annotations__)  # Triton reads tl.constexpr parameters from these
-    return copy
 
 
 @functools.cache

@@ -23,19 +23,17 @@ the reference (``why_unsupported`` says why).
 from __future__ import annotations
 
 import functools
-import math
 import struct
-import types
 
 import torch
 
 try:
     import triton
     import triton.language as tl
-    from triton import knobs
 except ImportError:  # CPU-only installs without triton: the reference formulas run
     triton = None
 
+from ..triton_modes import in_mode as _in_mode, interpreting  # noqa: F401 - interpreting: this module's API
 from .formats.base import NumberFormat
 
 # family codes (constexpr in the kernel): elementwise below 10, blocked from 10
@@ -243,16 +241,6 @@ def _fq_kernel(x_ptr, y_ptr, n, K, L, G, p0, p1, p2, p3, FAMILY: tl.constexpr, F
 # host side
 # ---------------------------------------------------------------------------------------------------------
 
-def _in_mode(fn, helpers: dict):
-    """A copy of ``fn`` whose globals name this mode's jit helpers (Triton compiles the source it finds)."""
-    g = dict(fn.__globals__)
-    g.update(helpers)
-    copy = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
-    copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
-    copy.__annotations__ = dict(fn.__annotations__)  # Triton reads tl.constexpr parameters from these
-    return copy
-
-
 @functools.cache
 def _kernel(interpreting: bool):
     """The kernel for this TRITON_INTERPRET mode: helpers jit-decorated in that mode (the interpreter
@@ -269,10 +257,6 @@ def _kernel(interpreting: bool):
         helpers[name].fn.__globals__.update(helpers)
     params = ("p0", "p1", "p2", "p3", "K", "L", "G")  # n: divisibility by 16 lets masked accesses vectorise
     return triton.jit(_in_mode(_fq_kernel, helpers), do_not_specialize=params)
-
-
-def interpreting() -> bool:
-    return triton is not None and bool(knobs.runtime.interpret)
 
 
 def _dtype_f64(fmt: NumberFormat) -> bool:
