@@ -8,8 +8,10 @@ and bf16 autocast, in bf16 where its formats are exact in bf16 (``labkit.quant.f
 which path runs and why).
 
 A forward that needs no gradient (evaluation, PTQ) fake-quantizes the weight and bias once per weight
-version, not once per batch, skips the STE mask, and with ``LABKIT_INFERENCE_COMPILE=1`` on CUDA computes
-the input's in one compiled pass of the format's own formula (``fast.quantize_values``: the same bits).
+version (and once per ``train()``/``eval()`` call), not once per batch, skips the STE mask, and on CUDA
+computes the input's in one Triton pass of the format's own formula (``fast.triton_values``: the same bits;
+formats without a kernel run eagerly, or compiled with ``LABKIT_INFERENCE_COMPILE=1``). Under bf16 autocast
+such a forward multiplies in bf16 where the formats' values >= 2^-126 are bf16 values (``fast.why_not``).
 """
 from __future__ import annotations
 
