@@ -156,7 +156,7 @@ def _fq_kernel(x_ptr, y_ptr, n, K, L, G, p0, p1, p2, p3, FAMILY: tl.constexpr, F
         nb = (K + L - 1) // L
         col = (g % nb) * L + j
         offs = (g // nb) * K + col
-        mask = (g < G) & (j < L) & (col < K) & (offs < n)
+        mask = (g < G) & (j < L) & (col < K)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     if F64:
         w = x.to(tl.float64)
@@ -167,21 +167,17 @@ def _fq_kernel(x_ptr, y_ptr, n, K, L, G, p0, p1, p2, p3, FAMILY: tl.constexpr, F
         sign = (w.to(tl.int64, bitcast=True) >> 63) << 63
     else:
         sign = (w.to(tl.int32, bitcast=True) >> 31) << 31
-    if FAMILY == 0:  # integer: p0 = frac_width, p1 = width; round(x * 2^f).clamp(lo, hi) / 2^f
-        # on magnitudes, the sign put back from the bits (round(-0.3) is -0.0; Triton's unary minus is 0 - x,
-        # which would give +0.0): |lo| = 2^(w-1) for negatives, hi = 2^(w-1) - 1 for the rest
-        r = _rint(a * _pow2(p0, F64), F64)
-        top = _pow2(p1 - 1, F64)
-        top = tl.where(w < 0, top, top - 1)
-        qa = tl.where(r > top, top, r) * _pow2(-p0, F64)
-        if F64:
-            q = (qa.to(tl.int64, bitcast=True) | sign).to(tl.float64, bitcast=True).to(tl.float32)
-        else:
-            q = (qa.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
-    elif FAMILY == 4:  # binary: +1 where x >= 0 (-0.0 too), -1 below, NaN stays
+    if FAMILY == 4:  # binary: +1 where x >= 0 (-0.0 too), -1 below, NaN stays
         q = tl.where(w != w, w, tl.where(w >= 0, 1.0, -1.0).to(w.dtype))
     else:
-        if FAMILY == 1:  # minifloat_denorm: p0 = M, p1 = bias, p2 = emax
+        if FAMILY == 0:  # integer: p0 = frac_width, p1 = width; round(x * 2^f).clamp(lo, hi) / 2^f
+            # on magnitudes, the sign put back below (round(-0.3) is -0.0; Triton's unary minus is 0 - x,
+            # which would give +0.0): |lo| = 2^(w-1) for negatives, hi = 2^(w-1) - 1 for the rest
+            r = _rint(a * _pow2(p0, F64), F64)
+            top = _pow2(p1 - 1, F64)
+            top = tl.where(w < 0, top, top - 1)
+            qa = tl.where(r > top, top, r) * _pow2(-p0, F64)
+        elif FAMILY == 1:  # minifloat_denorm: p0 = M, p1 = bias, p2 = emax
             mx = (_pow2(p0, F64) - 1) * _pow2(p2 - p0, F64)
             a = tl.where(a > mx, mx, a)
             e = _clamp(_ceil_log2(a, F64), -p1, p2)
@@ -244,17 +240,12 @@ def _fq_kernel(x_ptr, y_ptr, n, K, L, G, p0, p1, p2, p3, FAMILY: tl.constexpr, F
 @functools.cache
 def _kernel(interpreting: bool):
     """The kernel for this TRITON_INTERPRET mode: helpers jit-decorated in that mode (the interpreter
-    needs its reduction's combine function decorated under the flag, as fused_triton explains)."""
+    needs its reduction's combine function decorated under the flag, as labkit.triton_modes explains)."""
     names = ("_pow2", "_exp_frac", "_floor_log2", "_ceil_log2", "_round_log2", "_rint", "_clamp",
              "_round_to_step", "_log_round", "_max")
-    helpers: dict = {}
-    for name in names:  # each helper sees the jit versions of the ones it calls
-        helpers[name] = None
-    for name in names:
-        helpers[name] = triton.jit(_in_mode(globals()[name], helpers))
-    # the helpers' globals were copied before all were decorated: point each at the final set
-    for name in names:
-        helpers[name].fn.__globals__.update(helpers)
+    helpers = {name: triton.jit(_in_mode(globals()[name], {})) for name in names}
+    for helper in helpers.values():  # each helper calls the jit versions of the others
+        helper.fn.__globals__.update(helpers)
     params = ("p0", "p1", "p2", "p3", "K", "L", "G")  # n: divisibility by 16 lets masked accesses vectorise
     return triton.jit(_in_mode(_fq_kernel, helpers), do_not_specialize=params)
 
