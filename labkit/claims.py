@@ -15,6 +15,7 @@ from .answers.lab2 import accuracy_se as se
 
 CHANCE = 0.5  # IMDb is balanced
 INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")
+POWER_OF_TWO = ("log", "block_log")  # Lab 3 formats whose values are +-2^e only
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,14 @@ def lab3_formats(f: dict) -> list[Claim]:
     n = f["dataset_sizes"]["test"]
     worse = [k for k, v in f["formats"].items()
              if v["qat"]["accuracy"] < v["ptq"]["accuracy"] - se(v["ptq"]["accuracy"], n)]
-    eight = {k: v["ptq"]["accuracy"] for k, v in f["formats"].items() if v["bits"]["weight_bits"] >= 8}
+    # log and block_log hold powers of two only (no mantissa): at 8 bits their PTQ lost 1.7 points (d213c6d)
+    # and 2.7 (2d1f34a) on two H100 SFT models, so the near-lossless claim covers formats with a mantissa
+    eight = {k: v["ptq"]["accuracy"] for k, v in f["formats"].items()
+             if v["bits"]["weight_bits"] >= 8 and k not in POWER_OF_TWO}
     far = [k for k, a in eight.items() if f["fp32"]["accuracy"] - a > 0.02]
     return [Claim("lab3", "QAT >= PTQ for every format (within one SE)", not worse, f"worse: {worse}"),
-            Claim("lab3", "every >= 8-bit format's PTQ within 2 points of fp32", not far, f"beyond: {far}")]
+            Claim("lab3", "every >= 8-bit format with a mantissa: PTQ within 2 points of fp32", not far,
+                  f"beyond: {far}")]
 
 
 def lab4(bandwidth: dict | None = None, memory: dict | None = None, compile_cuda: dict | None = None,

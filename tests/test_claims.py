@@ -55,6 +55,15 @@ def test_a_verdict_the_numbers_do_not_support_fails(tmp_path):
     assert _failing(claims.lab2_samplers(s, doctored)) == {"the sampler verdict follows its uncertainty"}
 
 
+def test_a_lossy_8bit_format_with_a_mantissa_fails_but_log_is_exempt():
+    f = copy.deepcopy(_numbers("lab3", "formats"))
+    claim = "every >= 8-bit format with a mantissa: PTQ within 2 points of fp32"
+    f["formats"]["log"]["ptq"]["accuracy"] = f["fp32"]["accuracy"] - 0.1  # powers of two only: not claimed
+    assert claim not in _failing(claims.lab3_formats(f))
+    f["formats"]["mxint8"]["ptq"]["accuracy"] = f["fp32"]["accuracy"] - 0.03
+    assert claim in _failing(claims.lab3_formats(f))
+
+
 @pytest.mark.parametrize("field,value,claim", [
     ("saving_peak", 0.4, "MXINT8 saves >= 60% of peak memory on the large model"),
     ("saving_parameter_bytes", 0.5, "measured parameter saving = theory (within 0.5 point)"),
