@@ -1,6 +1,6 @@
 """Where a Lab 2 trial's time goes: build, train, evaluate, with CUDA graphs and without, for a few
-architectures, plus a torch.profiler table of steady training steps (host ops by self CPU time, and the
-GPU's total kernel time over the same steps).
+architectures, plus a torch.profiler table of steady training steps (host ops by self CPU time, the GPU's
+total kernel time over the same steps, and the kernels that take most of it).
 
     python benchmarks/lab2_trial_profile.py [--profile full] [--archs 0,2] [--graphs on,off] [--eval-graphs]
         [--out benchmarks/lab2_trial_profile.json]
@@ -66,10 +66,15 @@ def steady_profile(s, dl, arch: dict, graphs: bool, steps: int = 40) -> dict:
     events = prof.key_averages()
     host = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:15]
     gpu_us = sum(getattr(e, "self_device_time_total", 0) for e in events)
+    kernels = sorted((e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA),
+                     key=lambda e: e.self_device_time_total, reverse=True)[:15]
     return {"steps": steps, "wall_ms_per_step": 1e3 * wall / steps, "gpu_kernel_ms_per_step": gpu_us / 1e3 / steps,
             "warmup_fit": {k: fit.get(k) for k in ("graph_replays", "eager_calls")},
             "top_host_ops": [{"op": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3}
-                             for e in host]}
+                             for e in host],
+            # the GPU's own time per kernel over the profiled steps: what a trial's GPU work is made of
+            "top_kernels": [{"kernel": e.key[:120], "calls": e.count, "ms_per_step": e.self_device_time_total / 1e3 / steps}
+                            for e in kernels]}
 
 
 def main(argv=None) -> int:
@@ -99,6 +104,8 @@ def main(argv=None) -> int:
               f"{st['gpu_kernel_ms_per_step']:.2f} ms/step GPU; acc {p['accuracy']:.4f}", flush=True)
         print("   host: " + ", ".join(f"{o['op']} {o['self_cpu_ms']:.1f} ms/{o['calls']}" for o in st["top_host_ops"][:8]),
               flush=True)
+        for k in st["top_kernels"][:10]:
+            print(f"   gpu {k['ms_per_step']:.3f} ms/step x{k['calls']}  {k['kernel'][:100]}", flush=True)
         Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     return 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 22 on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [fqtests] [throughput] [profile] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [signtests] [fqtests] [throughput] [profile] [lab3]
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -13,6 +13,8 @@ for step in $steps; do
   case $step in
     tests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py --durations=5 \
              >"$OUT/pytest_cuda_graphs.log" 2>&1; echo "tests rc=$?"; tail -12 "$OUT/pytest_cuda_graphs.log" ;;
+    signtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_sign_matmul.py tests/test_quant_inference.py \
+             >"$OUT/pytest_sign.log" 2>&1; echo "signtests rc=$?"; tail -8 "$OUT/pytest_sign.log" ;;
     fqtests) timeout ${FQ_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider tests/test_fake_quant_triton.py ${FQ_MORE:-} \
              --durations=5 >"$OUT/pytest_fake_quant.log" 2>&1; echo "fqtests rc=$?"
              tail -12 "$OUT/pytest_fake_quant.log" ;;
@@ -20,7 +22,7 @@ for step in $steps; do
              --serial-trials 0 ${THROUGHPUT_ARGS:---workers 1,4,8 --graphs on --per-worker 3} \
              --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
     profile) timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/lab2_trial_profile.py --profile full \
-             --archs ${PROFILE_ARCHS:-0,2} --out "$OUT/lab2_trial_profile.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
+             --archs ${PROFILE_ARCHS:-0,2} ${PROFILE_ARGS:-} --out "$OUT/lab2_trial_profile.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
     lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" ${LAB3_ARGS:-} \
              2>&1 | grep -v -i "warn" | tail -30 ;;
   esac

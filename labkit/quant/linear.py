@@ -11,14 +11,16 @@ A forward that needs no gradient (evaluation, PTQ) fake-quantizes the weight and
 version (and once per ``train()``/``eval()`` call), not once per batch, skips the STE mask, and on CUDA
 computes the input's in one Triton pass of the format's own formula (``fast.triton_values``: the same bits;
 formats without a kernel run eagerly, or compiled with ``LABKIT_INFERENCE_COMPILE=1``). Under bf16 autocast
-such a forward multiplies in bf16 where the formats' values >= 2^-126 are bf16 values (``fast.why_not``).
+such a forward multiplies in bf16 where the formats' values >= 2^-126 are bf16 values (``fast.why_not``),
+and a layer whose input and weight formats are binary ones multiplies their signs exactly in fp16
+(``sign_matmul``, CUDA).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from . import fast
+from . import fast, sign_matmul
 from .config import LinearQuantConfig
 
 
@@ -69,11 +71,18 @@ class QuantLinear(torch.nn.Linear):
         if torch.is_autocast_enabled(x.device.type):
             if self.qat_matmul == "bf16" and self.qat_path(x.device.type)[0] == "bf16":
                 return self._forward_bf16(x)
+            if self._sign_path(x):
+                return sign_matmul.linear(self, x)
             # Simulate the format exactly: under bf16 autocast a 16-bit fixed-point value would be
             # rounded again to bf16's 8-bit significand, and every width above 8 would look the same.
             with torch.autocast(x.device.type, enabled=False):
                 return self._forward(x.float())
         return self._forward(x)
+
+    def _sign_path(self, x) -> bool:
+        """Binary formats in a forward without gradient on the fast path: exact sign GEMMs (sign_matmul)."""
+        return (self.qat_matmul == "bf16" and not torch.is_grad_enabled() and x.device.type in sign_matmul.DEVICES
+                and torch.get_autocast_dtype(x.device.type) == torch.bfloat16 and sign_matmul.why_not(self) is None)
 
     def _forward_bf16(self, x):
         """Quantized operands are exact in bf16 (``qat_path``): a bf16 matmul with fp32 accumulation."""

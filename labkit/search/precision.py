@@ -164,8 +164,9 @@ class PrecisionObjective:
         key = config_key({"objective": "lab3", "config": {k: list(v) for k, v in config.items()},
                           "settings": trial_settings(self.s), "mode": self.mode,
                           "sft": self.sft_digest,
-                          # bf16 rule 2: evaluation also multiplies in bf16 the formats exact above 2^-126
-                          **({"matmul": self.matmul, "bf16_rule": 2} if self.matmul != "fp32" else {})})
+                          # bf16 rule 2: evaluation also multiplies in bf16 the formats exact above 2^-126;
+                          # 3: binary formats' layers multiply their signs in fp16 (quant.sign_matmul)
+                          **({"matmul": self.matmul, "bf16_rule": 3} if self.matmul != "fp32" else {})})
         return cached_or_run(trial, self.cache, key, lambda: self._measure(trial, config), from_attrs=self.value)
 
     def _measure(self, trial: optuna.Trial, config: dict):

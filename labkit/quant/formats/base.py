@@ -105,6 +105,12 @@ class NumberFormat:
     def quantizer(self) -> torch.nn.Module:
         return Quantizer(self)
 
+    def sign_terms(self, x: torch.Tensor) -> list | None:
+        """``quantize_values(x)`` as [(scale, signs)]: q = sum of scale * signs, signs +-1 in fp16 (NaN where x
+        is NaN), each scale one per row (shape (..., 1)) or per tensor; None: not of that form. The binary
+        formats' Linear multiplies the signs exactly in fp16 (``labkit.quant.sign_matmul``)."""
+        return None
+
     def describe(self) -> str:
         params = ", ".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self))
         return f"{self.name}({params})"
@@ -124,6 +130,12 @@ class Quantizer(torch.nn.Module):
         """True when ``forward(x)`` is ``fmt.fake_quantize(x)`` (after ``observe``), so a caller may apply the
         format itself (the bf16 path); False for quantizers whose rule depends on their mode or state."""
         return True
+
+    def has_sign_terms(self) -> bool:
+        return self.plain() and type(self.fmt).sign_terms is not NumberFormat.sign_terms
+
+    def sign_terms(self, x):
+        return self.fmt.sign_terms(x)
 
     def observe(self, x) -> None:
         """Look at the tensor about to be quantized (a range check, say); the base quantizer does nothing."""

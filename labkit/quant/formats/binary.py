@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import sign_matmul
 from ._util import check_bool, check_range
 from .base import NumberFormat, Quantizer, register
 
@@ -60,6 +61,11 @@ class BinaryFormat(NumberFormat):
         if self.stochastic:
             return f"{self.describe()}: draws in training and takes the sign in eval mode (its quantizer decides)"
         return None  # +-1 (NaN stays NaN)
+
+    def sign_terms(self, x):
+        if self.stochastic:
+            return None
+        return [(torch.ones((), dtype=torch.float32, device=x.device), sign_matmul.signs(x))]
 
     def quantizer(self):
         return _BinaryQuantizer(self)
@@ -122,6 +128,9 @@ class BinaryScalingFormat(NumberFormat):
 
     def quantize_values(self, x):
         return (self.scale(x) * _sign(x.detach())).to(x.dtype)
+
+    def sign_terms(self, x):
+        return [(self.scale(x), sign_matmul.signs(x.detach()))]
 
     def bits_per_element(self, shape):
         shape = tuple(shape) or (1,)
@@ -187,8 +196,7 @@ class ResidualSignFormat(NumberFormat):
         levels, order = torch.sort((signs * g).sum(-1))
         lv = levels.detach()
         r = x.detach().to(g.dtype)
-        # index of the nearest level: how many midpoints lie at or below r (a tie goes up)
-        idx = torch.searchsorted((lv[1:] + lv[:-1]) / 2, r.contiguous(), right=True)
+        idx = ResidualSignFormat._nearest(lv, r)
         # levels[idx] with dq/dg_i = e_i (the chosen level's signs) summed over the elements; autograd's
         # own gather would send the gradient through index_put with accumulate into 2^L slots, millions of
         # duplicates each, which CUDA processes one duplicate at a time (the likely reason this format's QAT
@@ -196,8 +204,30 @@ class ResidualSignFormat(NumberFormat):
         q = _NearestLevel.apply(g, levels.detach(), signs[order], idx)
         return torch.where(torch.isnan(r), r, q)
 
+    @staticmethod
+    def _nearest(levels: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """Index of the nearest of the sorted ``levels``: how many midpoints lie at or below r (a tie goes up)."""
+        return torch.searchsorted((levels[1:] + levels[:-1]) / 2, r.contiguous(), right=True)
+
+    @staticmethod
+    def scaled_signs(x: torch.Tensor, scales: torch.Tensor) -> list:
+        """``apply_scales(x, scales)`` as [(|g_i|, e_i)]: the chosen level's signs per scale (fp16, NaN where x
+        is NaN); the sum of |g_i| e_i is that level (up to the rounding of the level's own fp32 sum)."""
+        g = scales.detach().abs()
+        bits = torch.arange(g.numel(), device=g.device)
+        codes = torch.arange(2 ** g.numel(), device=g.device)
+        table = (((codes[:, None] >> bits) & 1) * 2 - 1).to(torch.float16)
+        levels, order = torch.sort((table.to(g.dtype) * g).sum(-1))
+        r = x.detach().to(g.dtype)
+        e = table[order][ResidualSignFormat._nearest(levels, r)]  # (..., L)
+        nan = torch.isnan(r)
+        return [(g[i], e[..., i].masked_fill(nan, float("nan"))) for i in range(g.numel())]
+
     def quantize_values(self, x):
         return self.apply_scales(x, self.greedy_scales(x)).to(x.dtype)
+
+    def sign_terms(self, x):
+        return self.scaled_signs(x, self.greedy_scales(x))
 
     def bits_per_element(self, shape):
         numel = 1
@@ -224,12 +254,22 @@ class ResidualSignQuantizer(torch.nn.Module):
         super()._load_from_state_dict(*args, **kwargs)
         self._ready = False  # re-read the loaded flag on the next forward
 
-    def forward(self, x):
+    def _initialise(self, x):
         if not self._ready and not bool(self.initialized):
             with torch.no_grad():
                 self.scales.copy_(self.fmt.greedy_scales(x).to(self.scales.dtype))
                 self.initialized.fill_(True)
         self._ready = True
+
+    def has_sign_terms(self) -> bool:
+        return True
+
+    def sign_terms(self, x):
+        self._initialise(x)
+        return self.fmt.scaled_signs(x, self.scales)
+
+    def forward(self, x):
+        self._initialise(x)
         q = self.fmt.apply_scales(x, self.scales)
         # forward value is exactly q; d/dx = 1 (STE), d/dscales_i = e_i through q
         return _Through.apply(x, q.to(x.dtype))

@@ -1,0 +1,82 @@
+"""The binary formats' Linear as an exact sign GEMM (evaluation under bf16 autocast on CUDA).
+
+``binary``, ``binary_scaling`` and ``binary_residual_sign`` quantize a tensor to a sum of scaled sign
+tensors: ``q = sum_i a_i * S_i`` with ``S_i`` in {-1, +1} (NaN where x is NaN) and ``a_i`` one scale per row
+(binary_scaling per channel) or per tensor. Their values are not bf16 values (the scales are fp32), so the
+reference multiplies them in fp32, which on an H100 made these formats' Lab 3 evaluation 3.4-3.5x the
+unquantized one. But the product factorises:
+
+    x_q @ w_q^T = sum_ij a_i b_j^T * (S_i @ T_j^T)
+
+and ``S_i @ T_j^T`` is a sum of K terms +-1: every partial sum is an integer of magnitude <= K, which fp16
+holds exactly up to 2048, so an fp16 GEMM gives it exactly whatever its accumulation order or precision
+(K is cut into slices of at most 2048 whose exact sums add in fp32). The scales then multiply in fp32. The
+result differs from the fp32 reference only by fp32 rounding (the reference rounds each of its K products
+and sums; here two multiplications round), tests/test_sign_matmul.py checks both against float64.
+
+``QuantLinear`` takes this path for a forward without gradient under bf16 autocast with
+``qat_matmul="bf16"`` (the search's PTQ) on CUDA (``DEVICES``), where both its input and weight formats
+are binary ones (``why_not``); training and QAT keep the reference.
+"""
+from __future__ import annotations
+
+import torch
+
+EXACT_K = 2048  # fp16 holds every integer of magnitude <= 2^11
+DEVICES = ("cuda",)  # where the fp16 GEMM is fast; the tests add "cpu" to run the dispatch there
+
+
+def terms(quantizer, x: torch.Tensor):
+    """``quantizer``'s value of ``x`` as [(scale, signs)], or None where it has no sign form."""
+    fn = getattr(quantizer, "sign_terms", None)
+    return fn(x) if fn is not None else None
+
+
+def why_not(layer) -> str | None:
+    """Why ``layer`` (a QuantLinear) cannot take the sign GEMM (None: it can)."""
+    for role in ("data_in", "weight"):
+        quantizer = getattr(layer, f"q_{role}")
+        if quantizer is None or not getattr(quantizer, "has_sign_terms", lambda: False)():
+            return f"{role}: not a binary format"
+    return None
+
+
+def signs(x: torch.Tensor, dtype: torch.dtype = torch.float16) -> torch.Tensor:
+    """+1 where x >= 0 (0 and -0.0 included), -1 where x < 0, NaN where x is NaN; in ``dtype``."""
+    one = torch.ones((), dtype=dtype, device=x.device)
+    return torch.where(x >= 0, one, torch.where(x < 0, -one, one * float("nan")))
+
+
+def _exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b.T`` for +-1 fp16 matrices, exactly, as fp32."""
+    k = a.shape[1]
+    if k <= EXACT_K:
+        return torch.mm(a, b.t()).float()
+    out = None
+    for start in range(0, k, EXACT_K):
+        part = torch.mm(a[:, start:start + EXACT_K], b[:, start:start + EXACT_K].t()).float()
+        out = part if out is None else out + part
+    return out
+
+
+def linear(layer, x: torch.Tensor) -> torch.Tensor:
+    """``layer``'s quantized forward (fp32 output, as the reference path's) by sign GEMMs."""
+    rows = x.reshape(-1, x.shape[-1])
+    xt = terms(layer.q_data_in, rows)
+    wt = layer._frozen("weight_signs", layer.weight, lambda w: terms(layer.q_weight, w))
+    with torch.autocast(x.device.type, enabled=False):
+        a = xt[0][1] if len(xt) == 1 else torch.cat([s for _, s in xt])
+        b = wt[0][1] if len(wt) == 1 else torch.cat([s for _, s in wt])
+        prod = _exact_mm(a, b).view(len(xt), rows.shape[0], len(wt), layer.out_features)
+        y = None
+        for i, (sx, _) in enumerate(xt):
+            for j, (sw, _) in enumerate(wt):
+                # per-row input scales (rows, 1) or one scalar; per-row weight scales (out, 1) -> (1, out)
+                part = prod[i, :, j] * (sx * (sw.reshape(1, -1) if sw.dim() else sw))
+                y = part if y is None else y + part
+        bias = layer.bias
+        if bias is not None:
+            if layer.q_bias is not None:
+                bias = layer._frozen("bias", bias, lambda t: layer._apply_quantizer(layer.q_bias, t))
+            y = y + bias.float()
+    return y.reshape(*x.shape[:-1], layer.out_features)
