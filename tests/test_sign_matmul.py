@@ -108,7 +108,10 @@ def test_dispatch_only_for_evaluation_on_the_fast_path(on_cpu):
             layer(x)
         assert len(on_cpu) == 1
     with torch.no_grad():
-        _layer("binary", "binary")(x)  # no autocast: the plain reference
+        _layer("scaling", "scaling")(x)  # no autocast: the plain reference
+    assert len(on_cpu) == 1
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _layer("binary", "binary")(x).dtype == torch.bfloat16  # +-1 are bf16 values: the bf16 path first
     assert len(on_cpu) == 1
 
 
@@ -121,17 +124,87 @@ def test_why_not_names_the_role_that_is_not_binary():
     assert sign_matmul.why_not(_layer("scaling", "residual2")) is None
 
 
+SIGN_PAIRS = PAIRS[1:]  # binary x binary: its values are bf16 values, so the bf16 path takes it first
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("pair", PAIRS, ids=["-".join(p) for p in PAIRS])
+@pytest.mark.parametrize("pair", SIGN_PAIRS, ids=["-".join(p) for p in SIGN_PAIRS])
 def test_cuda_evaluation_takes_the_sign_gemm_and_matches_float64(pair):
     layer = _layer(*pair, k=1536, out=384, device="cuda")
     x = _input(1536, device="cuda", rows=(8, 128))
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-        assert layer._sign_path(x)
+        assert layer.qat_path("cuda")[0] == "fp32" and layer._sign_path(x)
         got = layer(x)
+    assert got.dtype == torch.float32
     with torch.no_grad():
         ref = layer._forward(x)
     want, bound = _oracle(layer, x)
     assert ((got.double() - want).abs() <= 1e-6 * bound + 1e-30).all()
     assert ((ref.double() - want).abs() <= 1e-5 * bound + 1e-30).all()
+
+
+# --- the one-pass planes kernel (Triton's interpreter here; CUDA on the device) ---------------------------
+
+from labkit.quant import sign_planes_triton  # noqa: E402
+
+
+def _planes_cases(device):
+    torch.manual_seed(3)
+    x = torch.randn(37, 129, device=device) * 3
+    x[0, :6] = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -float("inf"), 1e-40])
+    g = torch.tensor([1.3, 0.45, 0.2], device=device)
+    out = []
+    for L in (1, 2, 3):
+        bits = torch.arange(L, device=device)
+        table = ((torch.arange(2 ** L, device=device)[:, None] >> bits) & 1) * 2 - 1
+        levels, order = torch.sort((table.float() * g[:L]).sum(-1))
+        mids = (levels[1:] + levels[:-1]) / 2
+        xl = x.clone()
+        xl[1, : mids.numel()] = mids  # ties: a midpoint itself goes up
+        out.append((xl, mids, table[order].half()))
+    out.append((x, torch.zeros(1, device=device), torch.tensor([[-1.0], [1.0]], device=device).half()))  # sign
+    return out
+
+
+@pytest.fixture
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert type(sign_planes_triton._kernel(sign_planes_triton.interpreting())).__name__ == "InterpretedFunction"
+    return "cpu"
+
+
+def _same(a, b):
+    from labkit.quant import fast
+    return fast.same_bits(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_interpreted_planes_kernel_is_the_reference(interpreter, dtype):
+    for x, mids, lut in _planes_cases(interpreter):
+        x = x.to(dtype)
+        assert _same(sign_planes_triton.planes(x, mids, lut), sign_matmul.planes_reference(x, mids, lut))
+
+
+def test_planes_kernel_that_differs_is_turned_off_with_a_warning(interpreter, monkeypatch):
+    monkeypatch.setattr(sign_matmul, "_CHECKED", set())
+    monkeypatch.setattr(sign_matmul, "_KERNEL_OFF", [])
+    monkeypatch.setattr(sign_planes_triton, "planes", lambda x, mids, lut: -sign_matmul.planes_reference(x, mids, lut))
+    x, mids, lut = _planes_cases("cpu")[1]
+    with pytest.warns(RuntimeWarning, match="sign planes differs from the reference"):
+        got = sign_matmul.planes(x, mids, lut)
+    assert _same(got, sign_matmul.planes_reference(x, mids, lut)) and sign_matmul._KERNEL_OFF
+
+
+def test_planes_reference_keeps_float64_signs():
+    x = torch.tensor([1e-50, -1e-50, 0.0, -0.0], dtype=torch.float64)
+    assert sign_matmul.signs(x)[0].tolist() == [1.0, -1.0, 1.0, 1.0]  # compared in float64, not rounded to fp32
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_planes_kernel_is_the_reference(dtype):
+    for x, mids, lut in _planes_cases("cuda"):
+        x = x.to(dtype)
+        assert _same(sign_planes_triton.planes(x, mids, lut), sign_matmul.planes_reference(x, mids, lut))

@@ -37,6 +37,10 @@ class QuantLinear(torch.nn.Linear):
         self.q_data_in = config.data_in.quantizer() if config.data_in else None
         self.q_weight = config.weight.quantizer() if config.weight else None
         self.q_bias = config.bias.quantizer() if config.bias is not None and bias else None
+        if device is not None:  # quantizer state (residual sign's scales) beside the weight it quantizes
+            for q in (self.q_data_in, self.q_weight, self.q_bias):
+                if q is not None:
+                    q.to(device)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, config: LinearQuantConfig, qat_matmul: str = "fp32",

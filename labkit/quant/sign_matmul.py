@@ -20,14 +20,20 @@ are binary ones (``why_not``); training and QAT keep the reference.
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
+
+from . import sign_planes_triton
 
 EXACT_K = 2048  # fp16 holds every integer of magnitude <= 2^11
 DEVICES = ("cuda",)  # where the fp16 GEMM is fast; the tests add "cpu" to run the dispatch there
+_CHECKED: set = set()  # numbers of planes whose kernel result matched the reference once
+_KERNEL_OFF: list = []  # why the planes kernel is off (it differed or failed)
 
 
 def terms(quantizer, x: torch.Tensor):
-    """``quantizer``'s value of ``x`` as [(scale, signs)], or None where it has no sign form."""
+    """``quantizer``'s value of ``x`` as (scales, planes): q = sum_i scales[i] * planes[i], or None."""
     fn = getattr(quantizer, "sign_terms", None)
     return fn(x) if fn is not None else None
 
@@ -41,10 +47,48 @@ def why_not(layer) -> str | None:
     return None
 
 
-def signs(x: torch.Tensor, dtype: torch.dtype = torch.float16) -> torch.Tensor:
-    """+1 where x >= 0 (0 and -0.0 included), -1 where x < 0, NaN where x is NaN; in ``dtype``."""
-    one = torch.ones((), dtype=dtype, device=x.device)
-    return torch.where(x >= 0, one, torch.where(x < 0, -one, one * float("nan")))
+def signs(x: torch.Tensor) -> torch.Tensor:
+    """(1, *x.shape) fp16: +1 where x >= 0 (0 and -0.0 included), -1 where x < 0, NaN where x is NaN."""
+    zero = torch.zeros(1, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
+    return planes(x, zero, torch.tensor([[-1.0], [1.0]], dtype=torch.float16, device=x.device))
+
+
+def planes_reference(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
+    """(L, *x.shape) fp16: row ``searchsorted(mids, x, right=True)`` of ``lut`` (2^L, L) per element, split
+    into L planes; NaN where x is NaN. x is compared in ``mids``' dtype."""
+    r = x.detach().to(mids.dtype)
+    e = lut.to(torch.float16)[torch.searchsorted(mids, r.contiguous(), right=True)]
+    return e.movedim(-1, 0).masked_fill(torch.isnan(r), float("nan")).contiguous()
+
+
+def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
+    """``planes_reference`` in one Triton pass where it runs (``sign_planes_triton``); its first result per
+    number of planes is compared with the reference bit for bit, and a difference turns it off (warning)."""
+    from . import fast  # fast imports the formats, which import this module
+
+    x = x.detach()
+    if not fast.TRITON_FAKE_QUANT or _KERNEL_OFF or sign_planes_triton.why_unsupported(x, mids):
+        return planes_reference(x, mids, lut)
+    try:
+        got = sign_planes_triton.planes(x, mids, lut)
+    except Exception as err:  # a compiler problem must not stop a search: the reference is exact
+        return _off(fast._failed(err), planes_reference(x, mids, lut))
+    if lut.shape[1] not in _CHECKED:
+        want = planes_reference(x, mids, lut)
+        if not fast.same_bits(got, want):
+            return _off(f"differs from the reference in {int((got != want).sum())} of {want.numel()} signs", want)
+        _CHECKED.add(lut.shape[1])
+    return got
+
+
+def _off(why: str, want: torch.Tensor) -> torch.Tensor:
+    from . import fast
+
+    _KERNEL_OFF.append(why)
+    fast.FALLBACKS["sign planes (Triton)"] = why
+    warnings.warn(f"one-pass Triton sign planes {why}; the binary formats' sign GEMM takes the reference planes "
+                  "(the same signs, more passes)", RuntimeWarning, stacklevel=3)
+    return want
 
 
 def _exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -62,15 +106,15 @@ def _exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def linear(layer, x: torch.Tensor) -> torch.Tensor:
     """``layer``'s quantized forward (fp32 output, as the reference path's) by sign GEMMs."""
     rows = x.reshape(-1, x.shape[-1])
-    xt = terms(layer.q_data_in, rows)
-    wt = layer._frozen("weight_signs", layer.weight, lambda w: terms(layer.q_weight, w))
+    xs, xp = terms(layer.q_data_in, rows)
+    ws, wp = layer._frozen("weight_signs", layer.weight, lambda w: terms(layer.q_weight, w))
     with torch.autocast(x.device.type, enabled=False):
-        a = xt[0][1] if len(xt) == 1 else torch.cat([s for _, s in xt])
-        b = wt[0][1] if len(wt) == 1 else torch.cat([s for _, s in wt])
-        prod = _exact_mm(a, b).view(len(xt), rows.shape[0], len(wt), layer.out_features)
+        # planes (L, rows, K) are contiguous: every plane's rows in one GEMM, no copy
+        prod = _exact_mm(xp.reshape(-1, rows.shape[1]), wp.reshape(-1, rows.shape[1]))
+        prod = prod.view(len(xs), rows.shape[0], len(ws), layer.out_features)
         y = None
-        for i, (sx, _) in enumerate(xt):
-            for j, (sw, _) in enumerate(wt):
+        for i, sx in enumerate(xs):
+            for j, sw in enumerate(ws):
                 # per-row input scales (rows, 1) or one scalar; per-row weight scales (out, 1) -> (1, out)
                 part = prod[i, :, j] * (sx * (sw.reshape(1, -1) if sw.dim() else sw))
                 y = part if y is None else y + part

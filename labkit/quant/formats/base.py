@@ -105,10 +105,12 @@ class NumberFormat:
     def quantizer(self) -> torch.nn.Module:
         return Quantizer(self)
 
-    def sign_terms(self, x: torch.Tensor) -> list | None:
-        """``quantize_values(x)`` as [(scale, signs)]: q = sum of scale * signs, signs +-1 in fp16 (NaN where x
-        is NaN), each scale one per row (shape (..., 1)) or per tensor; None: not of that form. The binary
-        formats' Linear multiplies the signs exactly in fp16 (``labkit.quant.sign_matmul``)."""
+    def sign_terms(self, x: torch.Tensor) -> tuple | None:
+        """``quantize_values(x)`` as (scales, planes): q = sum_i scales[i] * planes[i], with ``planes`` of shape
+        (L, *x.shape), fp16 +-1 (NaN where x is NaN), and each scale one per row (shape (..., 1)) or per
+        tensor; None: not of that form. The binary formats' Linear multiplies the planes exactly in fp16
+        (``labkit.quant.sign_matmul``).
+        """
         return None
 
     def describe(self) -> str:

@@ -65,7 +65,7 @@ class BinaryFormat(NumberFormat):
     def sign_terms(self, x):
         if self.stochastic:
             return None
-        return [(torch.ones((), dtype=torch.float32, device=x.device), sign_matmul.signs(x))]
+        return [torch.ones((), dtype=torch.float32, device=x.device)], sign_matmul.signs(x)
 
     def quantizer(self):
         return _BinaryQuantizer(self)
@@ -130,7 +130,7 @@ class BinaryScalingFormat(NumberFormat):
         return (self.scale(x) * _sign(x.detach())).to(x.dtype)
 
     def sign_terms(self, x):
-        return [(self.scale(x), sign_matmul.signs(x.detach()))]
+        return [self.scale(x)], sign_matmul.signs(x)
 
     def bits_per_element(self, shape):
         shape = tuple(shape) or (1,)
@@ -210,18 +210,17 @@ class ResidualSignFormat(NumberFormat):
         return torch.searchsorted((levels[1:] + levels[:-1]) / 2, r.contiguous(), right=True)
 
     @staticmethod
-    def scaled_signs(x: torch.Tensor, scales: torch.Tensor) -> list:
-        """``apply_scales(x, scales)`` as [(|g_i|, e_i)]: the chosen level's signs per scale (fp16, NaN where x
-        is NaN); the sum of |g_i| e_i is that level (up to the rounding of the level's own fp32 sum)."""
+    def scaled_signs(x: torch.Tensor, scales: torch.Tensor) -> tuple[list, torch.Tensor]:
+        """``apply_scales(x, scales)`` as ([|g_i|], planes): plane i holds the i-th sign of each element's level
+        (fp16 +-1, NaN where x is NaN; ``sign_matmul.planes``), and sum_i |g_i| plane_i is that level (up to
+        the rounding of the level's own fp32 sum)."""
         g = scales.detach().abs()
         bits = torch.arange(g.numel(), device=g.device)
         codes = torch.arange(2 ** g.numel(), device=g.device)
-        table = (((codes[:, None] >> bits) & 1) * 2 - 1).to(torch.float16)
+        table = ((codes[:, None] >> bits) & 1) * 2 - 1
         levels, order = torch.sort((table.to(g.dtype) * g).sum(-1))
-        r = x.detach().to(g.dtype)
-        e = table[order][ResidualSignFormat._nearest(levels, r)]  # (..., L)
-        nan = torch.isnan(r)
-        return [(g[i], e[..., i].masked_fill(nan, float("nan"))) for i in range(g.numel())]
+        mids = (levels[1:] + levels[:-1]) / 2  # apply_scales' midpoints: the same nearest level
+        return list(g), sign_matmul.planes(x, mids, table[order].to(torch.float16))
 
     def quantize_values(self, x):
         return self.apply_scales(x, self.greedy_scales(x)).to(x.dtype)

@@ -1,0 +1,72 @@
+"""One Triton pass from a tensor to the +-1 sign planes of its nearest level (``sign_matmul.planes``).
+
+A binary format's value of x is the level nearest to it among 2^L sorted levels, and each level is a sum of
+L scaled signs, so its planes are L fp16 tensors of +-1: plane i holds the i-th sign of each element's level.
+The reference (torch) finds the level by ``searchsorted`` (int64 indices) and gathers an (..., L) table row
+per element, then splits and masks NaN: several passes over L + 8 bytes an element. Here each element is
+compared with the 2^L - 1 midpoints (the same fp32 numbers, so the same level), and its signs are read from
+the tiny level table; NaN stays NaN. ``binary`` and ``binary_scaling`` are the case of one midpoint, 0.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: the torch reference runs
+    triton = None
+
+from ..triton_modes import in_mode, interpreting
+
+BLOCK = 1024
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # x dtypes whose fp32 value is the reference's r
+
+
+if triton is not None:
+    def _planes_kernel(x_ptr, mid_ptr, lut_ptr, out_ptr, n, NMID: tl.constexpr, L: tl.constexpr,
+                       BLOCK: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        # searchsorted(mids, x, right=True): how many midpoints lie at or below x (NMID >= 1; no tl.zeros,
+        # a helper jit-decorated at import, which the interpreter cannot call: labkit.triton_modes)
+        idx = (x >= tl.load(mid_ptr)).to(tl.int32)
+        for m in tl.static_range(1, NMID):
+            idx += (x >= tl.load(mid_ptr + m)).to(tl.int32)
+        nan = x != x
+        for i in tl.static_range(L):
+            e = tl.load(lut_ptr + idx * L + i)  # fp16 +-1; idx is valid on masked lanes too (x = 0 there)
+            tl.store(out_ptr + i * n + offs, tl.where(nan, x.to(tl.float16), e), mask=mask)
+
+
+@functools.cache
+def _kernel(interpreting: bool):
+    """This TRITON_INTERPRET mode's copy of the kernel (labkit.triton_modes)."""
+    return triton.jit(in_mode(_planes_kernel, {}), do_not_specialize=("n",))
+
+
+def why_unsupported(x: torch.Tensor, mids: torch.Tensor) -> str | None:
+    if triton is None:
+        return "triton is not installed"
+    if not (x.is_cuda or interpreting()):
+        return f"x is on {x.device.type} (the kernel runs on CUDA or in Triton's interpreter)"
+    if x.dtype not in DTYPES or mids.dtype != torch.float32:
+        return f"x {x.dtype}, midpoints {mids.dtype}: the kernel takes x in {DTYPES} with float32 midpoints"
+    return None
+
+
+def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
+    """(L, *x.shape) fp16: ``lut[searchsorted(mids, x, right=True)]`` per element (lut (2^L, L) fp16), NaN
+    where x is NaN."""
+    xc = x.contiguous()
+    L = lut.shape[1]
+    out = torch.empty((L, *x.shape), dtype=torch.float16, device=x.device)
+    n = xc.numel()
+    if n:
+        _kernel(interpreting())[(triton.cdiv(n, BLOCK),)](
+            xc, mids.contiguous(), lut.to(torch.float16).contiguous(), out, n,
+            NMID=mids.numel(), L=L, BLOCK=BLOCK, num_warps=4)
+    return out
