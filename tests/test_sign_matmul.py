@@ -146,7 +146,7 @@ def test_cuda_evaluation_takes_the_sign_gemm_and_matches_float64(pair):
 
 # --- the one-pass planes kernel (Triton's interpreter here; CUDA on the device) ---------------------------
 
-from labkit.quant import sign_planes_triton  # noqa: E402
+from labkit.quant import sign_matmul_triton  # noqa: E402
 
 
 def _planes_cases(device):
@@ -170,7 +170,7 @@ def _planes_cases(device):
 @pytest.fixture
 def interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert type(sign_planes_triton._kernel(sign_planes_triton.interpreting())).__name__ == "InterpretedFunction"
+    assert type(sign_matmul_triton._kernel(sign_matmul_triton.interpreting())).__name__ == "InterpretedFunction"
     return "cpu"
 
 
@@ -183,15 +183,15 @@ def _same(a, b):
 def test_interpreted_planes_kernel_is_the_reference(interpreter, dtype):
     for x, mids, lut in _planes_cases(interpreter):
         x = x.to(dtype)
-        assert _same(sign_planes_triton.planes(x, mids, lut), sign_matmul.planes_reference(x, mids, lut))
+        assert _same(sign_matmul_triton.planes(x, mids, lut), sign_matmul.planes_reference(x, mids, lut))
 
 
 def test_planes_kernel_that_differs_is_turned_off_with_a_warning(interpreter, monkeypatch):
     monkeypatch.setattr(sign_matmul, "_CHECKED", set())
     monkeypatch.setattr(sign_matmul, "_KERNEL_OFF", [])
-    monkeypatch.setattr(sign_planes_triton, "planes", lambda x, mids, lut: -sign_matmul.planes_reference(x, mids, lut))
+    monkeypatch.setattr(sign_matmul_triton, "planes", lambda x, mids, lut: -sign_matmul.planes_reference(x, mids, lut))
     x, mids, lut = _planes_cases("cpu")[1]
-    with pytest.warns(RuntimeWarning, match="sign planes differs from the reference"):
+    with pytest.warns(RuntimeWarning, match="planes differ from the reference"):
         got = sign_matmul.planes(x, mids, lut)
     assert _same(got, sign_matmul.planes_reference(x, mids, lut)) and sign_matmul._KERNEL_OFF
 
@@ -207,4 +207,36 @@ def test_planes_reference_keeps_float64_signs():
 def test_cuda_planes_kernel_is_the_reference(dtype):
     for x, mids, lut in _planes_cases("cuda"):
         x = x.to(dtype)
-        assert _same(sign_planes_triton.planes(x, mids, lut), sign_matmul.planes_reference(x, mids, lut))
+        assert _same(sign_matmul_triton.planes(x, mids, lut), sign_matmul.planes_reference(x, mids, lut))
+
+
+@pytest.mark.parametrize("lx,lw,x_rows,w_rows", [(1, 1, True, True), (2, 2, False, False), (3, 1, False, True),
+                                                 (1, 2, True, False)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("pdtype", [torch.float16, torch.float32])
+def test_interpreted_combine_kernel_is_the_reference(interpreter, lx, lw, x_rows, w_rows, bias, pdtype):
+    torch.manual_seed(4)
+    rows, out = 45, 140  # not multiples of the 32 x 128 tiles
+    prod = torch.randint(-300, 301, (lx * rows, lw * out)).to(pdtype)
+    xs = torch.rand(lx, rows if x_rows else 1) + 0.1
+    ws = torch.rand(lw, out if w_rows else 1) + 0.1
+    b = torch.randn(out) if bias else None
+    got = sign_matmul_triton.combine(prod, xs, ws, b, rows, out)
+    want = sign_matmul.combine_reference(prod, xs, ws, b, rows, out)
+    assert got.shape == (rows, out) and torch.allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_sign_gemm_replays_in_a_cuda_graph():
+    """The search's evaluation replays CUDA graphs: nothing in the path may copy from the host."""
+    for pair in SIGN_PAIRS:
+        layer = _layer(*pair, k=384, out=256, device="cuda")
+        x = _input(384, device="cuda", rows=(4, 64))
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            eager = layer(x)  # first use: kernels checked, scales set
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = layer(x)
+            graph.replay()
+        assert torch.equal(captured, eager)

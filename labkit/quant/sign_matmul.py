@@ -24,12 +24,12 @@ import warnings
 
 import torch
 
-from . import sign_planes_triton
+from . import sign_matmul_triton
 
 EXACT_K = 2048  # fp16 holds every integer of magnitude <= 2^11
 DEVICES = ("cuda",)  # where the fp16 GEMM is fast; the tests add "cpu" to run the dispatch there
-_CHECKED: set = set()  # numbers of planes whose kernel result matched the reference once
-_KERNEL_OFF: list = []  # why the planes kernel is off (it differed or failed)
+_CHECKED: set = set()  # numbers of planes (and "combine") whose kernel result matched the reference once
+_KERNEL_OFF: list = []  # why the kernels are off (one differed or failed)
 
 
 def terms(quantizer, x: torch.Tensor):
@@ -50,7 +50,10 @@ def why_not(layer) -> str | None:
 def signs(x: torch.Tensor) -> torch.Tensor:
     """(1, *x.shape) fp16: +1 where x >= 0 (0 and -0.0 included), -1 where x < 0, NaN where x is NaN."""
     zero = torch.zeros(1, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
-    return planes(x, zero, torch.tensor([[-1.0], [1.0]], dtype=torch.float16, device=x.device))
+    # the table [[-1], [+1]] made on the device: a tensor from Python data is a host copy, which a CUDA
+    # graph capture (the search's evaluation) refuses
+    lut = (torch.arange(2, device=x.device, dtype=torch.float16) * 2 - 1)[:, None]
+    return planes(x, zero, lut)
 
 
 def planes_reference(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
@@ -62,21 +65,22 @@ def planes_reference(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> 
 
 
 def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
-    """``planes_reference`` in one Triton pass where it runs (``sign_planes_triton``); its first result per
+    """``planes_reference`` in one Triton pass where it runs (``sign_matmul_triton``); its first result per
     number of planes is compared with the reference bit for bit, and a difference turns it off (warning)."""
     from . import fast  # fast imports the formats, which import this module
 
     x = x.detach()
-    if not fast.TRITON_FAKE_QUANT or _KERNEL_OFF or sign_planes_triton.why_unsupported(x, mids):
+    if not fast.TRITON_FAKE_QUANT or _KERNEL_OFF or sign_matmul_triton.why_unsupported(x, mids):
         return planes_reference(x, mids, lut)
     try:
-        got = sign_planes_triton.planes(x, mids, lut)
+        got = sign_matmul_triton.planes(x, mids, lut)
     except Exception as err:  # a compiler problem must not stop a search: the reference is exact
         return _off(fast._failed(err), planes_reference(x, mids, lut))
     if lut.shape[1] not in _CHECKED:
         want = planes_reference(x, mids, lut)
         if not fast.same_bits(got, want):
-            return _off(f"differs from the reference in {int((got != want).sum())} of {want.numel()} signs", want)
+            return _off(f"planes differ from the reference in {int((got != want).sum())} of {want.numel()} signs",
+                        want)
         _CHECKED.add(lut.shape[1])
     return got
 
@@ -85,22 +89,62 @@ def _off(why: str, want: torch.Tensor) -> torch.Tensor:
     from . import fast
 
     _KERNEL_OFF.append(why)
-    fast.FALLBACKS["sign planes (Triton)"] = why
-    warnings.warn(f"one-pass Triton sign planes {why}; the binary formats' sign GEMM takes the reference planes "
-                  "(the same signs, more passes)", RuntimeWarning, stacklevel=3)
+    fast.FALLBACKS["sign GEMM (Triton)"] = why
+    warnings.warn(f"Triton kernel of the sign GEMM: {why}; the binary formats' sign GEMM takes the torch reference "
+                  "(the same numbers, more passes)", RuntimeWarning, stacklevel=3)
     return want
 
 
 def _exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b.T`` for +-1 fp16 matrices, exactly, as fp32."""
+    """``a @ b.T`` for +-1 fp16 matrices, exactly: fp16 up to K = 2048 (every integer it can reach is an fp16
+    value), else the fp32 sum of exact slices."""
     k = a.shape[1]
     if k <= EXACT_K:
-        return torch.mm(a, b.t()).float()
+        return torch.mm(a, b.t())
     out = None
     for start in range(0, k, EXACT_K):
         part = torch.mm(a[:, start:start + EXACT_K], b[:, start:start + EXACT_K].t()).float()
         out = part if out is None else out + part
     return out
+
+
+def combine_reference(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
+    """sum_ij xs[i] ws[j] * prod block (i, j) (+ bias): scales (L, rows) / (L, out) per row or (L, 1)."""
+    prod = prod.view(xs.shape[0], rows, ws.shape[0], out)
+    y = None
+    for i in range(xs.shape[0]):
+        for j in range(ws.shape[0]):
+            part = prod[i, :, j].float() * (xs[i][:, None] * ws[j][None, :])
+            y = part if y is None else y + part
+    return y + bias if bias is not None else y
+
+
+def combine(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
+    """``combine_reference`` in one Triton pass where it runs; its first result is compared with the reference
+    (within 1e-5 relative: the kernel may fuse a multiply-add), and a difference turns it off (warning)."""
+    from . import fast
+
+    usable = (fast.TRITON_FAKE_QUANT and not _KERNEL_OFF and sign_matmul_triton.triton is not None
+              and (prod.is_cuda or sign_matmul_triton.interpreting()) and xs.dtype == ws.dtype == torch.float32
+              and (bias is None or bias.dtype == torch.float32))
+    if not usable:
+        return combine_reference(prod, xs, ws, bias, rows, out)
+    try:
+        got = sign_matmul_triton.combine(prod, xs, ws, bias, rows, out)
+    except Exception as err:
+        return _off(fast._failed(err), combine_reference(prod, xs, ws, bias, rows, out))
+    if "combine" not in _CHECKED:
+        want = combine_reference(prod, xs, ws, bias, rows, out)
+        if not torch.allclose(got, want, rtol=1e-5, atol=1e-30, equal_nan=True):
+            return _off(f"combine differs from the reference (max |diff| {float((got - want).abs().max()):.3g})",
+                        want)
+        _CHECKED.add("combine")
+    return got
+
+
+def _stack(scales: list) -> torch.Tensor:
+    """(L, n) per-row scales, or (L, 1) per-tensor ones."""
+    return torch.stack([s.reshape(-1) for s in scales])
 
 
 def linear(layer, x: torch.Tensor) -> torch.Tensor:
@@ -111,16 +155,10 @@ def linear(layer, x: torch.Tensor) -> torch.Tensor:
     with torch.autocast(x.device.type, enabled=False):
         # planes (L, rows, K) are contiguous: every plane's rows in one GEMM, no copy
         prod = _exact_mm(xp.reshape(-1, rows.shape[1]), wp.reshape(-1, rows.shape[1]))
-        prod = prod.view(len(xs), rows.shape[0], len(ws), layer.out_features)
-        y = None
-        for i, sx in enumerate(xs):
-            for j, sw in enumerate(ws):
-                # per-row input scales (rows, 1) or one scalar; per-row weight scales (out, 1) -> (1, out)
-                part = prod[i, :, j] * (sx * (sw.reshape(1, -1) if sw.dim() else sw))
-                y = part if y is None else y + part
         bias = layer.bias
         if bias is not None:
             if layer.q_bias is not None:
                 bias = layer._frozen("bias", bias, lambda t: layer._apply_quantizer(layer.q_bias, t))
-            y = y + bias.float()
+            bias = bias.float()
+        y = combine(prod, _stack(xs), _stack(ws), bias, rows.shape[0], layer.out_features)
     return y.reshape(*x.shape[:-1], layer.out_features)

@@ -1,4 +1,6 @@
-"""One Triton pass from a tensor to the +-1 sign planes of its nearest level (``sign_matmul.planes``).
+"""The sign GEMM's two elementwise ends in Triton (``labkit.quant.sign_matmul``): the planes and the combine.
+
+Planes: one pass from a tensor to the +-1 sign planes of its nearest level (``sign_matmul.planes``).
 
 A binary format's value of x is the level nearest to it among 2^L sorted levels, and each level is a sum of
 L scaled signs, so its planes are L fp16 tensors of +-1: plane i holds the i-th sign of each element's level.
@@ -6,6 +8,9 @@ The reference (torch) finds the level by ``searchsorted`` (int64 indices) and ga
 per element, then splits and masks NaN: several passes over L + 8 bytes an element. Here each element is
 compared with the 2^L - 1 midpoints (the same fp32 numbers, so the same level), and its signs are read from
 the tiny level table; NaN stays NaN. ``binary`` and ``binary_scaling`` are the case of one midpoint, 0.
+
+Combine: y = sum_ij sx_i sw_j^T * P_ij + bias from the GEMM's exact integer products in one pass (torch took a
+conversion, an outer product, a multiplication and an addition per term, each a pass over rows x out).
 """
 from __future__ import annotations
 
@@ -42,10 +47,36 @@ if triton is not None:
             tl.store(out_ptr + i * n + offs, tl.where(nan, x.to(tl.float16), e), mask=mask)
 
 
+    def _combine_kernel(p_ptr, xs_ptr, ws_ptr, b_ptr, y_ptr, R, O, LX: tl.constexpr, LW: tl.constexpr,
+                        XS_ROW: tl.constexpr, WS_ROW: tl.constexpr, HAS_BIAS: tl.constexpr, BR: tl.constexpr,
+                        BO: tl.constexpr):
+        r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+        o = tl.program_id(1) * BO + tl.arange(0, BO)
+        rmask, omask = r < R, o < O
+        mask = rmask[:, None] & omask[None, :]
+        acc = (r[:, None] * 0 + o[None, :] * 0).to(tl.float32)  # zeros without tl.zeros (see _planes_kernel)
+        for i in tl.static_range(LX):
+            if XS_ROW:
+                sx = tl.load(xs_ptr + i * R + r, mask=rmask, other=0.0)[:, None]
+            else:
+                sx = tl.load(xs_ptr + i)
+            for j in tl.static_range(LW):
+                if WS_ROW:
+                    sw = tl.load(ws_ptr + j * O + o, mask=omask, other=0.0)[None, :]
+                else:
+                    sw = tl.load(ws_ptr + j)
+                # prod row i*R + r, column j*O + o: (LX*R, LW*O) from one GEMM of stacked planes
+                p = tl.load(p_ptr + (i * R + r)[:, None] * (LW * O) + (j * O + o)[None, :], mask=mask, other=0.0)
+                acc += p.to(tl.float32) * (sx * sw)
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + o, mask=omask, other=0.0)[None, :]
+        tl.store(y_ptr + r[:, None] * O + o[None, :], acc, mask=mask)
+
+
 @functools.cache
-def _kernel(interpreting: bool):
-    """This TRITON_INTERPRET mode's copy of the kernel (labkit.triton_modes)."""
-    return triton.jit(in_mode(_planes_kernel, {}), do_not_specialize=("n",))
+def _kernel(interpreting: bool, name: str = "_planes_kernel"):
+    """This TRITON_INTERPRET mode's copy of a kernel (labkit.triton_modes)."""
+    return triton.jit(in_mode(globals()[name], {}), do_not_specialize=("n", "R", "O"))
 
 
 def why_unsupported(x: torch.Tensor, mids: torch.Tensor) -> str | None:
@@ -70,3 +101,19 @@ def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tens
             xc, mids.contiguous(), lut.to(torch.float16).contiguous(), out, n,
             NMID=mids.numel(), L=L, BLOCK=BLOCK, num_warps=4)
     return out
+
+
+def combine(prod: torch.Tensor, xs: torch.Tensor, ws: torch.Tensor, bias: torch.Tensor | None, rows: int,
+            out: int) -> torch.Tensor:
+    """(rows, out) fp32: sum_ij xs[i] ws[j] prod[i*rows + r, j*out + o] (+ bias[o]). ``xs`` (LX, rows) per
+    row or (LX, 1) per tensor (one row: either, the same numbers), ``ws`` (LW, out) or (LW, 1), fp32; ``prod``
+    fp16 or fp32."""
+    lx, lw = xs.shape[0], ws.shape[0]
+    y = torch.empty((rows, out), dtype=torch.float32, device=prod.device)
+    if rows and out:
+        BR, BO = 32, 128
+        _kernel(interpreting(), "_combine_kernel")[(triton.cdiv(rows, BR), triton.cdiv(out, BO))](
+            prod.contiguous(), xs.contiguous(), ws.contiguous(), bias if bias is not None else xs, y, rows, out,
+            LX=lx, LW=lw, XS_ROW=xs.shape[1] > 1,
+            WS_ROW=ws.shape[1] > 1, HAS_BIAS=bias is not None, BR=BR, BO=BO, num_warps=4)
+    return y
