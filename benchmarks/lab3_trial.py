@@ -124,7 +124,8 @@ def main(argv=None) -> int:
                                                            row["kernels"]["seconds_profiled"])
                   + "; ".join(f"{k['kernel'][:50]} {k['ms']:.0f} ms x{k['calls']}" for k in row["kernels"]["top"][:5]))
         row["fallbacks"] = sorted({str(w.message) for w in caught
-                                   if "runs eagerly" in str(w.message) or "reference formula" in str(w.message)})
+                                   if any(k in str(w.message) for k in ("runs eagerly", "reference formula", "sign GEMM",
+                                                          "capture"))})
         row["speedup"] = row["reference"]["seconds"] / row["fast"]["seconds"]
         row["vs_unquantized"] = row["fast"]["seconds"] / out["unquantized"]["seconds"]  # eager evaluation
         row["vs_unquantized_graphs"] = row["fast"]["seconds"] / out["unquantized_graphs"]["seconds"]  # as the trial
