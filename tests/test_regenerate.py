@@ -1,5 +1,6 @@
 """labkit.regenerate: a regeneration split over calls with a time budget, resumed from its state file."""
 import json
+import lzma
 import pytest
 import torch
 
@@ -93,7 +94,21 @@ def test_committed_studies_seed_the_search_and_finished_ones_are_published(runs,
     regenerate.regenerate(1000, only=["lab2_search"], runner=run)
     copied = runs / "runs" / "optuna" / "lab2.journal"
     assert copied.read_bytes() == seed.read_bytes()
-    assert (runs / "figures" / "lab2" / "studies.journal").read_bytes() == seed.read_bytes()
+    published = runs / "figures" / "lab2" / "studies.journal.xz"  # compressed beside the figures
+    assert lzma.decompress(published.read_bytes()) == seed.read_bytes()
+
+
+def test_a_compressed_journal_seeds_and_opens_as_storage(runs, tmp_path):
+    from labkit.search.storage import make_storage, unpacked_journal
+
+    committed = regenerate._settings.REPO_ROOT / "figures" / "lab3" / "studies.journal.xz"
+    text = unpacked_journal(committed)
+    assert text != committed and text.read_bytes() == lzma.decompress(committed.read_bytes())
+    assert committed.read_bytes()[:6] == b"\xfd7zXZ\x00"  # the committed file stays compressed
+    storage = make_storage(f"journal:{committed}")
+    studies = storage.get_all_studies()
+    assert any(st.study_name.startswith("lab3") for st in studies)
+    assert sum(len(storage.get_all_trials(st._study_id)) for st in studies) >= 465  # the full search's trials
 
 
 def test_only_names_real_notebooks(runs):

@@ -14,6 +14,7 @@ never touched.
 from __future__ import annotations
 
 import datetime
+import lzma
 import os
 import socket
 import warnings
@@ -60,6 +61,21 @@ def shown_url(url) -> str:
     return text
 
 
+def unpacked_journal(path: Path) -> Path:
+    """``path``, or for a committed ``*.journal.xz`` (studies published beside a lab's figures, compressed: a
+    journal is ~40x its xz) its text unpacked once under ``runs/optuna/unpacked/``, where Optuna can lock and
+    append to it; the committed file itself is never written."""
+    if path.suffix != ".xz":
+        return path
+    out = settings.runs_dir() / "optuna" / "unpacked" / f"{path.parent.name}-{path.stem}"
+    if not out.is_file() or out.stat().st_mtime < path.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".part")
+        tmp.write_bytes(lzma.decompress(path.read_bytes()))
+        tmp.replace(out)  # whole or absent: a concurrent reader never sees half a journal
+    return out
+
+
 def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_period: int = 90,
                  max_retry: int = MAX_RETRIES):
     url = url or default_url()
@@ -71,7 +87,7 @@ def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_per
     if url.startswith("journal:"):
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-        path = Path(url[len("journal:"):])
+        path = unpacked_journal(Path(url[len("journal:"):]))
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     if "://" not in url:
