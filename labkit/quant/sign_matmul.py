@@ -66,22 +66,37 @@ def planes_reference(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> 
 
 def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
     """``planes_reference`` in one Triton pass where it runs (``sign_matmul_triton``); its first result per
-    number of planes is compared with the reference bit for bit, and a difference turns it off (warning)."""
+    number of planes must equal the reference bit for bit (``_checked``)."""
     from . import fast  # fast imports the formats, which import this module
 
     x = x.detach()
     if not fast.TRITON_FAKE_QUANT or "planes" in _KERNEL_OFF or sign_matmul_triton.why_unsupported(x, mids):
         return planes_reference(x, mids, lut)
-    try:
-        got = sign_matmul_triton.planes(x, mids, lut)
-    except Exception as err:  # a compiler problem must not stop a search: the reference is exact
-        return _off("planes", fast._failed(err), planes_reference(x, mids, lut))
-    if lut.shape[1] not in _CHECKED:
-        want = planes_reference(x, mids, lut)
+
+    def differs(got, want):
         if not fast.same_bits(got, want):
-            return _off("planes", f"planes differ from the reference in {int((got != want).sum())} of {want.numel()} signs",
-                        want)
-        _CHECKED.add(lut.shape[1])
+            return f"planes differ from the reference in {int((got != want).sum())} of {want.numel()} signs"
+        return None
+
+    return _checked("planes", lut.shape[1], lambda: sign_matmul_triton.planes(x, mids, lut),
+                    lambda: planes_reference(x, mids, lut), differs)
+
+
+def _checked(kernel: str, key, run, reference, differs):
+    """``run()`` (a kernel), compared with ``reference()`` the first time per ``key``: a failure or a difference
+    (``differs(got, want)`` says why) turns that kernel off, with a warning, and returns the reference."""
+    from . import fast
+
+    try:
+        got = run()
+    except Exception as err:  # a compiler problem must not stop a search: the reference is exact
+        return _off(kernel, fast._failed(err), reference())
+    if key not in _CHECKED:
+        want = reference()
+        why = differs(got, want)
+        if why:
+            return _off(kernel, why, want)
+        _CHECKED.add(key)
     return got
 
 
@@ -91,7 +106,7 @@ def _off(kernel: str, why: str, want: torch.Tensor) -> torch.Tensor:
     _KERNEL_OFF[kernel] = why
     fast.FALLBACKS["sign GEMM (Triton)"] = why
     warnings.warn(f"Triton kernel of the sign GEMM: {why}; the binary formats' sign GEMM takes the torch reference "
-                  "(the same numbers, more passes)", RuntimeWarning, stacklevel=3)
+                  "(the same numbers, more passes)", RuntimeWarning, stacklevel=4)
     return want
 
 
@@ -120,8 +135,8 @@ def combine_reference(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
 
 
 def combine(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
-    """``combine_reference`` in one Triton pass where it runs; its first result is compared with the reference
-    (within 1e-5 relative: the kernel may fuse a multiply-add), and a difference turns it off (warning)."""
+    """``combine_reference`` in one Triton pass where it runs; its first result must agree with the reference
+    within an ulp of the largest term (``_checked``; the kernel may fuse a multiply-add)."""
     from . import fast
 
     usable = (fast.TRITON_FAKE_QUANT and "combine" not in _KERNEL_OFF and sign_matmul_triton.triton is not None
@@ -129,24 +144,20 @@ def combine(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
               and (bias is None or bias.dtype == torch.float32))
     if not usable:
         return combine_reference(prod, xs, ws, bias, rows, out)
-    try:
-        got = sign_matmul_triton.combine(prod, xs, ws, bias, rows, out)
-    except Exception as err:
-        return _off("combine", fast._failed(err), combine_reference(prod, xs, ws, bias, rows, out))
-    if "combine" not in _CHECKED:
-        want = combine_reference(prod, xs, ws, bias, rows, out)
+
+    def differs(got, want):
         # a fused multiply-add rounds once where torch rounds twice: up to an ulp of the largest term per term,
         # so the tolerance scales with the largest term (an output near 0 by cancellation may differ by that)
-        finite = torch.isfinite(want)
         big = prod.float().abs().max() * xs.abs().max() * ws.abs().max() * xs.shape[0] * ws.shape[0]
         if bias is not None:
             big = big + bias.abs().max()
-        diff = (got - want).abs()[finite]
-        if not (torch.equal(torch.isnan(got), torch.isnan(want)) and bool((diff <= 2 ** -20 * big).all())):
-            return _off("combine", f"combine differs from the reference (max |diff| {float(diff.max()):.3g}, "
-                                   f"largest term {float(big):.3g})", want)
-        _CHECKED.add("combine")
-    return got
+        diff = (got - want).abs()[torch.isfinite(want)]
+        if torch.equal(torch.isnan(got), torch.isnan(want)) and bool((diff <= 2 ** -20 * big).all()):
+            return None
+        return f"combine differs from the reference (max |diff| {float(diff.max()):.3g}, largest term {float(big):.3g})"
+
+    return _checked("combine", "combine", lambda: sign_matmul_triton.combine(prod, xs, ws, bias, rows, out),
+                    lambda: combine_reference(prod, xs, ws, bias, rows, out), differs)
 
 
 def _stack(scales: list) -> torch.Tensor:

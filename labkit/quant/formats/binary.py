@@ -186,28 +186,36 @@ class ResidualSignFormat(NumberFormat):
         return torch.stack(scales)
 
     @staticmethod
-    def apply_scales(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-        """x encoded to the nearest level sum of |scales| (differentiable in ``scales``: dq/dg_i = e_i)."""
-        g = scales.abs()  # a scale pushed through zero by an optimizer step must not flip the tensor
+    def _levels(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The 2^L level sums of ``g`` sorted (differentiable in g), and each level's signs e (2^L, L) in
+        g's dtype, in the same order."""
         bits = torch.arange(g.numel(), device=g.device)
         codes = torch.arange(2 ** g.numel(), device=g.device)
         signs = (((codes[:, None] >> bits) & 1) * 2 - 1).to(g.dtype)  # (2^L, L): every e in {-1, +1}^L
         # sorted level sums; negating e negates its sum exactly, so the set is exactly symmetric
         levels, order = torch.sort((signs * g).sum(-1))
+        return levels, signs[order]
+
+    @staticmethod
+    def _midpoints(levels: torch.Tensor) -> torch.Tensor:
+        """Between sorted levels: the nearest level's index is how many midpoints lie at or below x (a tie goes
+        up)."""
+        return (levels[1:] + levels[:-1]) / 2
+
+    @staticmethod
+    def apply_scales(x: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        """x encoded to the nearest level sum of |scales| (differentiable in ``scales``: dq/dg_i = e_i)."""
+        g = scales.abs()  # a scale pushed through zero by an optimizer step must not flip the tensor
+        levels, table = ResidualSignFormat._levels(g)
         lv = levels.detach()
         r = x.detach().to(g.dtype)
-        idx = ResidualSignFormat._nearest(lv, r)
+        idx = torch.searchsorted(ResidualSignFormat._midpoints(lv), r.contiguous(), right=True)
         # levels[idx] with dq/dg_i = e_i (the chosen level's signs) summed over the elements; autograd's
         # own gather would send the gradient through index_put with accumulate into 2^L slots, millions of
         # duplicates each, which CUDA processes one duplicate at a time (the likely reason this format's QAT
         # ran past 300 s on an H100 where every other format took 7-27 s)
-        q = _NearestLevel.apply(g, levels.detach(), signs[order], idx)
+        q = _NearestLevel.apply(g, lv, table, idx)
         return torch.where(torch.isnan(r), r, q)
-
-    @staticmethod
-    def _nearest(levels: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        """Index of the nearest of the sorted ``levels``: how many midpoints lie at or below r (a tie goes up)."""
-        return torch.searchsorted((levels[1:] + levels[:-1]) / 2, r.contiguous(), right=True)
 
     @staticmethod
     def scaled_signs(x: torch.Tensor, scales: torch.Tensor) -> tuple[list, torch.Tensor]:
@@ -215,12 +223,8 @@ class ResidualSignFormat(NumberFormat):
         (fp16 +-1, NaN where x is NaN; ``sign_matmul.planes``), and sum_i |g_i| plane_i is that level (up to
         the rounding of the level's own fp32 sum)."""
         g = scales.detach().abs()
-        bits = torch.arange(g.numel(), device=g.device)
-        codes = torch.arange(2 ** g.numel(), device=g.device)
-        table = ((codes[:, None] >> bits) & 1) * 2 - 1
-        levels, order = torch.sort((table.to(g.dtype) * g).sum(-1))
-        mids = (levels[1:] + levels[:-1]) / 2  # apply_scales' midpoints: the same nearest level
-        return list(g), sign_matmul.planes(x, mids, table[order].to(torch.float16))
+        levels, table = ResidualSignFormat._levels(g)
+        return list(g), sign_matmul.planes(x, ResidualSignFormat._midpoints(levels), table.to(torch.float16))
 
     def quantize_values(self, x):
         return self.apply_scales(x, self.greedy_scales(x)).to(x.dtype)
