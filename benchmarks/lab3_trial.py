@@ -60,7 +60,7 @@ def trial(obj: PrecisionObjective, config, kernels: bool = True) -> dict:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return {"seconds": time.perf_counter() - start, "accuracy": t.user_attrs["accuracy"],
-            "bf16_layers": t.user_attrs["bf16_layers"]}
+            "bf16_layers": t.user_attrs["bf16_layers"], "eval": t.user_attrs.get("eval")}
 
 
 def kernel_table(obj: PrecisionObjective, config, top: int = 8) -> dict:
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
         print(f"{name:22s} reference {row['reference']['seconds']:6.2f} s  fast first {row['fast_first']['seconds']:6.2f} s"
               f"  fast {row['fast']['seconds']:6.2f} s  ({row['speedup']:.1f}x, {row['vs_unquantized']:.1f}x unquantized)"
               f"  acc {row['reference']['accuracy']:.4f} -> {row['fast']['accuracy']:.4f}"
-              f"  bf16 layers {row['fast']['bf16_layers']}" + (f"  FALLBACK {row['fallbacks']}" if row["fallbacks"] else ""),
+              f"  bf16 layers {row['fast']['bf16_layers']}  eval {row['fast']['eval']}" + (f"  FALLBACK {row['fallbacks']}" if row["fallbacks"] else ""),
               flush=True)
         Path(args.out).write_text(json.dumps(out, indent=1))  # kept as it goes: a cut run keeps its rows
     fast_s = [r["fast"]["seconds"] for r in out["rows"]]

@@ -26,3 +26,22 @@ def in_mode(fn, helpers: dict):
     copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
     copy.__annotations__ = dict(fn.__annotations__)  # Triton reads tl.constexpr parameters from these
     return copy
+
+
+def interpreter_scalar_compat() -> None:
+    """Triton 3.6's interpreter turns a scalar into a Python int with ``int(array of shape (1,))``, which
+    NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars"), so ``range()``
+    over a program-id-derived bound fails (the GPU image's Triton 3.6 with NumPy 2.5). Triton 3.9 squeezes
+    the array first; give older interpreters the same ``__index__``. A no-op where the private hook is gone."""
+    from triton.runtime import interpreter as interp
+
+    patch = getattr(interp, "_patch_lang_tensor", None)
+    if patch is None or getattr(patch, "labkit_compat", False):
+        return
+
+    def patched(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patched.labkit_compat = True
+    interp._patch_lang_tensor = patched

@@ -6,6 +6,7 @@ import torch
 from labkit.quant import sign_matmul
 from labkit.quant.config import LinearQuantConfig
 from labkit.quant.formats import make_format
+from labkit.quant.formats.binary import ResidualSignFormat
 from labkit.quant.linear import QuantLinear
 
 FORMATS = {
@@ -258,3 +259,84 @@ def test_combine_check_accepts_a_fused_rounding_near_cancellation(interpreter, m
     with pytest.warns(RuntimeWarning, match="combine differs"):
         sign_matmul.combine(prod, xs, ws, None, rows, out)
     assert list(sign_matmul._KERNEL_OFF) == ["combine"]
+
+
+def _row_signs_cases(device):
+    torch.manual_seed(5)
+    out = []
+    for k in (7, 384, 1300):  # one partial tile, a whole one, several tiles and a tail (BK <= 512)
+        x = torch.randn(19, k, device=device) * torch.logspace(-3, 2, k, device=device)
+        x[0] = 0.0  # a row of zeros: alpha 0
+        x[1, ::2] = -0.0
+        x[2, 3] = float("nan")  # a NaN row: alpha NaN, that element's sign NaN
+        x[3, 1] = float("inf")
+        out.append(x)
+    out.append(torch.randn(2, 3, 5, 64, device=device))  # N-D: one alpha per last-dim row
+    return out
+
+
+def _row_signs_reference(x):
+    a = x.abs().mean(dim=-1, keepdim=True, dtype=torch.float64).to(torch.promote_types(x.dtype, torch.float32))
+    return a, sign_matmul.signs(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_interpreted_row_signs_kernel_is_the_reference(interpreter, dtype):
+    for x in _row_signs_cases(interpreter):
+        x = x.to(dtype)
+        alpha, planes = sign_matmul_triton.row_signs(x)
+        want_alpha, want_planes = _row_signs_reference(x)
+        assert alpha.shape == (*x.shape[:-1], 1) and _same(alpha, want_alpha)
+        assert _same(planes, want_planes)
+
+
+def test_binary_scaling_terms_take_the_row_signs_kernel(interpreter, monkeypatch):
+    """binary_scaling (per channel) asks sign_matmul.row_signs for its terms; per tensor keeps the mean."""
+    calls = []
+    real = sign_matmul_triton.row_signs
+    monkeypatch.setattr(sign_matmul_triton, "row_signs", lambda x: calls.append(x.shape) or real(x))
+    monkeypatch.setattr(sign_matmul, "_CHECKED", set())
+    x = _row_signs_cases("cpu")[1]
+    (alpha,), planes = FORMATS["scaling"].sign_terms(x)
+    assert calls == [x.shape] and _same(alpha, FORMATS["scaling"].scale(x)) and _same(planes, sign_matmul.signs(x))
+    (alpha,), _ = FORMATS["scaling_tensor"].sign_terms(x)
+    assert calls == [x.shape] and alpha.numel() == 1
+
+
+def test_row_signs_kernel_that_differs_is_turned_off_with_a_warning(interpreter, monkeypatch):
+    monkeypatch.setattr(sign_matmul, "_CHECKED", set())
+    monkeypatch.setattr(sign_matmul, "_KERNEL_OFF", {})
+    real = sign_matmul_triton.row_signs
+    monkeypatch.setattr(sign_matmul_triton, "row_signs", lambda x: (real(x)[0] * 1.0000001, real(x)[1]))
+    x = _row_signs_cases("cpu")[1]
+    with pytest.warns(RuntimeWarning, match="row signs: scales differ"):
+        alpha, _ = sign_matmul.row_signs(x)
+    assert _same(alpha, _row_signs_reference(x)[0]) and list(sign_matmul._KERNEL_OFF) == ["row signs"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_row_signs_kernel_is_the_reference(dtype):
+    for x in _row_signs_cases("cuda"):
+        x = x.to(dtype)
+        alpha, planes = sign_matmul_triton.row_signs(x)
+        want_alpha, want_planes = _row_signs_reference(x)
+        assert _same(alpha, want_alpha) and _same(planes, want_planes)
+
+
+def test_residual_sign_table_is_kept_for_fixed_scales_and_remade_when_they_change():
+    q = FORMATS["residual2"].quantizer().eval()
+    x = torch.randn(6, 50)
+    with torch.no_grad():
+        g, planes = q.sign_terms(x)
+        table = q._sign_table
+        assert q.sign_terms(x)[0] is g and q._sign_table is table  # fixed scales: the same table, not remade
+        q.scales.mul_(2)  # a new version: a new table, and the planes of the new levels
+        g2, planes2 = q.sign_terms(x)
+        assert q._sign_table is not table and torch.equal(torch.stack(g2), 2 * torch.stack(g))
+        q.train()
+        assert "_sign_table" not in q.__dict__  # train()/eval() drop it (fused optimizers keep the version)
+    want = ResidualSignFormat.apply_scales(x, q.scales.detach())
+    got = sum(gi * p.float() for gi, p in zip(g2, planes2))
+    assert torch.allclose(got, want, rtol=1e-6, atol=1e-7)

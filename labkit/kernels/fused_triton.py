@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..triton_modes import in_mode as _in_mode, interpreting  # noqa: F401 - interpreting: this module's API
+from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat, interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
@@ -206,25 +206,6 @@ def kernels() -> dict:
     return _kernels(interpreting())
 
 
-def _interpreter_scalar_compat() -> None:
-    """Triton 3.6's interpreter turns a scalar into a Python int with ``int(array of shape (1,))``, which
-    NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars"), so ``range()``
-    over a program-id-derived bound fails (the GPU image's Triton 3.6 with NumPy 2.5). Triton 3.9 squeezes
-    the array first; give older interpreters the same ``__index__``. A no-op where the private hook is gone."""
-    from triton.runtime import interpreter as interp
-
-    patch = getattr(interp, "_patch_lang_tensor", None)
-    if patch is None or getattr(patch, "labkit_compat", False):
-        return
-
-    def patched(tensor, scope):
-        patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
-
-    patched.labkit_compat = True
-    interp._patch_lang_tensor = patched
-
-
 def block_m(M: int, kind: str) -> int:
     """Rows per program: gemv unrolls up to GEMV_MAX_ROWS; tl.dot needs >= 16 (rows are padded)."""
     if kind == "gemv":
@@ -283,7 +264,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     N = mantissa.shape[0]
     interp = interpreting()
     if interp:
-        _interpreter_scalar_compat()
+        interpreter_scalar_compat()
     if config is None:  # pick_config's choices are valid by construction: only given configs are checked
         config = pick_config(M, N, K, group_size, _sm_count(x2.device.index or 0) if x2.is_cuda else 132,
                              x2.dtype)

@@ -29,7 +29,7 @@ from . import sign_matmul_triton
 EXACT_K = 2048  # fp16 holds every integer of magnitude <= 2^11
 DEVICES = ("cuda",)  # where the fp16 GEMM is fast; the tests add "cpu" to run the dispatch there
 _CHECKED: set = set()  # numbers of planes (and "combine") whose kernel result matched the reference once
-_KERNEL_OFF: dict = {}  # "planes" / "combine" -> why that kernel is off (it differed or failed)
+_KERNEL_OFF: dict = {}  # "planes" / "row signs" / "combine" -> why that kernel is off (it differed or failed)
 
 
 def terms(quantizer, x: torch.Tensor):
@@ -49,11 +49,45 @@ def why_not(layer) -> str | None:
 
 def signs(x: torch.Tensor) -> torch.Tensor:
     """(1, *x.shape) fp16: +1 where x >= 0 (0 and -0.0 included), -1 where x < 0, NaN where x is NaN."""
-    zero = torch.zeros(1, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
-    # the table [[-1], [+1]] made on the device: a tensor from Python data is a host copy, which a CUDA
-    # graph capture (the search's evaluation) refuses
-    lut = (torch.arange(2, device=x.device, dtype=torch.float16) * 2 - 1)[:, None]
+    zero, lut = _sign_table(x.device, torch.promote_types(x.dtype, torch.float32))
     return planes(x, zero, lut)
+
+
+_TABLES: dict = {}  # (device, dtype) -> signs' (midpoint 0, table [[-1], [+1]]): made once, not per layer call
+
+
+def _sign_table(device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (device, dtype)
+    if key in _TABLES:
+        return _TABLES[key]
+    zero = torch.zeros(1, dtype=dtype, device=device)
+    # made on the device: a tensor from Python data is a host copy, which a CUDA graph capture refuses
+    lut = (torch.arange(2, device=device, dtype=torch.float16) * 2 - 1)[:, None]
+    if not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):  # a graph's pool is its own
+        _TABLES[key] = (zero, lut)
+    return zero, lut
+
+
+def row_signs(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean|x| per row (*x.shape[:-1], 1) in x's float type via float64, ``signs(x)``): binary_scaling's
+    per-channel terms, in one Triton pass where it runs (its first result must equal the reference's bits)."""
+    from . import fast
+
+    def reference():
+        a = x.detach().abs().mean(dim=-1, keepdim=True, dtype=torch.float64)
+        return a.to(torch.promote_types(x.dtype, torch.float32)), signs(x)
+
+    if (not fast.TRITON_FAKE_QUANT or "row signs" in _KERNEL_OFF or x.dim() == 0 or x.shape[-1] == 0
+            or sign_matmul_triton.why_unsupported(x)):
+        return reference()
+
+    def differs(got, want):
+        for name, g, w in zip(("scales", "signs"), got, want):
+            if not fast.same_bits(g, w):
+                return f"row signs: {name} differ from the reference in {int((g != w).sum())} of {w.numel()}"
+        return None
+
+    return _checked("row signs", "row signs", lambda: sign_matmul_triton.row_signs(x.detach()), reference, differs)
 
 
 def planes_reference(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
@@ -70,7 +104,7 @@ def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tens
     from . import fast  # fast imports the formats, which import this module
 
     x = x.detach()
-    if not fast.TRITON_FAKE_QUANT or "planes" in _KERNEL_OFF or sign_matmul_triton.why_unsupported(x, mids):
+    if not fast.TRITON_FAKE_QUANT or "planes" in _KERNEL_OFF or sign_matmul_triton.why_unsupported(x, mids.dtype):
         return planes_reference(x, mids, lut)
 
     def differs(got, want):
@@ -161,15 +195,22 @@ def combine(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
 
 
 def _stack(scales: list) -> torch.Tensor:
-    """(L, n) per-row scales, or (L, 1) per-tensor ones."""
+    """(L, n) per-row scales, or (L, 1) per-tensor ones (one term: a view, no copy)."""
+    if len(scales) == 1:
+        return scales[0].reshape(1, -1)
     return torch.stack([s.reshape(-1) for s in scales])
+
+
+def _stacked(terms_: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    scales, planes_ = terms_
+    return _stack(scales), planes_
 
 
 def linear(layer, x: torch.Tensor) -> torch.Tensor:
     """``layer``'s quantized forward (fp32 output, as the reference path's) by sign GEMMs."""
     rows = x.reshape(-1, x.shape[-1])
-    xs, xp = terms(layer.q_data_in, rows)
-    ws, wp = layer._frozen("weight_signs", layer.weight, lambda w: terms(layer.q_weight, w))
+    xs, xp = _stacked(terms(layer.q_data_in, rows))
+    ws, wp = layer._frozen("weight_signs", layer.weight, lambda w: _stacked(terms(layer.q_weight, w)))
     with torch.autocast(x.device.type, enabled=False):
         # planes (L, rows, K) are contiguous: every plane's rows in one GEMM, no copy
         prod = _exact_mm(xp.reshape(-1, rows.shape[1]), wp.reshape(-1, rows.shape[1]))
@@ -178,5 +219,5 @@ def linear(layer, x: torch.Tensor) -> torch.Tensor:
             if layer.q_bias is not None:
                 bias = layer._frozen("bias", bias, lambda t: layer._apply_quantizer(layer.q_bias, t))
             bias = bias.float()
-        y = combine(prod, _stack(xs), _stack(ws), bias, rows.shape[0], layer.out_features)
+        y = combine(prod, xs, ws, bias, rows.shape[0], layer.out_features)
     return y.reshape(*x.shape[:-1], layer.out_features)

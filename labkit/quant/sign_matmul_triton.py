@@ -9,6 +9,11 @@ per element, then splits and masks NaN: several passes over L + 8 bytes an eleme
 compared with the 2^L - 1 midpoints (the same fp32 numbers, so the same level), and its signs are read from
 the tiny level table; NaN stays NaN. ``binary`` and ``binary_scaling`` are the case of one midpoint, 0.
 
+Row signs: ``binary_scaling``'s per-row terms in one kernel: alpha = mean|x| over each row, accumulated in
+float64 as the reference's ``mean(dtype=float64)`` (the sum times 1/K, as torch's CUDA mean), rounded to
+float32, and the row's sign plane (torch took abs, a float64 copy, the reduction, a cast and the planes: five
+passes over the activation, a third of that format's evaluation on an H100).
+
 Combine: y = sum_ij sx_i sw_j^T * P_ij + bias from the GEMM's exact integer products in one pass (torch took a
 conversion, an outer product, a multiplication and an addition per term, each a pass over rows x out).
 """
@@ -24,10 +29,17 @@ try:
 except ImportError:  # CPU-only installs: the torch reference runs
     triton = None
 
-from ..triton_modes import in_mode, interpreting
+from ..triton_modes import in_mode, interpreter_scalar_compat, interpreting
 
 BLOCK = 1024
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # x dtypes whose fp32 value is the reference's r
+
+
+_ADD = None  # the kernels' copies name a jit-decorated _add here (see _kernel)
+
+
+def _add(a, b):
+    return a + b
 
 
 if triton is not None:
@@ -45,6 +57,25 @@ if triton is not None:
         for i in tl.static_range(L):
             e = tl.load(lut_ptr + idx * L + i)  # fp16 +-1; idx is valid on masked lanes too (x = 0 there)
             tl.store(out_ptr + i * n + offs, tl.where(nan, x.to(tl.float16), e), mask=mask)
+
+
+    def _row_signs_kernel(x_ptr, s_ptr, out_ptr, R, K, BR: tl.constexpr, BK: tl.constexpr):
+        r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
+        rmask = r < R
+        total = (r * 0).to(tl.float64)  # zeros without tl.zeros (see _planes_kernel)
+        for k0 in range(0, K, BK):
+            k = k0 + tl.arange(0, BK)
+            mask = rmask[:, None] & (k < K)[None, :]
+            x = tl.load(x_ptr + r[:, None] * K + k[None, :], mask=mask, other=0.0).to(tl.float64)
+            total += tl.reduce(tl.abs(x), 1, _ADD)  # tl.sum is a helper decorated at import (see _kernel)
+        inv = 1.0 / K.to(tl.float64)  # correctly rounded, as the host's 1.0 / K that torch's mean multiplies by
+        tl.store(s_ptr + r, (total * inv).to(tl.float32), mask=rmask)
+        for k0 in range(0, K, BK):  # the row again (from cache): its signs
+            k = k0 + tl.arange(0, BK)
+            mask = rmask[:, None] & (k < K)[None, :]
+            x = tl.load(x_ptr + r[:, None] * K + k[None, :], mask=mask, other=0.0).to(tl.float32)
+            e = tl.where(x >= 0, 1.0, -1.0)
+            tl.store(out_ptr + r[:, None] * K + k[None, :], tl.where(x != x, x, e).to(tl.float16), mask=mask)
 
 
     def _combine_kernel(p_ptr, xs_ptr, ws_ptr, b_ptr, y_ptr, R, O, LX: tl.constexpr, LW: tl.constexpr,
@@ -75,17 +106,17 @@ if triton is not None:
 
 @functools.cache
 def _kernel(interpreting: bool, name: str = "_planes_kernel"):
-    """This TRITON_INTERPRET mode's copy of a kernel (labkit.triton_modes)."""
-    return triton.jit(in_mode(globals()[name], {}), do_not_specialize=("n", "R", "O"))
+    """This TRITON_INTERPRET mode's copy of a kernel, with its helper decorated in that mode (labkit.triton_modes)."""
+    return triton.jit(in_mode(globals()[name], {"_ADD": triton.jit(_add)}), do_not_specialize=("n", "R", "O", "K"))
 
 
-def why_unsupported(x: torch.Tensor, mids: torch.Tensor) -> str | None:
+def why_unsupported(x: torch.Tensor, mids_dtype: torch.dtype = torch.float32) -> str | None:
     if triton is None:
         return "triton is not installed"
     if not (x.is_cuda or interpreting()):
         return f"x is on {x.device.type} (the kernel runs on CUDA or in Triton's interpreter)"
-    if x.dtype not in DTYPES or mids.dtype != torch.float32:
-        return f"x {x.dtype}, midpoints {mids.dtype}: the kernel takes x in {DTYPES} with float32 midpoints"
+    if x.dtype not in DTYPES or mids_dtype != torch.float32:
+        return f"x {x.dtype}, midpoints {mids_dtype}: the kernel takes x in {DTYPES} with float32 midpoints"
     return None
 
 
@@ -101,6 +132,23 @@ def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tens
             xc, mids.contiguous(), lut.to(torch.float16).contiguous(), out, n,
             NMID=mids.numel(), L=L, BLOCK=BLOCK, num_warps=4)
     return out
+
+
+def row_signs(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(alpha (*x.shape[:-1], 1) fp32 = mean|x| per row via float64, planes (1, *x.shape) fp16 +-1, NaN kept)."""
+    xc = x.contiguous()
+    k = x.shape[-1]
+    rows = xc.numel() // k if k else 0
+    alpha = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
+    out = torch.empty((1, *x.shape), dtype=torch.float16, device=x.device)
+    if rows and k:
+        if interpreting():
+            interpreter_scalar_compat()  # range() over the runtime K (Triton 3.6's interpreter)
+        BR = 8
+        BK = min(512, triton.next_power_of_2(k))
+        _kernel(interpreting(), "_row_signs_kernel")[(triton.cdiv(rows, BR),)](
+            xc, alpha, out, rows, k, BR=BR, BK=BK, num_warps=4)
+    return alpha, out
 
 
 def combine(prod: torch.Tensor, xs: torch.Tensor, ws: torch.Tensor, bias: torch.Tensor | None, rows: int,

@@ -196,8 +196,10 @@ class PrecisionObjective:
                                        and fast.why_not(m, inference=True) is None for m in model.modules())
         # evaluation batches of one shape (the test set is sorted by length: most are full) replay a CUDA graph:
         # a PTQ evaluation's kernels take less time than launching them (labkit.cuda_graphs; eager elsewhere)
-        attrs["accuracy_ptq"] = train.evaluate(model, self.dl.test, device=dev, progress=False, graphs=None)["accuracy"]
-        attrs["accuracy"] = attrs["accuracy_ptq"]
+        ev = train.evaluate(model, self.dl.test, device=dev, progress=False, graphs=None)
+        attrs["accuracy_ptq"] = attrs["accuracy"] = ev["accuracy"]
+        # what ran: CUDA graph replays or eager batches, and the evaluation's own seconds (the rest is building)
+        attrs["eval"] = {k: ev[k] for k in ("eval_seconds", "graph_replays", "eager_calls", "graph_failure") if k in ev}
         if self.mode == "qat":
             recipes.freeze_embeddings(model)
             train.train(model, self.dl.train, epochs=self.s["qat_epochs"], lr=self.s["qat_lr"], device=dev,

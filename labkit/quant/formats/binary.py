@@ -130,6 +130,9 @@ class BinaryScalingFormat(NumberFormat):
         return (self.scale(x) * _sign(x.detach())).to(x.dtype)
 
     def sign_terms(self, x):
+        if self.per_channel and x.dim() > 0:
+            scale, planes = sign_matmul.row_signs(x)  # one pass where Triton runs: the same bits as below
+            return [scale], planes
         return [self.scale(x)], sign_matmul.signs(x)
 
     def bits_per_element(self, shape):
@@ -218,13 +221,20 @@ class ResidualSignFormat(NumberFormat):
         return torch.where(torch.isnan(r), r, q)
 
     @staticmethod
-    def scaled_signs(x: torch.Tensor, scales: torch.Tensor) -> tuple[list, torch.Tensor]:
-        """``apply_scales(x, scales)`` as ([|g_i|], planes): plane i holds the i-th sign of each element's level
-        (fp16 +-1, NaN where x is NaN; ``sign_matmul.planes``), and sum_i |g_i| plane_i is that level (up to
-        the rounding of the level's own fp32 sum)."""
+    def sign_table(scales: torch.Tensor) -> tuple[list, torch.Tensor, torch.Tensor]:
+        """([|g_i|], the levels' midpoints, each level's signs (2^L, L) fp16): what ``scaled_signs`` needs of
+        the scales (a quantizer with fixed scales keeps it)."""
         g = scales.detach().abs()
         levels, table = ResidualSignFormat._levels(g)
-        return list(g), sign_matmul.planes(x, ResidualSignFormat._midpoints(levels), table.to(torch.float16))
+        return list(g), ResidualSignFormat._midpoints(levels), table.to(torch.float16)
+
+    @staticmethod
+    def scaled_signs(x: torch.Tensor, scales: torch.Tensor, table: tuple | None = None) -> tuple[list, torch.Tensor]:
+        """``apply_scales(x, scales)`` as ([|g_i|], planes): plane i holds the i-th sign of each element's level
+        (fp16 +-1, NaN where x is NaN; ``sign_matmul.planes``), and sum_i |g_i| plane_i is that level (up to
+        the rounding of the level's own fp32 sum). ``table``: ``sign_table(scales)`` if already made."""
+        g, mids, signs = table if table is not None else ResidualSignFormat.sign_table(scales)
+        return g, sign_matmul.planes(x, mids, signs)
 
     def quantize_values(self, x):
         return self.apply_scales(x, self.greedy_scales(x)).to(x.dtype)
@@ -269,7 +279,27 @@ class ResidualSignQuantizer(torch.nn.Module):
 
     def sign_terms(self, x):
         self._initialise(x)
-        return self.fmt.scaled_signs(x, self.scales)
+        if torch.is_grad_enabled() and self.scales.requires_grad:
+            return self.fmt.scaled_signs(x, self.scales)
+        # the level table of fixed scales, made once (a sort and a dozen small ops per layer call otherwise);
+        # its key is the scales' version and storage, and any train()/eval() drops it (fused optimizers update
+        # in place without a new version)
+        key = (self.scales._version, self.scales.data_ptr(), self.scales.device)
+        cached = self.__dict__.get("_sign_table")
+        if cached is None or cached[0] != key:
+            cached = (key, self.fmt.sign_table(self.scales))
+            if not (self.scales.is_cuda and torch.cuda.is_current_stream_capturing()):  # a graph's pool is its own
+                self.__dict__["_sign_table"] = cached
+        return self.fmt.scaled_signs(x, self.scales, cached[1])
+
+    def train(self, mode: bool = True):
+        self.__dict__.pop("_sign_table", None)
+        return super().train(mode)
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_sign_table", None)  # derived: never saved or copied
+        return state
 
     def forward(self, x):
         self._initialise(x)
