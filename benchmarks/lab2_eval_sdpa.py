@@ -2,14 +2,16 @@
 
 A Lab 2 trial builds a new architecture and evaluates 25,000 reviews in ~98 batches trimmed to their longest
 review, so ~60 distinct batch shapes, each new to the process when the architecture (heads, head size) is new.
-This times, per architecture: the first evaluation (cold), a second one (warm), and the same two with cuDNN's
-SDPA turned off (PyTorch then picks memory-efficient attention), plus how far the two backends' logits lie apart.
+This times, per architecture: the first evaluation (cold), a second one (warm), with PyTorch's default choice
+(cuDNN's SDPA on an H100) and with labkit's evaluation rule (``train.eval_attention``: no cuDNN, so PyTorch
+picks memory-efficient attention), plus how far the two backends' logits lie apart.
 
     python benchmarks/lab2_eval_sdpa.py [--profile full] [--out benchmarks/lab2_eval_sdpa.json]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -48,6 +50,7 @@ def main(argv=None) -> int:
     s = lab_settings("lab2", args.profile)
     dl = recipes.shared_loaders(s)
     dev = str(train.pick_device(s["device"]))
+    labkit_rule = train.eval_attention
     shapes = sorted({tuple(b["input_ids"].shape) for b in dl.test})
     out = {"what": "Lab 2 evaluation: cold/warm per SDPA backend", "n_test": dl.sizes["test"],
            "batch_shapes": len(shapes), "provenance": provenance(), "rows": []}
@@ -56,13 +59,13 @@ def main(argv=None) -> int:
         torch.manual_seed(0)
         model = build_model({"config": arch}).to(dev).eval()
         row = {"arch": arch}
-        for backend, cudnn in (("default", True), ("no_cudnn", False)):
-            torch.backends.cuda.enable_cudnn_sdp(cudnn)
+        for backend, rule in (("default", lambda device: contextlib.nullcontext()), ("no_cudnn", labkit_rule)):
+            train.eval_attention = rule
             cold, ev = timed_eval(model, dl, dev)
             warm, ev2 = timed_eval(model, dl, dev)
             row[backend] = {"cold_s": cold, "warm_s": warm, "accuracy": ev["accuracy"], "loss": ev["loss"]}
             print(f"arch {i} {backend:9s} cold {cold:.2f} s  warm {warm:.2f} s  acc {ev['accuracy']:.5f}", flush=True)
-        torch.backends.cuda.enable_cudnn_sdp(True)
+        train.eval_attention = labkit_rule
         batch = next(iter(dl.test))
         batch = {k: v.to(dev) for k, v in batch.items()}
         a = logits(model, batch, dev)

@@ -41,6 +41,23 @@ def autocast(device: torch.device, mixed_precision: bool = True):
     return contextlib.nullcontext()
 
 
+# Evaluation attention on CUDA: any SDPA backend but cuDNN's. cuDNN builds a plan for each new batch shape, and
+# an evaluation's batches are trimmed to their longest review (57 shapes over IMDb's test set): a new model's
+# first evaluation spent ~4 s building plans where flash / memory-efficient attention took 0.4-1.5 s in all
+# (Lab 2 trials on an H100, benchmarks/lab2_eval_sdpa.json; warm, both backends ran equally fast and their
+# logits agreed within 0.002). Training keeps cuDNN: its batches have one or two shapes.
+EVAL_SDPA = "no-cudnn"  # in the search's cache keys for CUDA trials (labkit.search.objectives.trial_settings)
+
+
+def eval_attention(device: torch.device):
+    """The attention backends an evaluation on ``device`` may use (see EVAL_SDPA)."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 def _to(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -164,15 +181,16 @@ def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precisi
     loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
     seen = 0
     start = time.perf_counter()
-    for batch in _progress.bar(loader, desc=desc, leave=False, unit="batches", progress=progress):
-        batch = _to(batch, dev)
-        loss, logits = forward(batch)
-        n = batch["labels"].numel()
-        loss_sum += loss.double() * n  # float64, as Python floats summed it before
-        pred = logits.argmax(-1)
-        correct += (pred == batch["labels"]).sum()
-        positive += (pred == 1).sum()
-        seen += n
+    with eval_attention(dev):
+        for batch in _progress.bar(loader, desc=desc, leave=False, unit="batches", progress=progress):
+            batch = _to(batch, dev)
+            loss, logits = forward(batch)
+            n = batch["labels"].numel()
+            loss_sum += loss.double() * n  # float64, as Python floats summed it before
+            pred = logits.argmax(-1)
+            correct += (pred == batch["labels"]).sum()
+            positive += (pred == 1).sum()
+            seen += n
     # positive_share: a model at exactly chance usually predicts one class for every review (share 0 or 1)
     return {"accuracy": correct.item() / seen, "loss": loss_sum.item() / seen, "n": seen,
             "positive_share": positive.item() / seen, "eval_seconds": time.perf_counter() - start,

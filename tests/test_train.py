@@ -132,3 +132,27 @@ def test_a_shared_checkpoint_reports_the_accuracy_of_this_test_set(tmp_path, mon
     assert recipes.checkpoint_path(other) == recipes.checkpoint_path(s)  # one model
     assert first["n"] == 48 and shared["n"] == 16 and "cached" in shared
     assert shared["accuracy"] == train.evaluate(model, recipes.loaders(other).test, progress=False)["accuracy"]
+
+
+def test_evaluation_attention_leaves_out_cudnn_on_cuda_only():
+    """cuDNN's SDPA builds a plan per new batch shape (seconds per new Lab 2 model); evaluation on CUDA must not
+    pick it, and the rule is scoped: cuDNN is allowed again after the evaluation."""
+    from labkit import train
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    with train.eval_attention(torch.device("cuda")):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.mem_efficient_sdp_enabled() and torch.backends.cuda.flash_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    with train.eval_attention(torch.device("cpu")):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
+def test_cuda_trials_key_the_evaluation_attention(monkeypatch):
+    from labkit import train
+    from labkit.search.objectives import trial_settings
+
+    s = {"device": "cuda", "seed": 0}
+    monkeypatch.setattr(train, "pick_device", lambda d: torch.device(d))
+    assert trial_settings(s)["eval_sdpa"] == train.EVAL_SDPA
+    assert "eval_sdpa" not in trial_settings({**s, "device": "cpu"})  # CPU caches keep their keys

@@ -30,6 +30,8 @@ def trial_settings(s: dict) -> dict:
     """The settings that determine one trial's result, for the cache key (device as its type)."""
     out = {k: v for k, v in s.items() if k not in SEARCH_ONLY}
     out["device"] = train.pick_device(s["device"]).type
+    if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
+        out["eval_sdpa"] = train.EVAL_SDPA
     return out
 
 
