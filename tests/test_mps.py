@@ -31,3 +31,38 @@ def test_true_without_the_binary_is_an_error_and_bad_values_name_the_allowed(mon
     for bad in ("yes", 1, None):
         with pytest.raises(ValueError, match=r"mps=.*: allowed values are True, False, 'on', 'off', 'auto'"):
             mps.wanted(bad)
+
+
+def test_daemon_limits_each_worker_to_a_share_of_the_sms(monkeypatch, tmp_path, capsys):
+    """Workers get CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps.SM_PERCENT, or LABKIT_MPS_SM_PERCENT); a bad value is
+    an error naming the variable and the allowed values, before any daemon starts."""
+    started = []
+    monkeypatch.setattr(mps.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(mps.subprocess, "run", lambda cmd, **kw: started.append(cmd))
+    monkeypatch.delenv(mps.SM_PERCENT_ENV, raising=False)
+    with mps.daemon(tmp_path, enabled=True) as env:
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == str(mps.SM_PERCENT)
+        assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "pipe")
+    assert f"up to {mps.SM_PERCENT}% of the SMs" in capsys.readouterr().out
+    monkeypatch.setenv(mps.SM_PERCENT_ENV, "50")
+    with mps.daemon(tmp_path, enabled=True) as env:
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    started.clear()
+    for bad in ("0", "101", "half", "-5"):
+        monkeypatch.setenv(mps.SM_PERCENT_ENV, bad)
+        with pytest.raises(ValueError, match=r"LABKIT_MPS_SM_PERCENT=.*allowed values are integers 1\.\.100"):
+            with mps.daemon(tmp_path, enabled=True):
+                pass
+    assert started == []  # refused before starting a daemon
+
+
+def test_a_cuda_share_already_set_is_kept(monkeypatch, tmp_path):
+    monkeypatch.setattr(mps.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(mps.subprocess, "run", lambda cmd, **kw: None)
+    monkeypatch.delenv(mps.SM_PERCENT_ENV, raising=False)
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "40")
+    with mps.daemon(tmp_path, enabled=True) as env:
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "40"
+    monkeypatch.setenv(mps.SM_PERCENT_ENV, "30")  # labkit's own variable decides when both are set
+    with mps.daemon(tmp_path, enabled=True) as env:
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "30"

@@ -59,3 +59,37 @@ def test_cpu_only_is_one_worker(monkeypatch):
     monkeypatch.setattr(search_run, "visible_gpus", lambda: [])
     assert search_run.resolve_workers("auto") == 1
     assert search_run.resolve_workers(3) == 3
+
+
+def test_mps_starts_more_workers_per_gpu(monkeypatch):
+    """Under MPS (workers limited to a share of the SMs) "auto" starts WORKERS_PER_GPU_MPS, memory permitting."""
+    fake_gpus(monkeypatch, [78.0])
+    monkeypatch.delenv("LABKIT_WORKER_GIB", raising=False)
+    assert search_run.WORKERS_PER_GPU_MPS > search_run.WORKERS_PER_GPU
+    assert search_run.resolve_workers("auto", per_gpu=search_run.WORKERS_PER_GPU_MPS, plans=[plan("lab2")]) == 12
+    assert search_run.resolve_workers("auto", per_gpu=search_run.WORKERS_PER_GPU_MPS, plans=[plan("lab3")]) == 7
+
+
+def test_run_studies_sizes_auto_workers_by_mps(monkeypatch, tmp_path):
+    """run_studies decides MPS once and starts WORKERS_PER_GPU_MPS workers under it, WORKERS_PER_GPU without."""
+    fake_gpus(monkeypatch, [78.0])
+    monkeypatch.setenv("LABKIT_WORKER_GIB", "5")  # room for 14: the per-GPU count decides
+    monkeypatch.setattr(search_run, "release_gpu_memory", lambda: None)
+    monkeypatch.setattr(search_run, "prepare", lambda plans: None)
+    seen = []
+
+    class Started(Exception):
+        pass
+
+    def fake_processes(plans, url, n, bar, poll, mps, log_dir, first_worker):
+        seen.append((n, mps))
+        raise Started
+
+    monkeypatch.setattr(search_run, "_run_processes", fake_processes)
+    toy = StudyPlan(name="toy-mps", objective="_search_toy:factory", settings={}, sampler="random", seed=0, n_trials=2)
+    for wanted, expect in ((True, search_run.WORKERS_PER_GPU_MPS), (False, search_run.WORKERS_PER_GPU)):
+        monkeypatch.setattr(search_run._mps, "wanted", lambda mode, w=wanted: w)
+        with pytest.raises(Started):
+            search_run.run_studies([toy], storage=f"journal:{tmp_path / 'j.journal'}", workers="auto",
+                                   progress=False, mps="auto")
+        assert seen[-1] == (expect, wanted)

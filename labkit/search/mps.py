@@ -7,6 +7,12 @@ stopped when the search ends. It changes no GPU setting (compute mode, clocks) a
 ``nvidia-cuda-mps-control`` on the PATH; where that is missing, mps "on" is an error and "auto"
 says so and runs without. Measured (benchmarks/search_throughput.json, H100, Lab 2 full, 8 workers with CUDA
 graphs): 21.7 trials/min without MPS, 31.8 with it, in one run (62d9042).
+
+Each client may use ``SM_PERCENT`` of the multiprocessors (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``; the
+``LABKIT_MPS_SM_PERCENT`` variable overrides): a worker's larger kernels (its GEMMs) then no longer spread over
+every SM while the others' small kernels wait, and more workers share the GPU. Measured at 25d2f02 (same
+benchmark, 4 trials per worker): 8 workers 32.5 trials/min with all SMs (6 per worker), 34.8 at 25%, 36.2 at 50%;
+12 workers at 25% 38.1, 16 at 25% 38.4; so under MPS the launcher starts ``run.WORKERS_PER_GPU_MPS``.
 """
 from __future__ import annotations
 
@@ -20,6 +26,21 @@ CONTROL = "nvidia-cuda-mps-control"
 
 
 MODES = (True, False, "on", "off", "auto")  # profiles hold the strings (one type per setting)
+SM_PERCENT = 25  # each client's share of the multiprocessors, in percent (see the module docstring)
+SM_PERCENT_ENV = "LABKIT_MPS_SM_PERCENT"
+
+
+def sm_percent() -> int | str:
+    """The clients' share of the SMs: ``LABKIT_MPS_SM_PERCENT`` (an integer 1..100), else a
+    ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` already in the environment (CUDA's own, kept as given), else
+    ``SM_PERCENT``."""
+    env = os.environ.get(SM_PERCENT_ENV)
+    if env is None:
+        return os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", SM_PERCENT)
+    if not (env.strip().isdigit() and 1 <= int(env) <= 100):
+        raise ValueError(f"{SM_PERCENT_ENV}={env!r}: allowed values are integers 1..100 (percent of the GPU's SMs "
+                         "each MPS client may use)")
+    return int(env)
 
 
 def wanted(mode) -> bool:
@@ -53,10 +74,12 @@ def daemon(folder: Path, enabled=True):
     env = {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
     for path in env.values():
         Path(path).mkdir(parents=True, exist_ok=True)
+    share = sm_percent()  # checked before the daemon starts
     full = {**os.environ, **env}
     subprocess.run([CONTROL, "-d"], env=full, check=True, timeout=30)
-    print(f"[labkit] CUDA MPS daemon started for the workers (pipe {env['CUDA_MPS_PIPE_DIRECTORY']})", flush=True)
+    print(f"[labkit] CUDA MPS daemon started for the workers (pipe {env['CUDA_MPS_PIPE_DIRECTORY']}, each worker "
+          f"up to {share}% of the SMs)", flush=True)
     try:
-        yield env
+        yield {**env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(share)}
     finally:
         subprocess.run([CONTROL], input=b"quit\n", env=full, timeout=60, check=False)
