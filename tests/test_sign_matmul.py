@@ -310,7 +310,7 @@ def test_row_signs_kernel_that_differs_is_turned_off_with_a_warning(interpreter,
     monkeypatch.setattr(sign_matmul_triton, "row_signs", lambda x: (real(x)[0] * 1.0000001, real(x)[1]))
     x = _row_signs_cases("cpu")[1]
     with pytest.warns(RuntimeWarning, match="row signs: scales differ"):
-        alpha, _ = sign_matmul.row_signs(x)
+        alpha, _ = sign_matmul.row_signs(x, FORMATS["scaling"].scale)
     assert _same(alpha, _row_signs_reference(x)[0]) and list(sign_matmul._KERNEL_OFF) == ["row signs"]
 
 

@@ -26,7 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat, interpreting  # noqa: F401 - interpreting: this module's API
+from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat
+from ..triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel

@@ -68,14 +68,13 @@ def _sign_table(device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor,
     return zero, lut
 
 
-def row_signs(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean|x| per row (*x.shape[:-1], 1) in x's float type via float64, ``signs(x)``): binary_scaling's
-    per-channel terms, in one Triton pass where it runs (its first result must equal the reference's bits)."""
+def row_signs(x: torch.Tensor, scale) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``scale(x)``: binary_scaling's mean|x| per row via float64, ``signs(x)``) in one Triton pass where it
+    runs; its first result per input dtype must equal the reference's bits (``_checked``)."""
     from . import fast
 
     def reference():
-        a = x.detach().abs().mean(dim=-1, keepdim=True, dtype=torch.float64)
-        return a.to(torch.promote_types(x.dtype, torch.float32)), signs(x)
+        return scale(x), signs(x)
 
     if (not fast.TRITON_FAKE_QUANT or "row signs" in _KERNEL_OFF or x.dim() == 0 or x.shape[-1] == 0
             or sign_matmul_triton.why_unsupported(x)):
@@ -87,7 +86,8 @@ def row_signs(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                 return f"row signs: {name} differ from the reference in {int((g != w).sum())} of {w.numel()}"
         return None
 
-    return _checked("row signs", "row signs", lambda: sign_matmul_triton.row_signs(x.detach()), reference, differs)
+    return _checked("row signs", ("row signs", x.dtype), lambda: sign_matmul_triton.row_signs(x.detach()),
+                    reference, differs)
 
 
 def planes_reference(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:

@@ -106,8 +106,9 @@ if triton is not None:
 
 @functools.cache
 def _kernel(interpreting: bool, name: str = "_planes_kernel"):
-    """This TRITON_INTERPRET mode's copy of a kernel, with its helper decorated in that mode (labkit.triton_modes)."""
-    return triton.jit(in_mode(globals()[name], {"_ADD": triton.jit(_add)}), do_not_specialize=("n", "R", "O", "K"))
+    """This TRITON_INTERPRET mode's copy of a kernel, its helper decorated in that mode (labkit.triton_modes)."""
+    helpers = {"_ADD": triton.jit(_add)}
+    return triton.jit(in_mode(globals()[name], helpers), do_not_specialize=("n", "R", "O", "K"))
 
 
 def why_unsupported(x: torch.Tensor, mids_dtype: torch.dtype = torch.float32) -> str | None:

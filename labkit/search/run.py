@@ -158,8 +158,8 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
 
     ``storage``: ``journal:PATH`` (default ``runs/optuna/<first study>.journal``) or an RDB URL.
     ``workers``: processes in all (``auto``: ``WORKERS_PER_GPU`` per visible GPU, ``WORKERS_PER_GPU_MPS``
-    under MPS, 1 on a CPU). One worker runs in this process (``objectives`` may then give callables by study name); more run as processes
-    that rebuild each objective from its plan. ``mps``: run the workers under a private CUDA MPS daemon
+    under MPS, 1 on a CPU). One worker runs in this process (``objectives`` may then give callables by study
+    name); more run as processes that rebuild each objective from its plan. ``mps``: run the workers under a private CUDA MPS daemon
     so their small kernels share the GPU instead of taking turns (True/"on", False/"off" or "auto": see
     ``mps.wanted``). ``first_worker``: the id of the first worker here (give each machine its own range,
     so their sampler seeds differ). ``report_only``: run

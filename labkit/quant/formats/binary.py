@@ -131,7 +131,7 @@ class BinaryScalingFormat(NumberFormat):
 
     def sign_terms(self, x):
         if self.per_channel and x.dim() > 0:
-            scale, planes = sign_matmul.row_signs(x)  # one pass where Triton runs: the same bits as below
+            scale, planes = sign_matmul.row_signs(x, self.scale)  # one pass where Triton runs: the same bits
             return [scale], planes
         return [self.scale(x)], sign_matmul.signs(x)
 
