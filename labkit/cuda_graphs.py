@@ -22,6 +22,7 @@ from typing import Callable
 
 import torch
 
+RAN = ("graph_replays", "eager_calls", "graph_failure")  # the summary keys a search trial records
 ENV = "LABKIT_CUDA_GRAPHS"  # "0": never capture (the eager reference path)
 MAX_SHAPES = 4  # graphs per loop; the labs' batches have one or two shapes (full batch, last batch)
 _WARNED: set = set()
@@ -132,6 +133,7 @@ class ShapeGraphs:
         return out
 
     def summary(self) -> dict:
-        """What ran: counts of replayed and eager calls, graphs captured, why capture failed (if it did)."""
+        """What ran: counts of replayed and eager calls, graphs captured, why capture failed (if it did);
+        ``RAN`` names the keys a trial records."""
         return {"graph_replays": self.replays, "eager_calls": self.eager, "graphs": len(self.graphs),
                 "graph_failure": self.failed}

@@ -32,7 +32,10 @@ def interpreter_scalar_compat() -> None:
     """Triton 3.6's interpreter turns a scalar into a Python int with ``int(array of shape (1,))``, which
     NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars"), so ``range()``
     over a program-id-derived bound fails (the GPU image's Triton 3.6 with NumPy 2.5). Triton 3.9 squeezes
-    the array first; give older interpreters the same ``__index__``. A no-op where the private hook is gone."""
+    the array first; give older interpreters the same ``__index__``. A no-op where the private hook is gone,
+    and outside the interpreter (kernel modules call it where they build their interpreted kernels)."""
+    if not interpreting():
+        return
     from triton.runtime import interpreter as interp
 
     patch = getattr(interp, "_patch_lang_tensor", None)

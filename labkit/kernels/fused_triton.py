@@ -197,6 +197,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
 
 @functools.cache
 def _kernels(mode: bool) -> dict:
+    interpreter_scalar_compat()  # range() over runtime bounds in Triton 3.6's interpreter
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
     return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)), "dq": triton.jit(_in_mode(_dq_kernel, helpers))}
@@ -264,8 +265,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     M, K = x2.shape
     N = mantissa.shape[0]
     interp = interpreting()
-    if interp:
-        interpreter_scalar_compat()
     if config is None:  # pick_config's choices are valid by construction: only given configs are checked
         config = pick_config(M, N, K, group_size, _sm_count(x2.device.index or 0) if x2.is_cuda else 132,
                              x2.dtype)

@@ -107,6 +107,7 @@ if triton is not None:
 @functools.cache
 def _kernel(interpreting: bool, name: str = "_planes_kernel"):
     """This TRITON_INTERPRET mode's copy of a kernel, its helper decorated in that mode (labkit.triton_modes)."""
+    interpreter_scalar_compat()  # range() over the runtime K in Triton 3.6's interpreter
     helpers = {"_ADD": triton.jit(_add)}
     return triton.jit(in_mode(globals()[name], helpers), do_not_specialize=("n", "R", "O", "K"))
 
@@ -143,8 +144,6 @@ def row_signs(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     alpha = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
     out = torch.empty((1, *x.shape), dtype=torch.float16, device=x.device)
     if rows and k:
-        if interpreting():
-            interpreter_scalar_compat()  # range() over the runtime K (Triton 3.6's interpreter)
         BR = 8
         BK = min(512, triton.next_power_of_2(k))
         _kernel(interpreting(), "_row_signs_kernel")[(triton.cdiv(rows, BR),)](

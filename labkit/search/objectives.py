@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import recipes, train
+from .. import cuda_graphs, recipes, train
 from ..compress import compress
 from ..models import count_parameters
 from .cache import cached_or_run, config_key
@@ -83,7 +83,7 @@ class NASObjective:
         trial.set_user_attr("accuracy_trained", acc)
         trial.set_user_attr("train_seconds", fit["train_seconds"])
         if "graph_replays" in fit:  # what ran: CUDA graph replays or eager steps (labkit.cuda_graphs)
-            trial.set_user_attr("train_graphs", {k: fit[k] for k in ("graph_replays", "eager_calls", "graph_failure")})
+            trial.set_user_attr("train_graphs", {k: fit[k] for k in cuda_graphs.RAN})
         value = acc
         if self.mode != "none":
             model = compress(model.cpu(), quant=self.quant, prune=self.prune).model

@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import recipes, train
+from .. import cuda_graphs, recipes, train
 from ..quant import QuantLinear, average_bits, fast, make_format, quantize
 from ..quant.study import BINARY, ROLES, flat_config
 from .cache import cached_or_run, config_key
@@ -199,7 +199,7 @@ class PrecisionObjective:
         ev = train.evaluate(model, self.dl.test, device=dev, progress=False, graphs=None)
         attrs["accuracy_ptq"] = attrs["accuracy"] = ev["accuracy"]
         # what ran: CUDA graph replays or eager batches, and the evaluation's own seconds (the rest is building)
-        attrs["eval"] = {k: ev[k] for k in ("eval_seconds", "graph_replays", "eager_calls", "graph_failure") if k in ev}
+        attrs["eval"] = {k: ev[k] for k in ("eval_seconds", *cuda_graphs.RAN) if k in ev}
         if self.mode == "qat":
             recipes.freeze_embeddings(model)
             train.train(model, self.dl.train, epochs=self.s["qat_epochs"], lr=self.s["qat_lr"], device=dev,
