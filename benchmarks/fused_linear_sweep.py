@@ -58,6 +58,13 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
     return out
 
 
+def _configs(args, M: int, N: int) -> list[dict]:
+    """``--configs`` (one list for every case) or the built-in candidates."""
+    if args.configs:
+        return json.loads(args.configs)
+    return candidates(M, N, args.quick, tuple(args.kinds.split(",")))
+
+
 def _compile_some(jobs: list) -> int:
     """Launch each (M, config) once on a small problem of the same specialization (sizes divisible by 16,
     M as timed), so Triton compiles it into its disk cache. Runs in a worker process."""
@@ -87,7 +94,7 @@ def _precompile(args) -> int:
     for shape in args.shapes:
         N = int(shape.lower().split("x")[0])
         for M in args.batches:
-            for cfg in candidates(M, N, args.quick, tuple(args.kinds.split(","))):
+            for cfg in _configs(args, M, N):
                 key = (M, tuple(sorted(cfg.items())))  # Triton specializes M (== 1, % 16)
                 if key not in seen:
                     seen.add(key)
@@ -105,6 +112,8 @@ def main(argv=None) -> int:
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--quick", action="store_true", help="a few configs per case (a smoke run)")
     p.add_argument("--kinds", default="gemv,dq", help="kernels to sweep (comma-separated)")
+    p.add_argument("--configs", default=None,
+                   help="JSON list of launch configs to time instead of the built-in candidates (every case)")
     p.add_argument("--compile-workers", type=int, default=0,
                    help="compile every configuration first in this many processes (Triton's disk cache then "
                         "serves the timing process; 0: compile as timed)")
@@ -145,7 +154,7 @@ def main(argv=None) -> int:
             picked = fused_triton.pick_config(M, N, K, g, props.multi_processor_count)
             case = {"N": N, "K": K, "batch": M, "group_size": g, "packed_bytes": packed, "copies": copies,
                     "copy_ms": copy_ms, "bf16_ms": bf16_ms, "picked": picked, "configs": []}
-            for cfg in candidates(M, N, args.quick, tuple(args.kinds.split(","))) + [dict(picked, picked=True)]:
+            for cfg in _configs(args, M, N) + [dict(picked, picked=True)]:
                 c = {k: v for k, v in cfg.items() if k != "picked"}
                 try:
                     y = fused_triton.launch(x, m0, e0, None, g, c)
