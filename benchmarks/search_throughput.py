@@ -57,17 +57,32 @@ class BusySampler:
             self._nvml = None
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    @staticmethod
+    def _cpu_times() -> tuple[int, int] | None:
+        """(busy, total) jiffies of all cores from /proc/stat (None elsewhere)."""
+        try:
+            with open("/proc/stat") as fh:
+                v = [int(x) for x in fh.readline().split()[1:]]
+        except OSError:
+            return None
+        idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+        return sum(v) - idle, sum(v)
+
     def _run(self):
         while not self._stop.is_set():
             self.samples.append([self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._handles])
             time.sleep(self.interval)
 
     def __enter__(self):
+        self._cpu0 = self._cpu_times()
         if self._nvml:
             self._thread.start()
         return self
 
     def __exit__(self, *exc):
+        cpu1 = self._cpu_times()
+        self.cpu = ((cpu1[0] - self._cpu0[0]) / max(1, cpu1[1] - self._cpu0[1])
+                    if cpu1 and self._cpu0 else None)  # share of all cores' time spent busy
         self._stop.set()
         if self._nvml:
             self._thread.join()
@@ -179,13 +194,16 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
     return {"config": label(workers, mps, graphs), "workers": workers, "mps": mps, "cuda_graphs": graphs,
             "graph_failures": failures, "trials": len(done), "wall_seconds": wall, "sustained_seconds": sustained,
             "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
-            "gpu_busy": busy.busy(), "trial_seconds_by_arch": per_arch,
+            "gpu_busy": busy.busy(), "cpu_busy": busy.cpu, "trial_seconds_by_arch": per_arch,
             "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in done}}
 
 
 def label(workers: int, mps: bool, graphs: bool) -> str:
-    """Eager configurations keep the label they had before CUDA graphs (earlier JSONs compare)."""
-    return f"{'graphs' if graphs else 'lean'}, {workers} worker(s)" + (" + MPS" if mps else "")
+    """Eager configurations keep the label they had before CUDA graphs (earlier JSONs compare);
+    ``LABKIT_BENCH_LABEL`` appends a note (e.g. the setting a run varies)."""
+    note = os.environ.get("LABKIT_BENCH_LABEL", "")
+    return f"{'graphs' if graphs else 'lean'}, {workers} worker(s)" + (" + MPS" if mps else "") + \
+        (f" {note}" if note else "")
 
 
 def main(argv=None) -> int:
@@ -222,7 +240,8 @@ def main(argv=None) -> int:
         out.write_text(json.dumps(report, indent=1, default=str) + "\n")
         print(f"{result['config']}: {result['trials_per_min_sustained']:.2f} trials/min sustained"
               + (f", {result['trials_per_min_wall']:.2f} with start-up" if "trials_per_min_wall" in result else "")
-              + (f", GPU busy {result['gpu_busy']:.0%}" if result.get("gpu_busy") is not None else ""), flush=True)
+              + (f", GPU busy {result['gpu_busy']:.0%}" if result.get("gpu_busy") is not None else "")
+              + (f", CPU busy {result['cpu_busy']:.0%}" if result.get("cpu_busy") is not None else ""), flush=True)
 
     recipes.loaders(s)  # tokenise once here, so workers read the datasets cache
     if args.serial_trials and "serial (old loop)" not in have:

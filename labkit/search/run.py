@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 
 from .. import settings as _settings
-from . import mps as _mps
+from . import host_wait, mps as _mps
 from .plan import IN_PROCESS, StudyPlan, prepare
 from .progress import SearchProgress
 from .storage import default_url, make_storage, requeue_lost
@@ -121,6 +121,7 @@ def launch(plans: list[StudyPlan], url: str, workers: int, log_dir: Path, first_
            extra_env: dict | None = None) -> list[tuple[subprocess.Popen, Path]]:
     """Start ``workers`` processes (``python -m labkit.search``), spread round-robin over the
     visible GPUs; returns (process, log file) pairs."""
+    host_wait.mode({**os.environ, **(extra_env or {})})  # a bad LABKIT_CUDA_WAIT fails here, not in every worker
     log_dir.mkdir(parents=True, exist_ok=True)
     plan_file = log_dir / "plans.json"
     plan_file.write_text(json.dumps([json.loads(p.to_json()) for p in plans], indent=1))

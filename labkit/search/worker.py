@@ -18,6 +18,7 @@ import optuna
 from optuna.trial import TrialState
 
 from . import cache as _cache
+from . import host_wait
 from .plan import StudyPlan, build_objective
 from .samplers import make_sampler, worker_seed
 from .storage import WORKER_ATTR, counts, identity, make_storage, reap_stale, requeue, retried
@@ -210,6 +211,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", type=int, default=0, help="worker id (seeds this worker's samplers)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = parser.parse_args(argv)
+    print(f"[labkit] worker {args.worker}: {host_wait.apply()}", file=sys.stderr, flush=True)  # before CUDA's first use
     if args.threads:
         import torch
 
