@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from . import cuda_graphs
+from . import cuda_graphs, step_kernels
 from . import progress as _progress
 
 
@@ -152,7 +152,9 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
     counter = torch.zeros((), device=dev)
 
     def step(batch):
-        with autocast(dev, mixed_precision):
+        # bias gradients as GEMVs and LayerNorm's backward in Triton (labkit.step_kernels; LABKIT_STEP_KERNELS=0:
+        # torch's modules): a graphed step is bound by such small kernels
+        with autocast(dev, mixed_precision), step_kernels.fast_layers(model):
             loss = model(**batch).loss
         loss.backward()
         # LambdaLR's schedule on the device: step i uses lr * max(0, 1 - i / total)

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import cuda_graphs, recipes, train
+from .. import cuda_graphs, recipes, step_kernels, train
 from ..compress import compress
 from ..models import count_parameters
 from .cache import cached_or_run, config_key
@@ -32,6 +32,9 @@ def trial_settings(s: dict) -> dict:
     out["device"] = train.pick_device(s["device"]).type
     if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
         out["eval_sdpa"] = train.EVAL_SDPA
+        # a graphed training step runs labkit.step_kernels' backward kernels unless LABKIT_STEP_KERNELS=0
+        graphed = cuda_graphs.wanted(torch.device("cuda"), None)
+        out["train_step"] = step_kernels.VERSION if graphed and step_kernels.enabled() else "torch"
     return out
 
 

@@ -1,0 +1,111 @@
+"""A Lab 2 training step with labkit.step_kernels on and off: GPU time per graphed step and the losses of both.
+
+For each architecture, two models from the same initialisation train on the same batches (32 x 256 tokens of
+real IMDb-length shape, random ids) through ``train._graphed_step`` (the Lab 2 search's step: forward, backward,
+fused AdamW, captured as a CUDA graph), one with the step kernels (bias gradients as GEMVs, LayerNorm's
+backward in Triton) and one with torch's modules (dropout off for the loss curves, on for the timing). Timed: CUDA events around ``--steps`` replays after warm-up,
+the two variants interleaved over ``--rounds``. Printed: ms per step, the ratio, and the largest relative
+difference between the two loss curves.
+
+    python benchmarks/lab2_step_kernels.py [--archs 2x128x512,4x256x1024,8x512x2048] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _model(layers: int, hidden: int, inter: int, dropout: bool, seed: int = 0):
+    from labkit.search.space import build_model
+
+    torch.manual_seed(seed)
+    heads = max(2, hidden // 64)
+    off = {} if dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    return build_model({"config": {"num_hidden_layers": layers, "num_attention_heads": heads,
+                                   "hidden_size": hidden, "intermediate_size": inter}}, **off).cuda().train()
+
+
+class _Step:
+    """One model's graphed Lab 2 step, with the step kernels on or off (read when a step is captured)."""
+
+    def __init__(self, model, on: bool, total: int):
+        from labkit import train
+
+        self.on = on
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.step = train._graphed_step(model, params, 5e-4, 0.0, total, torch.device("cuda"), True, "bench", None)
+
+    def __call__(self, batch):
+        os.environ["LABKIT_STEP_KERNELS"] = "1" if self.on else "0"
+        return self.step(batch)[0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--archs", default="2x128x512,4x256x1024,8x512x2048", help="layers x hidden x intermediate")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default="benchmarks/lab2_step_kernels.json")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA device: GPU step timings")
+        return 2
+    from labkit.results import provenance
+
+    g = torch.Generator().manual_seed(0)
+    batches = [{"input_ids": torch.randint(1000, 30000, (32, 256), generator=g).cuda(),
+                "attention_mask": torch.ones(32, 256, dtype=torch.long).cuda(),
+                "token_type_ids": torch.zeros(32, 256, dtype=torch.long).cuda(),
+                "labels": torch.randint(0, 2, (32,), generator=g).cuda()} for _ in range(4)]
+    out = {"what": "Lab 2 graphed training step: labkit.step_kernels on vs off (torch's modules)",
+           "batch": [32, 256], "steps": args.steps, "rounds": args.rounds, "rows": [], "provenance": provenance()}
+    for spec in args.archs.split(","):
+        layers, hidden, inter = map(int, spec.split("x"))
+        # the two loss curves: dropout off, so the two models differ only by the kernels
+        losses = {}
+        for on in (True, False):
+            stepper = _Step(_model(layers, hidden, inter, dropout=False), on, args.steps)
+            losses[on] = [stepper(batches[i % 4]).clone() for i in range(args.steps)]
+            del stepper
+        # timing: the Lab 2 model (dropout on), warmed up and captured, the two variants interleaved
+        steppers = {on: _Step(_model(layers, hidden, inter, dropout=True), on, 10 + args.steps * args.rounds)
+                    for on in (True, False)}
+        for i in range(10):
+            for on in (True, False):
+                steppers[on](batches[i % 4])
+        times = {True: [], False: []}
+        for _ in range(args.rounds):
+            for on in (True, False):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for i in range(args.steps):
+                    steppers[on](batches[i % 4])
+                end.record()
+                torch.cuda.synchronize()
+                times[on].append(start.elapsed_time(end) / args.steps)
+        curves = {on: [float(v) for v in losses[on]] for on in losses}
+        rel = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(curves[True], curves[False]))
+        fast, ref = statistics.median(times[True]), statistics.median(times[False])
+        row = {"arch": spec, "ms_per_step_fast": fast, "ms_per_step_torch": ref, "torch_over_fast": ref / fast,
+               "times_fast": times[True], "times_torch": times[False], "max_rel_loss_diff": rel,
+               "loss_first_last_fast": [curves[True][0], curves[True][-1]],
+               "loss_first_last_torch": [curves[False][0], curves[False][-1]]}
+        out["rows"].append(row)
+        print(f"{spec}: step kernels {fast:.3f} ms, torch {ref:.3f} ms ({ref / fast:.3f}x); losses differ by at most "
+              f"{rel:.2e} (relative) over {len(curves[True])} steps", flush=True)
+        del steppers
+        torch.cuda.empty_cache()
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
