@@ -6,9 +6,10 @@ benchmarks/lab2_step_pieces.json) and another tenth on LayerNorm's backward (tor
 for 8192 rows of 128-512 features, ~0.4-0.8 TB/s). Here, for the exact ``nn.Linear`` and affine
 ``nn.LayerNorm`` modules of a model, inside ``fast_layers(model)``:
 
-- Linear: the same forward (``F.linear``) and weight/input gradients (the same matrix products); the bias
-  gradient as ``ones(1, rows) @ grad`` (cuBLAS: fp32 accumulation, rounded once to the gradient's dtype, as
-  torch's sum).
+- Linear: the same forward (``F.linear`` on the same casts) and input gradient; the weight gradient by the same
+  product, and the bias gradient as ``ones(1, rows) @ grad`` (cuBLAS, fp32 accumulation), both written in the
+  parameters' dtype by the GEMM (autocast's path rounds them to bf16 and casts them back to fp32: a cast kernel
+  per parameter per step, ~100 for an 8-layer model).
 - LayerNorm: torch's forward (``native_layer_norm``: the same output, mean and 1/std); the backward in one
   Triton kernel over blocks of rows: the input gradient and per-block gamma/beta partial sums (fixed order,
   so every run gives the same bits), summed by torch. Off a GPU (and without Triton) torch's backward runs.
@@ -36,7 +37,7 @@ except ImportError:  # CPU-only installs: torch's LayerNorm backward runs
 from .triton_modes import in_mode, interpreter_scalar_compat, interpreting
 
 ENV = "LABKIT_STEP_KERNELS"
-VERSION = "bias-gemv+ln-bwd-1"  # in CUDA trials' cache keys (labkit.search.objectives.trial_settings)
+VERSION = "fp32-param-grads+ln-bwd-2"  # in CUDA trials' cache keys (labkit.search.objectives.trial_settings)
 MAX_FEATURES = 8192  # one row block must fit a program's registers
 
 _ADD = None  # the kernel's copy names a jit-decorated _add here (see _kernel)
@@ -150,25 +151,40 @@ def _ones(rows: int, like: torch.Tensor) -> torch.Tensor:
     return ones
 
 
+def _mm(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """a @ b with the result in ``dtype``: on CUDA straight from the GEMM's fp32 accumulator (no bf16 rounding,
+    no cast kernel); elsewhere (no such CPU kernel) the product of the operands widened to ``dtype``."""
+    if dtype == a.dtype:
+        return torch.mm(a, b)
+    if a.is_cuda:
+        return torch.mm(a, b, out_dtype=dtype)
+    return torch.mm(a.to(dtype), b.to(dtype))
+
+
 class _Linear(torch.autograd.Function):
+    """``F.linear(x, weight.to(dtype), bias.to(dtype))`` whose weight and bias gradients come out in the
+    parameters' own dtype (fp32 under autocast) from the GEMMs: autocast's path rounds them to bf16 and then
+    casts them to fp32 (two kernels per parameter per step). The bias gradient is a GEMV with a ones row."""
+
     @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return F.linear(x, weight, bias)
+    def forward(ctx, x, weight, bias, dtype):
+        w = weight.to(dtype)
+        ctx.save_for_backward(x, w)
+        ctx.param_dtype, ctx.has_bias = weight.dtype, bias is not None
+        return F.linear(x, w, bias.to(dtype) if bias is not None else None)
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight = ctx.saved_tensors
+        x, w = ctx.saved_tensors
         dy2 = dy.reshape(-1, dy.shape[-1])
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = dy.matmul(weight)
+            dx = dy.matmul(w)
         if ctx.needs_input_grad[1]:
-            dw = dy2.t().mm(x.reshape(-1, x.shape[-1]))
+            dw = _mm(dy2.t(), x.reshape(-1, x.shape[-1]), ctx.param_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = _ones(dy2.shape[0], dy2).mm(dy2).view(-1)
-        return dx, dw, db
+            db = _mm(_ones(dy2.shape[0], dy2), dy2, ctx.param_dtype).view(-1)
+        return dx, dw, db, None
 
 
 def _autocast_dtype(t: torch.Tensor) -> torch.dtype | None:
@@ -177,14 +193,13 @@ def _autocast_dtype(t: torch.Tensor) -> torch.dtype | None:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear`` with the bias gradient as a GEMV (autocast's casts made here, as it makes them)."""
+    """``F.linear`` (under autocast: inputs in the autocast dtype, as autocast casts them) with the gradients
+    of ``_Linear``."""
     dtype = _autocast_dtype(x)
     if dtype is None:
-        return _Linear.apply(x, weight, bias)
-    x, weight = x.to(dtype), weight.to(dtype)
-    bias = bias.to(dtype) if bias is not None else None
+        return _Linear.apply(x, weight, bias, weight.dtype)
     with torch.autocast(x.device.type, enabled=False):
-        return _Linear.apply(x, weight, bias)
+        return _Linear.apply(x.to(dtype), weight, bias, dtype)
 
 
 def layer_norm(x, shape, weight, bias, eps) -> torch.Tensor:

@@ -226,3 +226,24 @@ def test_cuda_ones_row_is_not_kept_from_a_graph_capture():
         sk._ones(5, x)
     assert not sk._ONES
     assert sk._ones(5, x) is sk._ones(5, x)
+
+
+def test_linear_under_autocast_gives_fp32_parameter_gradients_from_the_product():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 5, 32, generator=g, requires_grad=True)
+    w = torch.randn(24, 32, generator=g, requires_grad=True)
+    b = torch.randn(24, generator=g, requires_grad=True)
+    dy = torch.randn(6, 5, 24, generator=g).bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = sk.linear(x, w, b)
+        ref = F.linear(x, w, b)
+    assert y.dtype == ref.dtype == torch.bfloat16 and torch.equal(y, ref)  # autocast's casts, the same product
+    y.backward(dy)
+    got = [t.grad.clone() for t in (x, w, b)]
+    # the oracle: float64 products of the bf16 operands autocast hands the GEMMs
+    xb, wb, d = x.detach().bfloat16().double(), w.detach().bfloat16().double(), dy.double()
+    want_w, want_b = d.reshape(-1, 24).t() @ xb.reshape(-1, 32), d.sum((0, 1))
+    assert got[1].dtype == got[2].dtype == torch.float32 and got[0].dtype == torch.float32
+    assert (got[1].double() - want_w).abs().max() <= 1e-5 * want_w.abs().max()  # no bf16 rounding of dW
+    assert (got[2].double() - want_b).abs().max() <= 1e-5 * want_b.abs().max()
+    assert (got[0].double() - d @ wb).abs().max() <= 2 ** -7 * (d @ wb).abs().max()  # dx: bf16, as autocast's
