@@ -6,10 +6,10 @@ benchmarks/lab2_step_pieces.json) and another tenth on LayerNorm's backward (tor
 for 8192 rows of 128-512 features, ~0.4-0.8 TB/s). Here, for the exact ``nn.Linear`` and affine
 ``nn.LayerNorm`` modules of a model, inside ``fast_layers(model)``:
 
-- Linear: the same forward (``F.linear`` on the same casts) and input gradient; the weight gradient by the same
-  product, and the bias gradient as ``ones(1, rows) @ grad`` (cuBLAS, fp32 accumulation), both written in the
-  parameters' dtype by the GEMM (autocast's path rounds them to bf16 and casts them back to fp32: a cast kernel
-  per parameter per step, ~100 for an 8-layer model).
+- Linear: the same forward (``F.linear`` on the same casts; an input several layers read cast once); the same
+  products for the gradients, and the bias gradient as ``ones(1, rows) @ grad`` (cuBLAS, fp32 accumulation),
+  each written in its tensor's dtype by the GEMM (autocast's path rounds them to bf16 and casts them back to
+  fp32: a cast kernel per parameter and per fp32 activation per step).
 - LayerNorm: torch's forward (``native_layer_norm``: the same output, mean and 1/std); the backward in one
   Triton kernel over blocks of rows: the input gradient and per-block gamma/beta partial sums (fixed order,
   so every run gives the same bits), summed by torch. Off a GPU (and without Triton) torch's backward runs.
@@ -37,7 +37,7 @@ except ImportError:  # CPU-only installs: torch's LayerNorm backward runs
 from .triton_modes import in_mode, interpreter_scalar_compat, interpreting
 
 ENV = "LABKIT_STEP_KERNELS"
-VERSION = "fp32-param-grads+ln-bwd-2"  # in CUDA trials' cache keys (labkit.search.objectives.trial_settings)
+VERSION = "fp32-grads+shared-casts+ln-bwd-3"  # in CUDA trials' cache keys (labkit.search.objectives.trial_settings)
 MAX_FEATURES = 8192  # one row block must fit a program's registers
 
 _ADD = None  # the kernel's copy names a jit-decorated _add here (see _kernel)
@@ -161,17 +161,35 @@ def _mm(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.mm(a.to(dtype), b.to(dtype))
 
 
+_CASTS: dict | None = None  # inside fast_layers: id(x) -> (x, x in the autocast dtype, x's version)
+
+
+def _cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x.to(dtype)``, made once per forward for an input several layers read (BERT's query, key and value
+    all read the same fp32 LayerNorm output: autocast casts it three times)."""
+    if x.dtype == dtype:
+        return x
+    hit = _CASTS.get(id(x)) if _CASTS is not None else None
+    if hit is not None and hit[0] is x and hit[2] == x._version:
+        return hit[1]
+    out = x.to(dtype)
+    if _CASTS is not None:
+        _CASTS[id(x)] = (x, out, x._version)
+    return out
+
+
 class _Linear(torch.autograd.Function):
-    """``F.linear(x, weight.to(dtype), bias.to(dtype))`` whose weight and bias gradients come out in the
-    parameters' own dtype (fp32 under autocast) from the GEMMs: autocast's path rounds them to bf16 and then
-    casts them to fp32 (two kernels per parameter per step). The bias gradient is a GEMV with a ones row."""
+    """``F.linear(x.to(dtype), weight.to(dtype), bias.to(dtype))`` whose gradients come out in the dtypes of x
+    and of the parameters (fp32 under autocast) straight from the GEMMs' fp32 accumulators: autocast's path
+    rounds them to bf16 and then casts them to fp32, a cast kernel per tensor per step (~100 parameters in an
+    8-layer model, and each fp32 activation a Linear reads). The bias gradient is a GEMV with a ones row."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, dtype):
-        w = weight.to(dtype)
-        ctx.save_for_backward(x, w)
-        ctx.param_dtype, ctx.has_bias = weight.dtype, bias is not None
-        return F.linear(x, w, bias.to(dtype) if bias is not None else None)
+        xc, w = _cast(x, dtype), weight.to(dtype)
+        ctx.save_for_backward(xc, w)
+        ctx.x_dtype, ctx.param_dtype, ctx.has_bias = x.dtype, weight.dtype, bias is not None
+        return F.linear(xc, w, bias.to(dtype) if bias is not None else None)
 
     @staticmethod
     def backward(ctx, dy):
@@ -179,7 +197,7 @@ class _Linear(torch.autograd.Function):
         dy2 = dy.reshape(-1, dy.shape[-1])
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = dy.matmul(w)
+            dx = _mm(dy2, w, ctx.x_dtype).view(*dy.shape[:-1], w.shape[1])
         if ctx.needs_input_grad[1]:
             dw = _mm(dy2.t(), x.reshape(-1, x.shape[-1]), ctx.param_dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
@@ -199,7 +217,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if dtype is None:
         return _Linear.apply(x, weight, bias, weight.dtype)
     with torch.autocast(x.device.type, enabled=False):
-        return _Linear.apply(x.to(dtype), weight, bias, dtype)
+        return _Linear.apply(x, weight, bias, dtype)
 
 
 def layer_norm(x, shape, weight, bias, eps) -> torch.Tensor:
@@ -225,6 +243,7 @@ def fast_layers(model: torch.nn.Module, on: bool | None = None):
     """Inside: ``model``'s exact ``nn.Linear`` and affine ``nn.LayerNorm`` modules run the functions above
     (subclasses, e.g. quantized or parametrized layers, keep their own forward). ``on`` None: ``enabled()``.
     Yields the number of modules switched. Gradients made inside keep their backward after the block."""
+    global _CASTS
     swapped = []
     if on if on is not None else enabled():
         for m in model.modules():
@@ -234,8 +253,10 @@ def fast_layers(model: torch.nn.Module, on: bool | None = None):
             elif type(m) is torch.nn.LayerNorm and m.elementwise_affine and m.bias is not None:
                 m.forward = types.MethodType(_layer_norm_forward, m)
                 swapped.append(m)
+    outer, _CASTS = _CASTS, ({} if swapped else _CASTS)
     try:
         yield len(swapped)
     finally:
+        _CASTS = outer
         for m in swapped:
             del m.forward
