@@ -195,6 +195,7 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
             "graph_failures": failures, "trials": len(done), "wall_seconds": wall, "sustained_seconds": sustained,
             "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
             "gpu_busy": busy.busy(), "cpu_busy": busy.cpu, "trial_seconds_by_arch": per_arch,
+            "gpu_peak_gib_max": max((t.user_attrs.get("gpu_peak_gib", 0.0) for t in done), default=None),
             "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in done}}
 
 
@@ -241,7 +242,9 @@ def main(argv=None) -> int:
         print(f"{result['config']}: {result['trials_per_min_sustained']:.2f} trials/min sustained"
               + (f", {result['trials_per_min_wall']:.2f} with start-up" if "trials_per_min_wall" in result else "")
               + (f", GPU busy {result['gpu_busy']:.0%}" if result.get("gpu_busy") is not None else "")
-              + (f", CPU busy {result['cpu_busy']:.0%}" if result.get("cpu_busy") is not None else ""), flush=True)
+              + (f", CPU busy {result['cpu_busy']:.0%}" if result.get("cpu_busy") is not None else "")
+              + (f", peak {result['gpu_peak_gib_max']:.2f} GiB reserved by a trial" if result.get("gpu_peak_gib_max")
+                 else ""), flush=True)
 
     recipes.loaders(s)  # tokenise once here, so workers read the datasets cache
     if args.serial_trials and "serial (old loop)" not in have:

@@ -50,3 +50,26 @@ def test_block_sets_the_primary_context_flag_cuda():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert "blocking sync" in out.stdout
+
+
+def test_mps_workers_block_unless_the_user_chose():
+    assert host_wait.worker_env(True, {}) == {host_wait.ENV: "block"}
+    assert host_wait.worker_env(False, {}) == {}
+    assert host_wait.worker_env(True, {host_wait.ENV: "spin"}) == {}  # the user's setting is kept
+
+
+def test_run_processes_hands_mps_workers_the_blocking_wait(monkeypatch, tmp_path):
+    import contextlib
+
+    seen = {}
+    monkeypatch.delenv(host_wait.ENV, raising=False)
+    monkeypatch.setattr(run._mps, "daemon", lambda folder, enabled: contextlib.nullcontext({"X": "1"}))
+
+    def fake_launch(plans, url, n, log_dir, first_worker=0, extra_env=None):
+        seen.update(extra_env)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "launch", fake_launch)
+    with pytest.raises(KeyboardInterrupt):
+        run._run_processes([], "journal:x", 2, None, 1.0, True, tmp_path, 0)
+    assert seen == {"X": "1", host_wait.ENV: "block"}

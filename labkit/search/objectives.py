@@ -78,6 +78,9 @@ class NASObjective:
         trial.set_user_attr("parameters", count_parameters(model))
         trial.set_user_attr("n_test", self.dl.sizes["test"])
         start = time.perf_counter()
+        cuda = train.pick_device(s["device"]).type == "cuda"
+        if cuda:  # the peak this trial's tensors reserve: what sizes run.WORKER_GIB
+            torch.cuda.reset_peak_memory_stats()
         # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
         # launch-bound there (benchmarks/lab2_trial_profile.json)
         fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
@@ -99,6 +102,8 @@ class NASObjective:
                 trial.set_user_attr("accuracy_post_trained", value)
                 trial.set_user_attr("train_seconds", fit["train_seconds"] + more["train_seconds"])
         trial.set_user_attr("trial_seconds", time.perf_counter() - start)
+        if cuda:
+            trial.set_user_attr("gpu_peak_gib", torch.cuda.max_memory_reserved() / 2**30)
         self._save_if_best(trial, value, arch, model)
         return value
 

@@ -235,6 +235,7 @@ def stored_studies(plans: list[StudyPlan], storage) -> dict[str, optuna.Study]:
 def _run_processes(plans, url, n, bar, poll, mps, log_dir, first_worker):
     log_dir = Path(log_dir or _settings.runs_dir() / "optuna" / "logs" / plans[0].name)
     with _mps.daemon(log_dir / "mps", enabled=mps) as env:
+        env = {**env, **host_wait.worker_env(bool(mps))}
         procs = launch(plans, url, n, log_dir, first_worker=first_worker, extra_env=env)
         crashed = set()
         try:
