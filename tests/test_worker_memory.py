@@ -66,14 +66,15 @@ def test_mps_starts_more_workers_per_gpu(monkeypatch):
     fake_gpus(monkeypatch, [78.0])
     monkeypatch.delenv("LABKIT_WORKER_GIB", raising=False)
     assert search_run.WORKERS_PER_GPU_MPS > search_run.WORKERS_PER_GPU
-    assert search_run.resolve_workers("auto", per_gpu=search_run.WORKERS_PER_GPU_MPS, plans=[plan("lab2")]) == 12
+    # 78 GiB free: 14 Lab 2 workers fit (5 GiB each, 90% of the memory), fewer than WORKERS_PER_GPU_MPS (16)
+    assert search_run.resolve_workers("auto", per_gpu=search_run.WORKERS_PER_GPU_MPS, plans=[plan("lab2")]) == 14
     assert search_run.resolve_workers("auto", per_gpu=search_run.WORKERS_PER_GPU_MPS, plans=[plan("lab3")]) == 7
 
 
 def test_run_studies_sizes_auto_workers_by_mps(monkeypatch, tmp_path):
     """run_studies decides MPS once and starts WORKERS_PER_GPU_MPS workers under it, WORKERS_PER_GPU without."""
     fake_gpus(monkeypatch, [78.0])
-    monkeypatch.setenv("LABKIT_WORKER_GIB", "5")  # room for 14: the per-GPU count decides
+    monkeypatch.setenv("LABKIT_WORKER_GIB", "4")  # room for 17: the per-GPU count decides
     monkeypatch.setattr(search_run, "release_gpu_memory", lambda: None)
     monkeypatch.setattr(search_run, "prepare", lambda plans: None)
     seen = []

@@ -26,9 +26,10 @@ from .worker import Worker, release_gpu_memory, ensure_study, errors_of, plan_st
 # Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
 # (benchmarks/search_throughput.py measures the curve; README states it).
 WORKERS_PER_GPU = 8
-# Under MPS (each worker limited to mps.SM_PERCENT of the SMs) more workers keep the GPU busier: 12 measured
-# 38.1 trials/min against 8's 34.8 (Lab 2 full, H100, 25d2f02; 16: 38.4); GPU memory still caps it.
-WORKERS_PER_GPU_MPS = 12
+# Under MPS (each worker limited to mps.SM_PERCENT of the SMs) more workers keep the GPU busier: 16 measured
+# 40.5-40.7 trials/min against 12's 38.6 (Lab 2 full, H100, d9fd658/16f2d7b; benchmarks/search_throughput.json);
+# GPU memory still caps it (WORKER_GIB: 14 such workers on an 80 GB card).
+WORKERS_PER_GPU_MPS = 16
 
 
 def visible_gpus() -> list[str]:
