@@ -16,10 +16,10 @@ import datasets
 import pytest
 import torch
 
-from labkit import cli, compress, data, models, overrides, profiles, prune, quant, search, select
+from labkit import cli, compress, data, models, overrides, profiles, prune, quant, search, select, step_kernels
 from labkit.kernels import dequant, mxint8_ref as ref, packed_linear
 from labkit.quant.formats import FORMATS, make_format
-from labkit.search import lab2 as lab2_search
+from labkit.search import host_wait, lab2 as lab2_search
 from labkit.search.space import restrict
 
 FP8 = compress.fixed_point(8)
@@ -393,6 +393,11 @@ CASES = [
          "kernels-convert-group"),
     case(lambda: ref.decode_bits_table([1], 300), ValueError, r"exponent=300: allowed values are 0..255",
          "kernels-table-exponent"),
+    # switches of the search workers' GPU path (issue 22)
+    case(lambda: step_kernels.enabled(), ValueError, r"LABKIT_STEP_KERNELS='on': allowed values are 0 .*, 1 ",
+         "step-kernels-switch", env={"LABKIT_STEP_KERNELS": "on"}),
+    case(lambda: host_wait.mode(), ValueError, r"LABKIT_CUDA_WAIT='yield': allowed values are spin, block",
+         "cuda-wait-mode", env={"LABKIT_CUDA_WAIT": "yield"}),
 ]
 
 
