@@ -1,10 +1,12 @@
 """How a search worker's host thread waits for its GPU: CUDA's default spin, or asleep until the GPU signals.
 
 Why: with fewer CUDA contexts than cores, CUDA spins the waiting thread (``cudaDeviceScheduleAuto``). A worker
-replaying CUDA-graphed training steps runs ahead of its GPU until the launch queue is full and then waits, so
-a dozen workers sharing one GPU keep a dozen cores busy doing nothing, and the workers that have host work
-to do (an eager evaluation, building the next trial's model, capturing its graphs) queue for a core.
-``LABKIT_CUDA_WAIT=block`` puts the primary context in blocking-sync mode before the worker first uses CUDA.
+replaying CUDA-graphed training steps runs ahead of its GPU and then waits, so workers sharing one GPU can
+hold cores that the workers with host work to do (an eager evaluation, building the next trial's model,
+capturing its graphs) need. Measured (Lab 2 full, H100, 12 workers + MPS, one call): spinning 36.6 trials/min
+with 68% of the 16 cores busy, blocking 37.7 with 64%: a few percent, about the run-to-run spread; 16 workers
+(85% of the cores busy) ran blocking. ``LABKIT_CUDA_WAIT=block`` puts the primary context in blocking-sync
+mode before the worker first uses CUDA.
 """
 from __future__ import annotations
 
