@@ -51,6 +51,12 @@ def enabled(env: dict | None = None) -> bool:
     return value == "1"
 
 
+def cache_key(graphed: bool) -> str:
+    """What a CUDA trial's training step runs, for its cache key: these kernels (by version) only in a graphed
+    step (``train._graphed_step``) and while enabled; torch's modules otherwise."""
+    return VERSION if graphed and enabled() else "torch"
+
+
 def _add(a, b):
     return a + b
 

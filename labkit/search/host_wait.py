@@ -41,15 +41,20 @@ def _driver():
         return None
 
 
+def _device(lib, device_index: int):
+    """The driver's handle of device ``device_index`` (None where the driver does not report it)."""
+    dev = ctypes.c_int()
+    if lib is None or lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), device_index) != 0:
+        return None
+    return dev
+
+
 def primary_flags(device_index: int = 0) -> tuple[int, bool] | None:
     """(flags, active) of the device's primary context from the driver; None without a CUDA driver."""
     lib = _driver()
-    if lib is None or lib.cuInit(0) != 0:
-        return None
-    dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
-    if lib.cuDeviceGet(ctypes.byref(dev), device_index) != 0:
-        return None
-    if lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) != 0:
+    dev = _device(lib, device_index)
+    flags, active = ctypes.c_uint(), ctypes.c_int()
+    if dev is None or lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) != 0:
         return None
     return flags.value, bool(active.value)
 
@@ -63,13 +68,10 @@ def apply(env: dict | None = None, device_index: int = 0) -> str:
     lib = _driver()
     if lib is None:
         raise RuntimeError(f"{ENV}=block: no CUDA driver (libcuda.so.1) in this process")
-    state = primary_flags(device_index)
-    if state is None:
+    state, dev = primary_flags(device_index), _device(lib, device_index)
+    if state is None or dev is None:
         raise RuntimeError(f"{ENV}=block: the CUDA driver did not report device {device_index}")
-    flags = (state[0] & ~CU_CTX_SCHED_MASK) | CU_CTX_SCHED_BLOCKING_SYNC
-    dev = ctypes.c_int()
-    lib.cuDeviceGet(ctypes.byref(dev), device_index)
-    rc = lib.cuDevicePrimaryCtxSetFlags(dev, flags)
+    rc = lib.cuDevicePrimaryCtxSetFlags(dev, (state[0] & ~CU_CTX_SCHED_MASK) | CU_CTX_SCHED_BLOCKING_SYNC)
     after = primary_flags(device_index)
     if rc != 0 or after is None or after[0] & CU_CTX_SCHED_MASK != CU_CTX_SCHED_BLOCKING_SYNC:
         raise RuntimeError(f"{ENV}=block: cuDevicePrimaryCtxSetFlags returned {rc} (flags now {after})")

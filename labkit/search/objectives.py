@@ -32,9 +32,7 @@ def trial_settings(s: dict) -> dict:
     out["device"] = train.pick_device(s["device"]).type
     if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
         out["eval_sdpa"] = train.EVAL_SDPA
-        # a graphed training step runs labkit.step_kernels' backward kernels unless LABKIT_STEP_KERNELS=0
-        graphed = cuda_graphs.wanted(torch.device("cuda"), None)
-        out["train_step"] = step_kernels.VERSION if graphed and step_kernels.enabled() else "torch"
+        out["train_step"] = step_kernels.cache_key(cuda_graphs.wanted(torch.device("cuda"), None))
     return out
 
 
