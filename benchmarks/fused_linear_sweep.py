@@ -55,6 +55,30 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
             if quick or 100 <= programs <= 4096:
                 out.append({"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w,
                             "num_stages": s})
+    if "tma" in kinds:
+        out += tma_candidates(M, N, quick)
+    return out
+
+
+def tma_candidates(M: int, N: int, quick: bool) -> list[dict]:
+    """The TMA dq kernel: W as the MMA's row side (its decoded tile from registers) or x; 64-256 features,
+    K tiles 64-512, split-K 1-8, 3-5 stages in flight; pruned to 64..2048 programs."""
+    if quick:
+        return [{"kind": "tma", "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 2, "W_LEFT": True, "num_warps": 4,
+                 "num_stages": 3}]
+    out = []
+    bks = (128, 256, 512) if M <= 16 else (64, 128, 256)
+    for w_left, bn, bk, sk, stages in itertools.product((True, False), (32, 64, 128, 256), bks, (1, 2, 4, 8),
+                                                        (3, 4, 5)):
+        if w_left and bn < 64:  # one warpgroup's MMA has 64 rows
+            continue
+        programs = -(-N // bn) * sk
+        stage_bytes = bn * bk + min(64, max(16, M)) * bk * 2
+        if not 64 <= programs <= 2048 or stage_bytes * stages > 200 * 1024:
+            continue
+        for warps in ((4, 8) if bn >= 128 else (4,)):
+            out.append({"kind": "tma", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "W_LEFT": w_left,
+                        "num_warps": warps, "num_stages": stages})
     return out
 
 

@@ -30,6 +30,7 @@ from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat
 from ..triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
+KINDS = ("gemv", "dq", "tma")
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 
 
@@ -174,7 +175,15 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         elif W_BF16:
             w = w.to(tl.bfloat16)
         acc = tl.dot(tl.trans(xt), tl.trans(w), acc, input_precision=INPUT_PRECISION)
-    acc = tl.trans(acc)  # (BLOCK_N, BLOCK_M) for the epilogue
+    _finish(tl.trans(acc), b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m,
+            HAS_BIAS, SPLIT_K)
+
+
+def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m,
+            HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr):
+    """The epilogue of both dot kernels: ``acc`` (BLOCK_N, BLOCK_M) fp32 plus the bias, stored to y, or
+    through the split-K workspace (see ``_dq_kernel``)."""
+    n_mask, m_mask = offs_n < N, offs_m < M
     if HAS_BIAS:
         b = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
         acc += b[:, None] * (pid_k == 0).to(tl.float32)
@@ -195,12 +204,61 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=out_mask)
 
 
+def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, stride_en, stride_eg,
+                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr, W_LEFT: tl.constexpr,
+                DOT_F32: tl.constexpr):
+    """The dq kernel with W's and x's tiles fetched by the Hopper tensor-memory accelerator (TMA): one thread
+    issues a whole tile's copy into shared memory and Triton's pipeliner keeps ``num_stages`` of them in
+    flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
+    was latency-bound at 12% occupancy: MXINT8_NOTES.md). Tiles past N, M or K arrive zero-filled, so no row
+    is re-read and no load is masked. bf16 x only. ``W_LEFT``: W is the MMA's row side (acc (BLOCK_N,
+    BLOCK_M)), the decoded tile feeding the MMA from registers; else x is, as in ``_dq_kernel``."""
+    pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n0, m0 = pid_n * BLOCK_N, pid_m * BLOCK_M
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    tiles = ((K + BLOCK_K - 1) // BLOCK_K + SPLIT_K - 1) // SPLIT_K
+    k_begin = pid_k * tiles * BLOCK_K
+    k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
+    NG: tl.constexpr = (BLOCK_K + GROUP - 1) // GROUP
+    e_rows = e_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_en
+    if W_LEFT:
+        acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
+    else:
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        m = m_desc.load([n0, k0])
+        if ASM:
+            w = _i8x4_to_f32_asm(m)
+        else:
+            w = _i8_to_f32(m)
+        g_idx = k0 // GROUP + tl.arange(0, NG)
+        e = tl.load(e_rows + g_idx[None, :] * stride_eg, mask=(g_idx < K // GROUP)[None, :], other=127)
+        w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e.to(tl.int32))[:, :, None]
+        w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
+        xt = x_desc.load([m0, k0])  # (BLOCK_M, BLOCK_K)
+        if DOT_F32:  # the interpreter's bf16 dot is wrong (see launch)
+            xt = xt.to(tl.float32)
+        else:
+            w = w.to(tl.bfloat16)
+        if W_LEFT:
+            acc = tl.dot(w, tl.trans(xt), acc)
+        else:
+            acc = tl.dot(xt, tl.trans(w), acc)
+    if not W_LEFT:
+        acc = tl.trans(acc)
+    _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m, HAS_BIAS, SPLIT_K)
+
+
 @functools.cache
 def _kernels(mode: bool) -> dict:
     interpreter_scalar_compat()  # range() over runtime bounds in Triton 3.6's interpreter
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
-    return {"gemv": triton.jit(_in_mode(_gemv_kernel, helpers)), "dq": triton.jit(_in_mode(_dq_kernel, helpers))}
+    helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
+    return {kind: triton.jit(_in_mode(fn, helpers))
+            for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
 
 
 def kernels() -> dict:
@@ -247,8 +305,8 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
 
 def check_config(config: dict, group_size: int) -> dict:
     kind = config.get("kind", "dq")
-    if kind not in ("gemv", "dq"):
-        raise ValueError(f"config kind={kind!r}: allowed values are 'gemv', 'dq'")
+    if kind not in KINDS:
+        raise ValueError(f"config kind={kind!r}: allowed values are {', '.join(map(repr, KINDS))}")
     bk = int(config["BLOCK_K"])
     if bk < 16 or bk & (bk - 1):
         raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
@@ -289,6 +347,19 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     if split > 1:  # per call: zeroed arrival counters (one memset, captured with the kernel in a CUDA graph)
         counts = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=x2.device)
         ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
+    if kind == "tma":
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        bn, bk = config["BLOCK_N"], config["BLOCK_K"]
+        x_desc = TensorDescriptor.from_tensor(x2, [bm, bk])
+        m_desc = TensorDescriptor.from_tensor(mantissa, [bn, bk])
+        kernels()["tma"][grid](x_desc, m_desc, exponent2, b, y, ws, counts, M, N, K, exponent2.stride(0),
+                               exponent2.stride(1), GROUP=group_size, HAS_BIAS=bias is not None, BLOCK_M=bm,
+                               BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
+                               ASM=bool(config.get("ASM", True)) and not interp,
+                               W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp, num_warps=warps,
+                               num_stages=stages)
+        return y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
     # exceeds fp16's) and x goes to fp32, both exact in tf32. The interpreter's bf16 dot is wrong: fp32 there.
     ieee = x2.dtype == torch.float32 and not (x2.is_cuda and torch.backends.cuda.matmul.allow_tf32)
