@@ -70,6 +70,14 @@ def _scale(e):
     return tl.where(e == 255, float("nan"), bits.to(tl.float32, bitcast=True))
 
 
+def _exponents(e_rows, k0, stride_eg, K, GROUP: tl.constexpr, NG: tl.constexpr, MASKED: tl.constexpr):
+    """The (rows, NG) exponents of the K tile starting at ``k0`` as int32; groups past K read 127."""
+    g_idx = k0 // GROUP + tl.arange(0, NG)
+    if MASKED:
+        return tl.load(e_rows + g_idx[None, :] * stride_eg, mask=(g_idx < K // GROUP)[None, :], other=127).to(tl.int32)
+    return tl.load(e_rows + g_idx[None, :] * stride_eg).to(tl.int32)
+
+
 def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
                  stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                  GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -112,7 +120,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr,
-               EVEN_K: tl.constexpr, X_ROWS: tl.constexpr):
+               EVEN_K: tl.constexpr, X_ROWS: tl.constexpr, E_AHEAD: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     x the MMA's row side (16+ rows) and W^T its column side: acc is (BLOCK_M, BLOCK_N). (One K=GROUP dot
@@ -142,7 +150,15 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     x_cols = x_ptr + rows_m[None, :] * stride_xm
     e_rows = e_ptr + rows_n[:, None] * stride_en
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    # Exponents one tile ahead (E_AHEAD): with fewer than 4 bytes per row and tile the pipeliner cannot make
+    # them an async copy, so each tile's exponent load was a full memory round trip the tile waited on.
+    e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
     for k0 in range(k_begin, k_end, BLOCK_K):
+        if E_AHEAD:
+            e = e_next
+            e_next = _exponents(e_rows, k0 + BLOCK_K, stride_eg, K, GROUP, NG, True)
+        else:
+            e = _exponents(e_rows, k0, stride_eg, K, GROUP, NG, not EVEN_K)
         kk = k0 + offs_k
         k_mask = kk < K  # K is a multiple of GROUP: whole groups are in or out
         if EVEN_K:  # K % BLOCK_K == 0: every tile is whole
@@ -155,12 +171,6 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             w = _i8_to_f32(m)
         # one exponent per (row, group), broadcast over the group (a per-element gather of the exponents
         # measured 3-10x slower, 8ae228b)
-        g_idx = k0 // GROUP + tl.arange(0, NG)
-        if EVEN_K:
-            e = tl.load(e_rows + g_idx[None, :] * stride_eg).to(tl.int32)
-        else:
-            e = tl.load(e_rows + g_idx[None, :] * stride_eg, mask=(g_idx < K // GROUP)[None, :],
-                        other=127).to(tl.int32)
         w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
         w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
         if EVEN_K:
@@ -207,7 +217,7 @@ def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, off
 def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, stride_en, stride_eg,
                 GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr, W_LEFT: tl.constexpr,
-                DOT_F32: tl.constexpr):
+                DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr):
     """The dq kernel with W's and x's tiles fetched by the Hopper tensor-memory accelerator (TMA): one thread
     issues a whole tile's copy into shared memory and Triton's pipeliner keeps ``num_stages`` of them in
     flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
@@ -227,15 +237,19 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     else:
         acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
     for k0 in range(k_begin, k_end, BLOCK_K):
+        if E_AHEAD:  # as in _dq_kernel
+            e = e_next
+            e_next = _exponents(e_rows, k0 + BLOCK_K, stride_eg, K, GROUP, NG, True)
+        else:
+            e = _exponents(e_rows, k0, stride_eg, K, GROUP, NG, True)
         m = m_desc.load([n0, k0])
         if ASM:
             w = _i8x4_to_f32_asm(m)
         else:
             w = _i8_to_f32(m)
-        g_idx = k0 // GROUP + tl.arange(0, NG)
-        e = tl.load(e_rows + g_idx[None, :] * stride_eg, mask=(g_idx < K // GROUP)[None, :], other=127)
-        w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e.to(tl.int32))[:, :, None]
+        w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
         w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
         xt = x_desc.load([m0, k0])  # (BLOCK_M, BLOCK_K)
         if DOT_F32:  # the interpreter's bf16 dot is wrong (see launch)
@@ -255,6 +269,7 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
 def _kernels(mode: bool) -> dict:
     interpreter_scalar_compat()  # range() over runtime bounds in Triton 3.6's interpreter
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
+               "_exponents": triton.jit(_exponents),
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
     return {kind: triton.jit(_in_mode(fn, helpers))
@@ -357,7 +372,8 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                                exponent2.stride(1), GROUP=group_size, HAS_BIAS=bias is not None, BLOCK_M=bm,
                                BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
                                ASM=bool(config.get("ASM", True)) and not interp,
-                               W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp, num_warps=warps,
+                               W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp,
+                               E_AHEAD=bool(config.get("E_AHEAD", True)), num_warps=warps,
                                num_stages=stages)
         return y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
@@ -369,5 +385,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                           INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp,
                           EVEN_K=K % config["BLOCK_K"] == 0,
-                          X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), num_warps=warps, num_stages=stages)
+                          X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", True)),
+                          num_warps=warps, num_stages=stages)
     return y
