@@ -13,7 +13,7 @@ while IFS= read -r case; do
   [[ -z "$case" ]] && continue
   shape=${case%%;*}; rest=${case#*;}; batch=${rest%%;*}; cfg=${rest#*;}
   i=$((i + 1))
-  names="regex:_dq_kernel|_gemv_kernel|_dot_kernel"
+  names="regex:_dq_kernel|_tma_kernel|_gemv_kernel|_dot_kernel"
   [[ $cfg == cublas ]] && names="regex:nvjet|gemm|gemv|xmma|cutlass"
   timeout 120 "$NCU" -k "$names" --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
