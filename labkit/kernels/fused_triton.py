@@ -327,6 +327,10 @@ def check_config(config: dict, group_size: int) -> dict:
         raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
     if kind == "gemv" and (bk < group_size or bk % group_size):
         raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
+    if "BLOCK_M" in config:
+        bm = int(config["BLOCK_M"])
+        if kind == "gemv" or bm not in (16, 32, 64):
+            raise ValueError(f"config BLOCK_M={bm} (kind {kind!r}): allowed values are 16, 32, 64, for 'dq' and 'tma'")
     return {**config, "kind": kind}
 
 
@@ -345,7 +349,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         config = check_config(config, group_size)
     kind = config["kind"]
     y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
-    bm = block_m(M, kind)
+    bm = int(config.get("BLOCK_M", block_m(M, kind)))
     warps, stages = config.get("num_warps", 4), config.get("num_stages", 3)
     strides = (x2.stride(0), x2.stride(1), mantissa.stride(0), mantissa.stride(1), exponent2.stride(0),
                exponent2.stride(1))
@@ -385,6 +389,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                           INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp,
                           EVEN_K=K % config["BLOCK_K"] == 0,
-                          X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", True)),
+                          X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", False)),
                           num_warps=warps, num_stages=stages)
     return y
