@@ -30,7 +30,7 @@ from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat
 from ..triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
-KINDS = ("gemv", "dq", "tma", "xres")
+KINDS = ("gemv", "dq", "tma")
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 
 
@@ -185,14 +185,14 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         elif W_BF16:
             w = w.to(tl.bfloat16)
         acc = tl.dot(tl.trans(xt), tl.trans(w), acc, input_precision=INPUT_PRECISION)
-    _finish(tl.trans(acc), b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_m * tl.num_programs(0) + pid_n, pid_k,
-            offs_n, offs_m, HAS_BIAS, SPLIT_K)
+    _finish(tl.trans(acc), b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m,
+            HAS_BIAS, SPLIT_K)
 
 
-def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, tile, pid_k, offs_n, offs_m,
+def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m,
             HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr):
-    """The epilogue of the dot kernels: ``acc`` (BLOCK_N, BLOCK_M) fp32 plus the bias, stored to y, or
-    through the split-K workspace (see ``_dq_kernel``; ``tile`` indexes the output tile's counter)."""
+    """The epilogue of both dot kernels: ``acc`` (BLOCK_N, BLOCK_M) fp32 plus the bias, stored to y, or
+    through the split-K workspace (see ``_dq_kernel``)."""
     n_mask, m_mask = offs_n < N, offs_m < M
     if HAS_BIAS:
         b = tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
@@ -205,6 +205,7 @@ def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, tile, pid_k, offs_n, off
         plane = tl.cast(M, tl.int64) * N  # M can be a constexpr 1
         tl.store(ws_ptr + pid_k * plane + out, acc, mask=out_mask)
         tl.debug_barrier()  # every thread's partial is written before the release below publishes it
+        tile = pid_m * tl.num_programs(0) + pid_n
         arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
             total = tl.load(ws_ptr + out, mask=out_mask, other=0.0, cache_modifier=".cg")
@@ -261,46 +262,7 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             acc = tl.dot(xt, tl.trans(w), acc)
     if not W_LEFT:
         acc = tl.trans(acc)
-    _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_m * tl.num_programs(0) + pid_n, pid_k, offs_n, offs_m,
-            HAS_BIAS, SPLIT_K)
-
-
-def _xres_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, stride_en, stride_eg,
-                 GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr, DOT_F32: tl.constexpr,
-                 STAGES: tl.constexpr):
-    """x resident: each program owns one K slice of BLOCK_K (SPLIT_K = cdiv(K, BLOCK_K) slices) and loads x's
-    (BLOCK_M, BLOCK_K) slice once, then walks output tiles ``pid, pid + P, ...`` (P = programs per slice),
-    streaming each (BLOCK_N, BLOCK_K) W tile by TMA, ``STAGES`` tiles in flight across output tiles. The tma
-    kernel re-read x from L2 for every output tile (64 MB of L2 reads at 4096x4096, 64 rows, 32 features)."""
-    pid, pid_k, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    progs = tl.num_programs(0)
-    k0, m0 = pid_k * BLOCK_K, pid_m * BLOCK_M
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    NG: tl.constexpr = BLOCK_K // GROUP
-    g_idx = k0 // GROUP + tl.arange(0, NG)
-    g_ok = (g_idx < K // GROUP)[None, :]
-    xt = x_desc.load([m0, k0])  # (BLOCK_M, BLOCK_K), kept for every output tile
-    if DOT_F32:
-        xt = xt.to(tl.float32)
-    n_tiles = tl.cdiv(N, BLOCK_N)
-    for t in tl.range(pid, n_tiles, progs, num_stages=STAGES):
-        n0 = t * BLOCK_N
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        e_rows = e_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_en
-        e = tl.load(e_rows + g_idx[None, :] * stride_eg, mask=g_ok, other=127).to(tl.int32)
-        m = m_desc.load([n0, k0])
-        if ASM:
-            w = _i8x4_to_f32_asm(m)
-        else:
-            w = _i8_to_f32(m)
-        w3 = tl.reshape(w, (BLOCK_N, NG, GROUP)) * _scale(e)[:, :, None]
-        w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
-        if not DOT_F32:
-            w = w.to(tl.bfloat16)
-        acc = tl.dot(xt, tl.trans(w))  # (BLOCK_M, BLOCK_N)
-        _finish(tl.trans(acc), b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_m * n_tiles + t, pid_k, offs_n, offs_m,
-                HAS_BIAS, SPLIT_K)
+    _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m, HAS_BIAS, SPLIT_K)
 
 
 @functools.cache
@@ -311,7 +273,7 @@ def _kernels(mode: bool) -> dict:
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
     return {kind: triton.jit(_in_mode(fn, helpers))
-            for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel), ("xres", _xres_kernel))}
+            for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
 
 
 def kernels() -> dict:
@@ -399,26 +361,11 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                                 BLOCK_K=config["BLOCK_K"], num_warps=warps, num_stages=stages)
         return y
     split = int(config.get("SPLIT_K", 1))
-    if kind == "xres":  # one program per K slice and (output-tile) stride; see _xres_kernel
-        split = triton.cdiv(K, config["BLOCK_K"])
     grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
     ws = counts = y
     if split > 1:  # per call: zeroed arrival counters (one memset, captured with the kernel in a CUDA graph)
         counts = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=x2.device)
         ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
-    if kind == "xres":
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        bn, bk = config["BLOCK_N"], config["BLOCK_K"]
-        progs = int(config.get("PROGRAMS", 0)) or max(1, (_sm_count(x2.device.index or 0) if x2.is_cuda else 8)
-                                                      // (split * grid[1]))
-        kernels()["xres"][(min(progs, grid[0]), split, grid[1])](
-            TensorDescriptor.from_tensor(x2, [bm, bk]), TensorDescriptor.from_tensor(mantissa, [bn, bk]), exponent2,
-            b, y, ws, counts, M, N, K, exponent2.stride(0), exponent2.stride(1), GROUP=group_size,
-            HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
-            ASM=bool(config.get("ASM", True)) and not interp, DOT_F32=interp, STAGES=stages, num_warps=warps,
-            num_stages=stages)
-        return y
     if kind == "tma":
         from triton.tools.tensor_descriptor import TensorDescriptor
 
