@@ -148,9 +148,12 @@ def fused_configs(rows, dev) -> dict:
 
     from labkit.kernels import fused_triton
 
-    sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    return {f"{r['batch']}x{r['N']}x{r['K']}": fused_triton.pick_config(r["batch"], r["N"], r["K"], r["group_size"], sms)
-            for r in rows}
+    def one(r):  # operands of the measured layout (contiguous, fresh allocations), as the timed calls have
+        x = torch.empty(r["batch"], r["K"], dtype=torch.bfloat16, device=dev)
+        m = torch.empty(r["N"], r["K"], dtype=torch.int8, device=dev)
+        return fused_triton.picked(x, m, r["group_size"])
+
+    return {f"{r['batch']}x{r['N']}x{r['K']}": one(r) for r in rows}
 
 
 def main(argv=None) -> int:

@@ -175,7 +175,7 @@ def main(argv=None) -> int:
             x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
             m0, e0, w0 = weights[0]
             bf16_ms = graph_ms([lambda w=w: F.linear(x, w) for _, _, w in weights])
-            picked = fused_triton.pick_config(M, N, K, g, props.multi_processor_count)
+            picked = fused_triton.picked(x, m0, g)
             case = {"N": N, "K": K, "batch": M, "group_size": g, "packed_bytes": packed, "copies": copies,
                     "copy_ms": copy_ms, "bf16_ms": bf16_ms, "picked": picked, "configs": []}
             for cfg in _configs(args, M, N) + [dict(picked, picked=True)]:

@@ -207,6 +207,35 @@ def test_interpreted_dq_kernel_bf16(interpreter, case, M):
 
 
 @needs_triton
+@pytest.mark.parametrize("case", CASES[:4], ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}-sk{}".format(*c))
+@pytest.mark.parametrize("w_left", [False, True])
+@pytest.mark.parametrize("M", [3, 64])
+def test_interpreted_tma_kernel_bf16(interpreter, case, w_left, M):
+    """The tma kernel: tiles past N, M and K arrive zero-filled from the descriptors; W as either MMA side;
+    exponents one tile ahead or not."""
+    N, K, g, bn, bk, sk = case
+    m, e = make_weight(N, K, g, seed=M)
+    x = rand_x((M, K), torch.bfloat16, seed=N)
+    b = torch.randn(N) if M % 2 else None
+    cfg = {"kind": "tma", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "W_LEFT": w_left, "E_AHEAD": M % 2 == 0}
+    y = interpreter.launch(x, m, e, b.bfloat16() if b is not None else None, g, cfg)
+    assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
+
+
+@needs_triton
+@pytest.mark.parametrize("case", CASES[4:], ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}-sk{}".format(*c))
+def test_interpreted_dq_exponents_ahead(interpreter, case):
+    """dq with the exponents loaded one K tile ahead (E_AHEAD): the last tile's look-ahead reads past the split's
+    (or K's) end, masked."""
+    N, K, g, bn, bk, sk = case
+    m, e = make_weight(N, K, g, seed=7)
+    x = rand_x((17, K), torch.bfloat16, seed=N)
+    y = interpreter.launch(x, m, e, None, g, {"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk,
+                                              "E_AHEAD": True})
+    assert_bounded(y, x, m, e, g, None, u_interp(torch.bfloat16))
+
+
+@needs_triton
 @pytest.mark.parametrize("case", GEMV_CASES, ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}".format(*c))
 @pytest.mark.parametrize("M", [1, 3, 8, 11])
 def test_interpreted_gemv_kernel_bf16(interpreter, case, M):
@@ -292,29 +321,59 @@ def test_picked_configs_run_in_the_interpreter(interpreter):
 
 @needs_triton
 def test_pick_config_follows_the_sweep(interpreter):
-    """The rules of the d1fe127 and 678c42a sweeps: gemv for one row; dq tiles of 16-32 features up to 16 rows (16 where
-    N gives under 2 programs per SM at 32), 64-128 above with split-K 4 for small N; tiles hold whole
-    groups; fp16/fp32 x get K tiles of at most 128 (their decoded tiles are fp32)."""
+    """The rules of the f0d7fc4..d8b6e9c sweeps: gemv for one row; dq tiles of 16 features and K tiles of 512 up to
+    16 rows (32 and 256 where N gives 2+ programs per SM at 32 and K <= 4096); 17-32 rows dq 64 features
+    split-K 2; 33-64 rows 128 features where N is large, else the tma kernel when it can run (dq 64 features
+    split-K 2 when not); tiles hold whole groups; fp16/fp32 x get K tiles of at most 128 and never tma."""
     pick = interpreter.pick_config
     for g in (16, 32, 128):
         for N, K in ((4096, 4096), (14336, 4096), (28672, 8192), (384, 1536)):
             one = pick(1, N, K, g, sms=132)
             assert one["kind"] == "gemv" and one["BLOCK_K"] % g == 0 and one["BLOCK_K"] <= max(g, 1024)
             for M in (2, 4, 8, 16, 32, 64):
-                c = pick(M, N, K, g, sms=132)
-                assert c["kind"] == "dq" and c["BLOCK_K"] % g == 0 and c["BLOCK_K"] >= g
-                if M <= 16:
-                    assert c["BLOCK_N"] == (16 if N < 2 * 132 * 32 and M <= 8 else 32) and c["SPLIT_K"] == 1
-                else:
-                    assert c["BLOCK_N"] == (64 if -(-N // 128) < 66 else 128)
-                    assert c["SPLIT_K"] == (4 if c["BLOCK_N"] == 64 else 1)
-                assert pick(M, N, K, g, sms=132, dtype=torch.float32)["BLOCK_K"] <= max(g, 128)
-    with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dq'"):
+                for tma in (False, True):
+                    c = pick(M, N, K, g, sms=132, tma=tma)
+                    assert c["BLOCK_K"] % g == 0 and c["BLOCK_K"] >= g
+                    if M <= 16:
+                        wide = N >= 2 * 132 * 32 and K <= 4096
+                        assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("dq", 32 if wide else 16, 1)
+                    elif M <= 32 or (not tma and N < 66 * 128):
+                        assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("dq", 64, 2)
+                    elif N >= 66 * 128:
+                        assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("dq", 128, 1)
+                    else:
+                        assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("tma", 32, 1)
+                    f32 = pick(M, N, K, g, sms=132, dtype=torch.float32, tma=tma)
+                    assert f32["BLOCK_K"] <= max(g, 128) and f32["kind"] != "tma"
+    with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dq', 'tma'"):
         interpreter.check_config({"kind": "wide", "BLOCK_N": 16, "BLOCK_K": 32}, 32)
     with pytest.raises(ValueError, match="BLOCK_K=48: allowed values are powers of two >= 16"):
         interpreter.check_config({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 48}, 32)
     with pytest.raises(ValueError, match="BLOCK_K=16 must be a multiple of group_size=32"):
         interpreter.check_config({"kind": "gemv", "BLOCK_N": 16, "BLOCK_K": 16}, 32)
+    with pytest.raises(ValueError, match="BLOCK_M=48.*allowed values are 16, 32, 64"):
+        interpreter.check_config({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 32, "BLOCK_M": 48}, 32)
+    with pytest.raises(ValueError, match="BLOCK_M=16 \\(kind 'gemv'\\)"):
+        interpreter.check_config({"kind": "gemv", "BLOCK_N": 16, "BLOCK_K": 32, "BLOCK_M": 16}, 32)
+
+
+@needs_triton
+def test_tma_kernel_refuses_operands_it_cannot_take(interpreter):
+    """A tma config with fp32 x, or a mantissa whose rows are not 16-byte aligned, is an error naming why;
+    pick_config never picks tma for them."""
+    g, N, K = 32, 64, 96
+    m, e = make_weight(N, K, g)
+    cfg = {"kind": "tma", "BLOCK_N": 32, "BLOCK_K": 64}
+    with pytest.raises(ValueError, match="kind='tma': x is torch.float32: the tma kernel takes bfloat16"):
+        interpreter.launch(rand_x((40, K), torch.float32), m, e, None, g, cfg)
+    m_wide = torch.zeros(N, K + 8, dtype=torch.int8)
+    m_wide[:, 8:] = m  # rows start 8 bytes into each 104-byte row: not 16-byte aligned
+    with pytest.raises(ValueError, match="kind='tma': mantissa is not 16-byte aligned"):
+        interpreter.launch(rand_x((40, K), torch.bfloat16), m_wide[:, 8:], e, None, g, cfg)
+    x = rand_x((40, K), torch.bfloat16)
+    assert interpreter.tma_ok(x, m) is None
+    assert_bounded(interpreter.launch(x, m, e, None, g, dict(cfg, BLOCK_M=16)), x, m, e, g, None,
+                   u_interp(torch.bfloat16))
 
 
 @needs_triton
@@ -380,7 +439,13 @@ GPU_CONFIGS = [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "n
                for bn, bk, w, s in ((4, 256, 4, 3), (32, 1024, 8, 4))] + \
               [{"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "ASM": a}
                for bn, bk, sk, w, s, a in ((64, 256, 2, 8, 4, True), (32, 128, 3, 4, 5, False),
-                                           (16, 64, 1, 2, 3, True))]
+                                           (16, 64, 1, 2, 3, True))] + \
+              [{"kind": "dq", "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 4, "num_warps": 4, "num_stages": 3,
+                "E_AHEAD": True}] + \
+              [{"kind": "tma", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "W_LEFT": wl, "num_warps": 4,
+                "num_stages": s, "E_AHEAD": ea}
+               for bn, bk, sk, wl, s, ea in ((32, 256, 1, False, 4, True), (64, 128, 2, True, 3, True),
+                                             (64, 64, 3, False, 3, False))]
 
 
 @pytest.mark.cuda

@@ -293,14 +293,29 @@ def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16) -> dict:
-    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps at
-    d1fe127 (batch 1-64) and 678c42a, after split-K's counters became per-call
-    (benchmarks/fused_linear_sweep.json: 4096x4096, 14336x4096, 28672x8192 at batch 1, 4, 16, 32, 64; for
-    each shape the configuration whose worst ratio to the per-case best was highest):
-    one row: gemv in long K tiles. 2-16 rows: dq with 16 or 32 features per program, enough programs for
-    ~2 per SM (narrower tiles for small N), K tiles of 256-512. 17-64 rows: dq with 64-128 features per
-    program, split-K 4 where N gives few programs. fp16/fp32 x decode W to fp32 tiles: shorter K tiles."""
+def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
+    """Why the ``tma`` kernel cannot take these operands, or None: it needs bf16 x, a Hopper or newer GPU (or the
+    interpreter) and tensor-descriptor-legal operands (unit inner stride, 16-byte aligned bases and rows)."""
+    if x2.dtype != torch.bfloat16:
+        return f"x is {x2.dtype}: the tma kernel takes bfloat16"
+    if x2.is_cuda and torch.cuda.get_device_capability(x2.device)[0] < 9:
+        return "the tma kernel needs sm_90 or newer (tensor memory accelerator)"
+    for name, t in (("x", x2), ("mantissa", mantissa)):
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
+            return f"{name} is not 16-byte aligned with unit inner stride (a tensor descriptor needs both)"
+    return None
+
+
+def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16,
+                tma: bool = False) -> dict:
+    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps of
+    f0d7fc4..d8b6e9c (benchmarks/fused_linear_sweep_tma.json: 4096x4096, 14336x4096, 28672x8192 at batch 4-64;
+    for each row range the configuration whose worst ratio to cuBLAS was highest), ``tma`` whether the tma kernel
+    can run (``tma_ok``):
+    one row: gemv in long K tiles. 2-16 rows: dq with 16 features and K tiles of 512, or 32 and 256 where N gives
+    2+ programs per SM at 32 and K <= 4096. 17-32 rows: dq with 64 features, K tiles of 256, split-K 2. 33-64
+    rows: 128 features where N gives half the SMs a program at 128; else the tma kernel with 32 features (dq's
+    64-feature split-K 2 without it). fp16/fp32 x decode W to fp32 tiles: shorter K tiles."""
     def dq(bn: int, bk: int, split: int, warps: int, stages: int) -> dict:
         bk = max(group_size, bk if dtype == torch.bfloat16 else min(bk, 128))
         return {"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps,
@@ -310,12 +325,24 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
         return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
                 "num_warps": 4, "num_stages": 3}
     if M <= 16:
-        if triton.cdiv(N, 32) < 2 * sms:  # small N: narrower tiles for programs (4096: 256 of 16)
-            return dq(16, 512, 1, 2, 3) if M <= 8 else dq(32, 512, 1, 4, 3)
-        return dq(32, 256, 1, 2, 3) if K <= 4096 else dq(32, 512, 1, 4, 4)
-    if triton.cdiv(N, 128) < sms // 2:  # 4096: 64 features per program and split-K 4 (256 programs)
-        return dq(64, 64, 4, 4, 3)
-    return dq(128, 128, 1, 4, 4 if triton.cdiv(N, 128) < sms else 3)
+        wide = triton.cdiv(N, 32) >= 2 * sms and K <= 4096
+        return dq(32, 256, 1, 2, 3) if wide else dq(16, 512, 1, 2, 3)
+    if M <= 32:
+        return dq(64, 256, 2, 4, 3)
+    if triton.cdiv(N, 128) >= sms // 2:
+        return dq(128, 128, 1, 4, 4 if triton.cdiv(N, 128) < sms else 3)
+    if tma and dtype == torch.bfloat16 and group_size <= 256:
+        return {"kind": "tma", "BLOCK_N": 32, "BLOCK_K": 256, "SPLIT_K": 1, "W_LEFT": False, "num_warps": 4,
+                "num_stages": 4, "E_AHEAD": True}
+    return dq(64, 256, 2, 4, 3)
+
+
+def picked(x2: torch.Tensor, mantissa: torch.Tensor, group_size: int) -> dict:
+    """``pick_config``'s launch for these operands on their device (what ``launch`` runs without a config)."""
+    M, K = x2.shape
+    sms = _sm_count(x2.device.index or 0) if x2.is_cuda else 132
+    return pick_config(M, mantissa.shape[0], K, group_size, sms, x2.dtype,
+                       tma=M > 32 and tma_ok(x2, mantissa) is None)
 
 
 def check_config(config: dict, group_size: int) -> dict:
@@ -343,10 +370,12 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     N = mantissa.shape[0]
     interp = interpreting()
     if config is None:  # pick_config's choices are valid by construction: only given configs are checked
-        config = pick_config(M, N, K, group_size, _sm_count(x2.device.index or 0) if x2.is_cuda else 132,
-                             x2.dtype)
+        config = picked(x2, mantissa, group_size)
     else:
         config = check_config(config, group_size)
+        why = tma_ok(x2, mantissa) if config["kind"] == "tma" else None
+        if why:
+            raise ValueError(f"config kind='tma': {why}; allowed: kind 'dq' (any operands) or 'gemv'")
     kind = config["kind"]
     y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
     bm = int(config.get("BLOCK_M", block_m(M, kind)))
