@@ -440,12 +440,9 @@ GPU_CONFIGS = [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "n
               [{"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "ASM": a}
                for bn, bk, sk, w, s, a in ((64, 256, 2, 8, 4, True), (32, 128, 3, 4, 5, False),
                                            (16, 64, 1, 2, 3, True))] + \
-              [{"kind": "dq", "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 4, "num_warps": 4, "num_stages": 3,
-                "E_AHEAD": True}] + \
               [{"kind": "tma", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "W_LEFT": wl, "num_warps": 4,
                 "num_stages": s, "E_AHEAD": ea}
-               for bn, bk, sk, wl, s, ea in ((32, 256, 1, False, 4, True), (64, 128, 2, True, 3, True),
-                                             (64, 64, 3, False, 3, False))]
+               for bn, bk, sk, wl, s, ea in ((64, 128, 2, True, 3, True), (32, 64, 3, False, 3, False))]
 
 
 @pytest.mark.cuda
