@@ -78,38 +78,6 @@ def _exponents(e_rows, k0, stride_eg, K, GROUP: tl.constexpr, NG: tl.constexpr, 
     return tl.load(e_rows + g_idx[None, :] * stride_eg).to(tl.int32)
 
 
-def _ahead_init(e_rows, k_begin, stride_eg, K, GROUP: tl.constexpr, NG: tl.constexpr, BLOCK_K: tl.constexpr,
-                AHEAD: tl.constexpr):
-    """The exponents of the first ``AHEAD`` (1..3) K tiles, as the carried (e1, e2, e3) of ``_ahead``."""
-    e1 = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
-    e2 = e1
-    e3 = e1
-    if AHEAD >= 2:
-        e2 = _exponents(e_rows, k_begin + BLOCK_K, stride_eg, K, GROUP, NG, True)
-    if AHEAD >= 3:
-        e3 = _exponents(e_rows, k_begin + 2 * BLOCK_K, stride_eg, K, GROUP, NG, True)
-    return e1, e2, e3
-
-
-def _ahead(e1, e2, e3, e_rows, k0, stride_eg, K, GROUP: tl.constexpr, NG: tl.constexpr, BLOCK_K: tl.constexpr,
-           AHEAD: tl.constexpr):
-    """The tile at ``k0``'s exponents (loaded ``AHEAD`` tiles earlier) and the carried ones, with the load for
-    tile ``k0 + AHEAD * BLOCK_K`` issued now (masked past K): a software pipeline for loads too narrow for the
-    compiler's async copies."""
-    nxt = _exponents(e_rows, k0 + AHEAD * BLOCK_K, stride_eg, K, GROUP, NG, True)
-    e = e1
-    if AHEAD == 1:
-        e1 = nxt
-    elif AHEAD == 2:
-        e1 = e2
-        e2 = nxt
-    else:
-        e1 = e2
-        e2 = e3
-        e3 = nxt
-    return e, e1, e2, e3
-
-
 def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
                  stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                  GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -182,12 +150,13 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     x_cols = x_ptr + rows_m[None, :] * stride_xm
     e_rows = e_ptr + rows_n[:, None] * stride_en
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    # Exponents E_AHEAD (0-3) tiles ahead: with fewer than 4 bytes per row and tile the pipeliner cannot make
+    # Exponents one tile ahead (E_AHEAD): with fewer than 4 bytes per row and tile the pipeliner cannot make
     # them an async copy, so each tile's exponent load was a full memory round trip the tile waited on.
-    e1, e2, e3 = _ahead_init(e_rows, k_begin, stride_eg, K, GROUP, NG, BLOCK_K, max(E_AHEAD, 1))
+    e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
     for k0 in range(k_begin, k_end, BLOCK_K):
-        if E_AHEAD > 0:
-            e, e1, e2, e3 = _ahead(e1, e2, e3, e_rows, k0, stride_eg, K, GROUP, NG, BLOCK_K, E_AHEAD)
+        if E_AHEAD:
+            e = e_next
+            e_next = _exponents(e_rows, k0 + BLOCK_K, stride_eg, K, GROUP, NG, True)
         else:
             e = _exponents(e_rows, k0, stride_eg, K, GROUP, NG, not EVEN_K)
         kk = k0 + offs_k
@@ -248,7 +217,7 @@ def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, off
 def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, stride_en, stride_eg,
                 GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr, W_LEFT: tl.constexpr,
-                DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr, E_ALL: tl.constexpr):
+                DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr):
     """The dq kernel with W's and x's tiles fetched by the Hopper tensor-memory accelerator (TMA): one thread
     issues a whole tile's copy into shared memory and Triton's pipeliner keeps ``num_stages`` of them in
     flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
@@ -268,16 +237,11 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     else:
         acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    e1, e2, e3 = _ahead_init(e_rows, k_begin, stride_eg, K, GROUP, NG, BLOCK_K, max(E_AHEAD, 1))
-    if E_ALL > 0:  # every exponent of this program's K range, loaded once (E_ALL: a power of two >= their count)
-        g_all = k_begin // GROUP + tl.arange(0, E_ALL)
-        e_all = tl.load(e_rows + g_all[None, :] * stride_eg, mask=(g_all < K // GROUP)[None, :], other=127)
+    e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
     for k0 in range(k_begin, k_end, BLOCK_K):
-        if E_ALL > 0:  # this tile's groups, picked out of the registers (no memory round trip in the loop)
-            idx = (k0 - k_begin) // GROUP + tl.arange(0, NG)
-            e = tl.gather(e_all, tl.broadcast_to(idx[None, :], (BLOCK_N, NG)), 1).to(tl.int32)
-        elif E_AHEAD > 0:  # as in _dq_kernel
-            e, e1, e2, e3 = _ahead(e1, e2, e3, e_rows, k0, stride_eg, K, GROUP, NG, BLOCK_K, E_AHEAD)
+        if E_AHEAD:  # as in _dq_kernel
+            e = e_next
+            e_next = _exponents(e_rows, k0 + BLOCK_K, stride_eg, K, GROUP, NG, True)
         else:
             e = _exponents(e_rows, k0, stride_eg, K, GROUP, NG, True)
         m = m_desc.load([n0, k0])
@@ -307,8 +271,6 @@ def _kernels(mode: bool) -> dict:
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
                "_exponents": triton.jit(_exponents),
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
-    helpers["_ahead_init"] = triton.jit(_in_mode(_ahead_init, helpers))
-    helpers["_ahead"] = triton.jit(_in_mode(_ahead, helpers))
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
     return {kind: triton.jit(_in_mode(fn, helpers))
             for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
@@ -438,15 +400,13 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
 
         bn, bk = config["BLOCK_N"], config["BLOCK_K"]
         x_desc = TensorDescriptor.from_tensor(x2, [bm, bk])
-        groups = triton.cdiv(triton.cdiv(K, bk), split) * max(1, bk // group_size)
-        e_all = triton.next_power_of_2(groups) if config.get("E_ALL") else 0
         m_desc = TensorDescriptor.from_tensor(mantissa, [bn, bk])
         kernels()["tma"][grid](x_desc, m_desc, exponent2, b, y, ws, counts, M, N, K, exponent2.stride(0),
                                exponent2.stride(1), GROUP=group_size, HAS_BIAS=bias is not None, BLOCK_M=bm,
                                BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
                                ASM=bool(config.get("ASM", True)) and not interp,
                                W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp,
-                               E_AHEAD=int(config.get("E_AHEAD", 1)), E_ALL=e_all, num_warps=warps,
+                               E_AHEAD=bool(config.get("E_AHEAD", True)), num_warps=warps,
                                num_stages=stages)
         return y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
@@ -458,6 +418,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                           INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp,
                           EVEN_K=K % config["BLOCK_K"] == 0,
-                          X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=int(config.get("E_AHEAD", 0)),
+                          X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", False)),
                           num_warps=warps, num_stages=stages)
     return y
