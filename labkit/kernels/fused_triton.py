@@ -78,6 +78,17 @@ def _exponents(e_rows, k0, stride_eg, K, GROUP: tl.constexpr, NG: tl.constexpr, 
     return tl.load(e_rows + g_idx[None, :] * stride_eg).to(tl.int32)
 
 
+def _scaled(w, e, BLOCK_N: tl.constexpr, NG: tl.constexpr, BLOCK_K: tl.constexpr, BF16: tl.constexpr):
+    """The decoded (BLOCK_N, BLOCK_K) mantissas ``w`` (fp32) times each group's ``2**(E-133)``. ``BF16``: rounded to
+    bf16 first (exact: |m| <= 127) and scaled there, two elements per instruction (exact too: a power of two,
+    bf16 subnormals down to 2**-133 included); else scaled in fp32."""
+    if BF16:
+        w3 = tl.reshape(w.to(tl.bfloat16), (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e).to(tl.bfloat16)[:, :, None]
+    else:
+        w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
+    return tl.reshape(w3, (BLOCK_N, BLOCK_K))
+
+
 def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
                  stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                  GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -120,7 +131,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr,
-               EVEN_K: tl.constexpr, X_ROWS: tl.constexpr, E_AHEAD: tl.constexpr):
+               EVEN_K: tl.constexpr, X_ROWS: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     x the MMA's row side (16+ rows) and W^T its column side: acc is (BLOCK_M, BLOCK_N). (One K=GROUP dot
@@ -171,8 +182,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             w = _i8_to_f32(m)
         # one exponent per (row, group), broadcast over the group (a per-element gather of the exponents
         # measured 3-10x slower, 8ae228b)
-        w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
-        w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
+        w = _scaled(w, e, BLOCK_N, NG, BLOCK_K, W_BF16 and BF16_SCALE)
         if EVEN_K:
             xt = tl.load(x_cols + kk[:, None] * stride_xk)
         else:
@@ -217,7 +227,7 @@ def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, off
 def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, stride_en, stride_eg,
                 GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr, W_LEFT: tl.constexpr,
-                DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr):
+                DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr):
     """The dq kernel with W's and x's tiles fetched by the Hopper tensor-memory accelerator (TMA): one thread
     issues a whole tile's copy into shared memory and Triton's pipeliner keeps ``num_stages`` of them in
     flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
@@ -249,8 +259,7 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
             w = _i8x4_to_f32_asm(m)
         else:
             w = _i8_to_f32(m)
-        w3 = tl.reshape(w, (BLOCK_N, NG, BLOCK_K // NG)) * _scale(e)[:, :, None]
-        w = tl.reshape(w3, (BLOCK_N, BLOCK_K))
+        w = _scaled(w, e, BLOCK_N, NG, BLOCK_K, BF16_SCALE and not DOT_F32)
         xt = x_desc.load([m0, k0])  # (BLOCK_M, BLOCK_K)
         if DOT_F32:  # the interpreter's bf16 dot is wrong (see launch)
             xt = xt.to(tl.float32)
@@ -271,6 +280,7 @@ def _kernels(mode: bool) -> dict:
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
                "_exponents": triton.jit(_exponents),
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
+    helpers["_scaled"] = triton.jit(_in_mode(_scaled, helpers))
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
     return {kind: triton.jit(_in_mode(fn, helpers))
             for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
@@ -406,7 +416,8 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                                BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
                                ASM=bool(config.get("ASM", True)) and not interp,
                                W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp,
-                               E_AHEAD=bool(config.get("E_AHEAD", True)), num_warps=warps,
+                               E_AHEAD=bool(config.get("E_AHEAD", True)),
+                               BF16_SCALE=bool(config.get("BF16_SCALE", True)), num_warps=warps,
                                num_stages=stages)
         return y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
@@ -419,5 +430,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp,
                           EVEN_K=K % config["BLOCK_K"] == 0,
                           X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", False)),
+                          BF16_SCALE=bool(config.get("BF16_SCALE", True)),
                           num_warps=warps, num_stages=stages)
     return y
