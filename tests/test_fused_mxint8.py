@@ -437,19 +437,21 @@ def test_gpu_kernel_picked_config(no_interpreter, monkeypatch, dtype, M):
 
 GPU_CONFIGS = [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                for bn, bk, w, s in ((4, 256, 4, 3), (32, 1024, 8, 4))] + \
-              [{"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "ASM": a}
-               for bn, bk, sk, w, s, a in ((64, 256, 2, 8, 4, True), (32, 128, 3, 4, 5, False),
-                                           (16, 64, 1, 2, 3, True))] + \
+              [{"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "num_warps": w, "num_stages": s, "ASM": a,
+                "BF16_SCALE": bs}
+               for bn, bk, sk, w, s, a, bs in ((64, 256, 2, 8, 4, True, False), (32, 128, 3, 4, 5, False, True),
+                                               (16, 64, 1, 2, 3, True, True))] + \
               [{"kind": "tma", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk, "W_LEFT": wl, "num_warps": 4,
-                "num_stages": s, "E_AHEAD": ea}
-               for bn, bk, sk, wl, s, ea in ((64, 128, 2, True, 3, True), (32, 64, 3, False, 3, False))]
+                "num_stages": s, "E_AHEAD": ea, "BF16_SCALE": bs}
+               for bn, bk, sk, wl, s, ea, bs in ((64, 128, 2, True, 3, True, True), (32, 64, 3, False, 3, False, False))]
 
 
 @pytest.mark.cuda
 @needs_gpu
 def test_gpu_configs_and_edge_exponents(no_interpreter):
     """Every exponent byte (0..6: fp32-subnormal scales, which need the GPU to keep denormals; 255: NaN) in
-    both decodes (PTX and Triton), with and without split-K, ragged K (1056 is no multiple of 64+)."""
+    both decodes (PTX and Triton), the scale applied in fp32 and in bf16 (BF16_SCALE: bf16 subnormals), with and
+    without split-K, ragged K (1056 is no multiple of 64+)."""
     from labkit.kernels import fused_triton
 
     g, N, K = 32, 300, 1056
@@ -461,8 +463,8 @@ def test_gpu_configs_and_edge_exponents(no_interpreter):
     for M in (1, 3, 17):
         x = rand_x((M, K), torch.bfloat16).cuda()  # row 2's weights reach 127 * 2^99: sums stay finite
         for c in GPU_CONFIGS:
-            if c["kind"] == "gemv" and M > fused_triton.GEMV_MAX_ROWS:
-                continue
+            if (c["kind"] == "gemv" and M > fused_triton.GEMV_MAX_ROWS) or (c["kind"] == "tma" and M != 3):
+                continue  # tma: 3 rows, its zero-filled row tiles (fewer compilations keep the file under a minute)
             y = fused_triton.launch(x, m.cuda(), e.cuda(), None, g, c)
             assert_bounded(y.cpu(), x.cpu(), m, e, g, None, u_round(torch.bfloat16))
 

@@ -430,6 +430,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp,
                           EVEN_K=K % config["BLOCK_K"] == 0,
                           X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", False)),
-                          BF16_SCALE=bool(config.get("BF16_SCALE", True)),
+                          BF16_SCALE=bool(config.get("BF16_SCALE", False)),
                           num_warps=warps, num_stages=stages)
     return y
