@@ -2,6 +2,11 @@
 costs in instructions, per configuration.
 
     python benchmarks/fused_linear_sass.py --configs '[{"kind": "dq", ...}, ...]' --batch 16 --out sass.json
+    python benchmarks/fused_linear_sass.py --offline --configs '[{"kind": "tma", ...}]' --batch 64 --out sass.json
+
+``--offline`` needs no GPU: Triton compiles each kernel for sm_90 (N, K, strides divisible by 16, as Triton
+specializes them at 4096x4096) and the ptxas/cuobjdump bundled with Triton's wheel report registers, spills and
+SASS, so configurations can be screened for spills, shared memory and instruction counts before a device run.
 """
 from __future__ import annotations
 
@@ -17,11 +22,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def _tool(name: str) -> str:
+    """Triton's bundled CUDA tool (the offline path), else the one on PATH."""
+    import triton
+
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    return str(bundled) if bundled.exists() else name
+
+
 def opcodes(cubin: bytes) -> tuple[collections.Counter, str]:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        sass = subprocess.run(["cuobjdump", "-sass", f.name], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([_tool("cuobjdump"), "-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
     ops = collections.Counter()
     for line in sass.splitlines():
         m = re.match(r"\s*/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
@@ -30,13 +44,76 @@ def opcodes(cubin: bytes) -> tuple[collections.Counter, str]:
     return ops, sass
 
 
+def offline_compile(cfg: dict, M: int, group: int = 32, capability: int = 90):
+    """``cfg`` (kind dq or tma, bf16 x) compiled for sm_``capability`` without a GPU: (kernel, registers, local
+    memory bytes a thread, i.e. spills)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from labkit.kernels import fused_triton
+
+    kind, bm = cfg["kind"], int(cfg.get("BLOCK_M", fused_triton.block_m(M, "dq")))
+    bn, bk, split = cfg["BLOCK_N"], cfg["BLOCK_K"], int(cfg.get("SPLIT_K", 1))
+    tail = {"e_ptr": "*u8", "b_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "count_ptr": "*i32",
+            "M": "i32", "N": "i32", "K": "i32"}
+    common = {"GROUP": group, "HAS_BIAS": False, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split,
+              "ASM": bool(cfg.get("ASM", True))}
+    if kind == "tma":
+        sig = {"x_desc": f"tensordesc<bf16[{bm}, {bk}]>", "m_desc": f"tensordesc<i8[{bn}, {bk}]>", **tail,
+               "stride_en": "i32", "stride_eg": "constexpr"}
+        const = {**common, "stride_eg": 1, "W_LEFT": bool(cfg.get("W_LEFT", True)), "DOT_F32": False,
+                 "E_AHEAD": bool(cfg.get("E_AHEAD", True)), "BF16_SCALE": bool(cfg.get("BF16_SCALE", True))}
+    elif kind == "dq":
+        sig = {"x_ptr": "*bf16", "m_ptr": "*i8", **tail, "stride_xm": "i32", "stride_xk": "constexpr",
+               "stride_mn": "i32", "stride_mk": "constexpr", "stride_en": "i32", "stride_eg": "constexpr"}
+        const = {**common, "stride_xk": 1, "stride_mk": 1, "stride_eg": 1, "W_BF16": True, "DOT_F32": False,
+                 "INPUT_PRECISION": "tf32", "EVEN_K": True, "X_ROWS": min(bm, max(2, triton.next_power_of_2(M))),
+                 "E_AHEAD": bool(cfg.get("E_AHEAD", False)), "BF16_SCALE": bool(cfg.get("BF16_SCALE", False))}
+    else:
+        raise ValueError(f"--offline config kind={kind!r}: allowed values are 'dq', 'tma'")
+    names = list(sig)
+    divisible = [n for n in names if sig[n] != "constexpr" and not sig[n].startswith("tensordesc")
+                 and (n != "M" or M % 16 == 0)]
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
+    src = ASTSource(fused_triton.kernels()[kind], sig, const, attrs=attrs)
+    kern = triton.compile(src, target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 3)})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:  # the cubin Triton's own ptxas made
+        f.write(kern.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([_tool("cuobjdump"), "-res-usage", f.name], capture_output=True, text=True,
+                               check=True).stdout
+    regs, local = re.search(r"REG:(\d+).*?LOCAL:(\d+)", usage).groups()
+    return kern, int(regs), int(local)
+
+
+def _offline(args) -> int:
+    from labkit import results
+
+    rows = []
+    for cfg in json.loads(args.configs):
+        kern, regs, spills = offline_compile(cfg, args.batch, args.group)
+        ops, _ = opcodes(kern.asm["cubin"])
+        rows.append({"config": cfg, "registers": regs, "local_bytes": spills, "shared_bytes": kern.metadata.shared,
+                     "total": sum(ops.values()), "opcodes": dict(ops.most_common())})
+        print(cfg, "regs", regs, "local", spills, "smem", kern.metadata.shared, "total", sum(ops.values()),
+              dict(ops.most_common(10)), flush=True)
+    Path(args.out).write_text(json.dumps({"rows": rows, "batch": args.batch, "offline": "sm_90, no GPU",
+                                         "provenance": results.provenance()}, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", required=True, help="JSON list of launch configs")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--out", required=True)
+    p.add_argument("--offline", action="store_true", help="compile for sm_90 without a GPU (registers, SASS)")
     args = p.parse_args(argv)
+    if args.offline:
+        return _offline(args)
 
     import torch
 

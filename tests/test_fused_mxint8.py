@@ -514,3 +514,28 @@ def test_gpu_layer_uses_fused_without_warning_and_compiles(no_interpreter):
     xb = x.bfloat16()
     assert_bounded(fn(xb).cpu(), xb.cpu(), q.mantissa.cpu(), q.exponent.cpu(), 32, q.bias.detach().cpu(),
                    u_round(torch.bfloat16))
+
+
+@needs_triton
+def test_offline_compile_reports_resources_without_a_gpu(no_interpreter):
+    """benchmarks/fused_linear_sass.py --offline: a tma and a dq configuration compile for sm_90 on a machine
+    without a GPU; the tma kernel's W tiles arrive by TMA (UTMALDG) and its scale is the bf16 multiply
+    (HMUL2), the dq kernel's W tiles by async copies (LDGSTS); an unknown kind names the allowed ones."""
+    import importlib.util as iu
+    from pathlib import Path
+
+    spec = iu.spec_from_file_location("fused_linear_sass",
+                                      Path(__file__).resolve().parent.parent / "benchmarks" / "fused_linear_sass.py")
+    sass = iu.module_from_spec(spec)
+    spec.loader.exec_module(sass)
+    tma = {"kind": "tma", "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 1, "W_LEFT": False, "num_warps": 4,
+           "num_stages": 3}
+    kern, regs, local = sass.offline_compile(tma, 64)
+    ops, text = sass.opcodes(kern.asm["cubin"])
+    assert 0 < regs <= 255 and local == 0 and kern.metadata.shared > 3 * (32 * 128 + 64 * 128 * 2) // 2
+    assert ops["UTMALDG"] > 0 and ops["HMUL2"] > 0 and ops["HGMMA"] > 0
+    kern, regs, _ = sass.offline_compile({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 512, "num_warps": 2}, 4)
+    ops, _ = sass.opcodes(kern.asm["cubin"])
+    assert ops["LDGSTS"] > 0 and ops["FMUL"] > 0 and ops["HMUL2"] == 0
+    with pytest.raises(ValueError, match="kind='gemv': allowed values are 'dq', 'tma'"):
+        sass.offline_compile({"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": 512}, 1)
