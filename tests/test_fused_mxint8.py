@@ -460,10 +460,10 @@ def test_gpu_configs_and_edge_exponents(no_interpreter):
     e[1, 3] = 255
     e[2, :] = torch.arange(200, 233, dtype=torch.uint8)
     m[2, 32 * 30:32 * 31] = 127
-    for M in (1, 3, 17):
+    for M in (1, 3):  # 17+ rows take the same decode (test_gpu_kernel_picked_config runs them); fewer compilations
         x = rand_x((M, K), torch.bfloat16).cuda()  # row 2's weights reach 127 * 2^99: sums stay finite
         for c in GPU_CONFIGS:
-            if (c["kind"] == "gemv" and M > fused_triton.GEMV_MAX_ROWS) or (c["kind"] == "tma" and M != 3):
+            if c["kind"] == "tma" and M != 3:
                 continue  # tma: 3 rows, its zero-filled row tiles (fewer compilations keep the file under a minute)
             y = fused_triton.launch(x, m.cuda(), e.cuda(), None, g, c)
             assert_bounded(y.cpu(), x.cpu(), m, e, g, None, u_round(torch.bfloat16))
