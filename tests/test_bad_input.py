@@ -50,6 +50,13 @@ def lab2_settings(**over):
     return {**profiles.lab_settings("lab2", "smoke"), **over}
 
 
+def _fused_triton():
+    """The fused linear's Triton module (imported when a case runs: it needs triton, which CI installs)."""
+    from labkit.kernels import fused_triton
+
+    return fused_triton
+
+
 def case(fn, exc, match, id, env=None):
     return pytest.param(fn, exc, match, env or {}, id=id)
 
@@ -393,6 +400,11 @@ CASES = [
          "kernels-convert-group"),
     case(lambda: ref.decode_bits_table([1], 300), ValueError, r"exponent=300: allowed values are 0..255",
          "kernels-table-exponent"),
+    # the fused MXINT8 linear's launch configurations (issue 23)
+    case(lambda: _fused_triton().check_config({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 32, "BLOCK_M": 48}, 32),
+         ValueError, r"BLOCK_M=48 \(kind 'dq'\): allowed values are 16, 32, 64", "fused-block-m"),
+    case(lambda: _fused_triton().launch(torch.randn(2, 32), M8, E8, None, 32, {"kind": "tma", "BLOCK_N": 16, "BLOCK_K": 32}),
+         ValueError, r"config kind='tma': x is torch.float32: the tma kernel takes bfloat16", "fused-tma-dtype"),
     # switches of the search workers' GPU path (issue 22)
     case(lambda: step_kernels.enabled(), ValueError, r"LABKIT_STEP_KERNELS='on': allowed values are 0 .*, 1 ",
          "step-kernels-switch", env={"LABKIT_STEP_KERNELS": "on"}),

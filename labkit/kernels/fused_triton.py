@@ -1,8 +1,9 @@
 """Triton kernels of the fused MXINT8 weight-only linear: ``y = x @ dequant(W)^T (+ bias)``, fp32 accumulation.
 
 Small-batch (M = 1..64) inference is weight-read bound: the floor is one pass over the packed weight
-(N*K mantissa bytes + N*K/group exponent bytes), so both kernels stream W once and never write a bf16 copy.
-Two decompositions, picked per call by ``pick_config`` (measured choices: benchmarks/fused_linear_sweep.json):
+(N*K mantissa bytes + N*K/group exponent bytes), so every kernel streams W once and never writes a bf16 copy.
+Three kernels, picked per call by ``pick_config`` (measured choices: benchmarks/fused_linear_sweep.json and
+fused_linear_sweep_tma.json):
 
 - ``gemv`` (one row): each program takes BLOCK_N output features and walks all of K in (NG, GROUP) tiles,
   int8 -> fp32 in registers, products with each row of x summed per group, then scaled by the group's
@@ -10,8 +11,10 @@ Two decompositions, picked per call by ``pick_config`` (measured choices: benchm
 - ``dq`` (2..64 rows): each (BLOCK_N, BLOCK_K) tile of W is decoded in registers to ``m * 2**(E-133)``
   (exact in bf16 and fp32) and multiplied whole by tl.dot with x as the MMA's row side; K can be
   split across programs (``SPLIT_K``), the partial tiles meeting in one kernel (see ``_dq_kernel``).
+- ``tma`` (bf16 x, sm_90+, 33-64 rows where N is small): the dq decomposition with W's and x's tiles fetched by
+  tensor descriptors, exponents one tile ahead and the scale applied in bf16 (see ``_tma_kernel``).
 
-Both give the dequantized product up to fp32 summation order; the split-K order is fixed, so every run gives
+All three give the dequantized product up to fp32 summation order; the split-K order is fixed, so every run gives
 the same bits. Requires ``group_size`` a power of two >= 16; ``fused_linear`` routes other sizes to
 dequantize-then-matmul. Imported only where Triton is installed. ``triton.jit`` reads
 TRITON_INTERPRET when it decorates, and triton.language's own reductions are @jit helpers decorated when
@@ -163,7 +166,8 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     # Exponents one tile ahead (E_AHEAD): with fewer than 4 bytes per row and tile the pipeliner cannot make
     # them an async copy, so each tile's exponent load was a full memory round trip the tile waited on.
-    e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
+    if E_AHEAD:
+        e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
     for k0 in range(k_begin, k_end, BLOCK_K):
         if E_AHEAD:
             e = e_next
@@ -233,7 +237,8 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
     was latency-bound at 12% occupancy: MXINT8_NOTES.md). Tiles past N, M or K arrive zero-filled, so no row
     is re-read and no load is masked. bf16 x only. ``W_LEFT``: W is the MMA's row side (acc (BLOCK_N,
-    BLOCK_M)), the decoded tile feeding the MMA from registers; else x is, as in ``_dq_kernel``."""
+    BLOCK_M)), the decoded tile feeding the MMA from registers; else x is, as in ``_dq_kernel``. ``E_AHEAD`` as
+    in ``_dq_kernel``; ``BF16_SCALE``: see ``_scaled`` (7-15% faster here, 7bd08f6)."""
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n0, m0 = pid_n * BLOCK_N, pid_m * BLOCK_M
     offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -247,7 +252,8 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     else:
         acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
+    if E_AHEAD:
+        e_next = _exponents(e_rows, k_begin, stride_eg, K, GROUP, NG, True)
     for k0 in range(k_begin, k_end, BLOCK_K):
         if E_AHEAD:  # as in _dq_kernel
             e = e_next
@@ -319,7 +325,7 @@ def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
 def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16,
                 tma: bool = False) -> dict:
     """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps of
-    f0d7fc4..d8b6e9c (benchmarks/fused_linear_sweep_tma.json: 4096x4096, 14336x4096, 28672x8192 at batch 4-64;
+    f0d7fc4..d7019be (benchmarks/fused_linear_sweep_tma.json: 4096x4096, 14336x4096, 28672x8192 at batch 4-64;
     for each row range the configuration whose worst ratio to cuBLAS was highest), ``tma`` whether the tma kernel
     can run (``tma_ok``):
     one row: gemv in long K tiles. 2-16 rows: dq with 16 features and K tiles of 512, or 32 and 256 where N gives
