@@ -3,9 +3,10 @@
 
     python benchmarks/fused_linear_sweep.py [--out benchmarks/fused_linear_sweep.json] [--quick]
 
-For every shape (N x K, nn.Linear's weight layout) and batch, every candidate configuration of both kernels
-(``gemv`` for up to 4 rows, ``dq`` with optional split-K) is checked against a float64 reference and timed,
-and so are cuBLAS bf16 (``F.linear`` on the dequantized weight) and ``pick_config``'s own choice.
+For every shape (N x K, nn.Linear's weight layout) and batch, every candidate configuration of the kernels named by
+``--kinds`` (``gemv`` for up to 4 rows, ``dq`` with optional split-K, ``tma``; or the ``--configs`` list) is checked
+against a float64 reference and timed, and so are cuBLAS bf16 (``F.linear`` on the dequantized weight) and
+``pick_config``'s own choice (``fused_triton.picked``).
 ``--compile-workers N`` compiles every configuration first in N processes (minutes saved on a 16-core host).
 
 Timing (``labkit.kernels.timing.graph_ms``): the calls are captured in a CUDA graph and replayed, so the
@@ -61,8 +62,9 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
 
 
 def tma_candidates(M: int, N: int, quick: bool) -> list[dict]:
-    """The TMA dq kernel: W as the MMA's row side (its decoded tile from registers) or x; 64-256 features,
-    K tiles 64-512, split-K 1-8, 3-5 stages in flight; pruned to 64..2048 programs."""
+    """The tma kernel (``--kinds tma``): W as the MMA's row side (its decoded tile from registers, 64+ features)
+    or x; 32-256 features, K tiles 64-512, split-K 1-8, 3-5 stages in flight; pruned to 64..2048 programs and
+    200 KB of stages (screen these offline first: fused_linear_sass.py --offline)."""
     if quick:
         return [{"kind": "tma", "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 2, "W_LEFT": True, "num_warps": 4,
                  "num_stages": 3}]
