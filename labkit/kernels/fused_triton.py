@@ -147,7 +147,6 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    n_mask, m_mask = offs_n < N, offs_m < M
     tiles = ((K + BLOCK_K - 1) // BLOCK_K + SPLIT_K - 1) // SPLIT_K
     k_begin = pid_k * tiles * BLOCK_K
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
@@ -411,6 +410,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     if split > 1:  # per call: zeroed arrival counters (one memset, captured with the kernel in a CUDA graph)
         counts = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=x2.device)
         ws = torch.empty((split, M, N), dtype=torch.float32, device=x2.device)
+    asm = bool(config.get("ASM", True)) and not interp  # the PTX decode: no inline asm in the interpreter
     if kind == "tma":
         from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -420,7 +420,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         kernels()["tma"][grid](x_desc, m_desc, exponent2, b, y, ws, counts, M, N, K, exponent2.stride(0),
                                exponent2.stride(1), GROUP=group_size, HAS_BIAS=bias is not None, BLOCK_M=bm,
                                BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
-                               ASM=bool(config.get("ASM", True)) and not interp,
+                               ASM=asm,
                                W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp,
                                E_AHEAD=bool(config.get("E_AHEAD", True)),
                                BF16_SCALE=bool(config.get("BF16_SCALE", True)), num_warps=warps,
@@ -433,7 +433,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     kernels()["dq"][grid](x2, mantissa, exponent2, b, y, ws, counts, M, N, K, *strides, GROUP=group_size,
                           HAS_BIAS=bias is not None, W_BF16=not f32, DOT_F32=f32,
                           INPUT_PRECISION="ieee" if ieee else "tf32", BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
-                          BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=bool(config.get("ASM", True)) and not interp,
+                          BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=asm,
                           EVEN_K=K % config["BLOCK_K"] == 0,
                           X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", False)),
                           BF16_SCALE=bool(config.get("BF16_SCALE", False)),

@@ -49,14 +49,17 @@ def _device(lib, device_index: int):
     return dev
 
 
-def primary_flags(device_index: int = 0) -> tuple[int, bool] | None:
-    """(flags, active) of the device's primary context from the driver; None without a CUDA driver."""
-    lib = _driver()
-    dev = _device(lib, device_index)
+def _state(lib, dev) -> tuple[int, bool] | None:
     flags, active = ctypes.c_uint(), ctypes.c_int()
     if dev is None or lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) != 0:
         return None
     return flags.value, bool(active.value)
+
+
+def primary_flags(device_index: int = 0) -> tuple[int, bool] | None:
+    """(flags, active) of the device's primary context from the driver; None without a CUDA driver."""
+    lib = _driver()
+    return _state(lib, _device(lib, device_index))
 
 
 def apply(env: dict | None = None, device_index: int = 0) -> str:
@@ -68,11 +71,12 @@ def apply(env: dict | None = None, device_index: int = 0) -> str:
     lib = _driver()
     if lib is None:
         raise RuntimeError(f"{ENV}=block: no CUDA driver (libcuda.so.1) in this process")
-    state, dev = primary_flags(device_index), _device(lib, device_index)
-    if state is None or dev is None:
+    dev = _device(lib, device_index)
+    state = _state(lib, dev)
+    if state is None:
         raise RuntimeError(f"{ENV}=block: the CUDA driver did not report device {device_index}")
     rc = lib.cuDevicePrimaryCtxSetFlags(dev, (state[0] & ~CU_CTX_SCHED_MASK) | CU_CTX_SCHED_BLOCKING_SYNC)
-    after = primary_flags(device_index)
+    after = _state(lib, dev)
     if rc != 0 or after is None or after[0] & CU_CTX_SCHED_MASK != CU_CTX_SCHED_BLOCKING_SYNC:
         raise RuntimeError(f"{ENV}=block: cuDevicePrimaryCtxSetFlags returned {rc} (flags now {after})")
     return "CUDA wait: block (blocking sync)"
