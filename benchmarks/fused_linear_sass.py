@@ -58,10 +58,11 @@ def offline_compile(cfg: dict, M: int, group: int = 32, capability: int = 90):
     tail = {"e_ptr": "*u8", "b_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "count_ptr": "*i32",
             "M": "i32", "N": "i32", "K": "i32"}
     common = {"GROUP": group, "HAS_BIAS": False, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split,
-              "ASM": bool(cfg.get("ASM", True))}
+              "ASM": bool(cfg.get("ASM", True)), "PDL": bool(cfg.get("PDL", False)),
+              "PREFETCH": int(cfg.get("PREFETCH", 0))}
     if kind == "tma":
-        sig = {"x_desc": f"tensordesc<bf16[{bm}, {bk}]>", "m_desc": f"tensordesc<i8[{bn}, {bk}]>", **tail,
-               "stride_en": "i32", "stride_eg": "constexpr"}
+        sig = {"x_desc": f"tensordesc<bf16[{bm}, {bk}]>", "m_desc": f"tensordesc<i8[{bn}, {bk}]>", "m_ptr": "*i8",
+               **tail, "stride_mn": "i32", "stride_en": "i32", "stride_eg": "constexpr"}
         const = {**common, "stride_eg": 1, "W_LEFT": bool(cfg.get("W_LEFT", True)), "DOT_F32": False,
                  "E_AHEAD": bool(cfg.get("E_AHEAD", True)), "BF16_SCALE": bool(cfg.get("BF16_SCALE", True))}
     elif kind == "dq":

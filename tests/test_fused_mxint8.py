@@ -503,6 +503,49 @@ def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
 
 @pytest.mark.cuda
 @needs_gpu
+@pytest.mark.skipif(CUDA and torch.cuda.get_device_capability()[0] < 9,
+                    reason="programmatic dependent launch needs sm_90+; PDL is NOT tested on this GPU")
+def test_gpu_pdl_chains_give_the_plain_launches_bits(no_interpreter):
+    """Programmatic dependent launch (each kernel kind, with and without the L2 prefetch): in a chain where each
+    call's x is the previous call's output (a PDL program must wait for it) and another kernel sits between some
+    calls, eager and replayed from a CUDA graph (output poisoned before the replay), the bits of the same configs
+    launched without PDL."""
+    from labkit.kernels import fused_triton
+
+    g, D, layers = 32, 2048, 6
+    ws = [tuple(t.cuda() for t in make_weight(D, D, g, seed=s, spread=0)) for s in range(layers)]
+    for M in (1, 4, 64):  # gemv, dq, tma (pick_config's kinds for these rows at this shape)
+        x0 = rand_x((M, D), torch.bfloat16).cuda()
+        base = {k: v for k, v in fused_triton.picked(x0, ws[0][0], g).items() if k not in ("PDL", "PREFETCH")}
+
+        def chain(cfg):
+            h = x0
+            for i, (m, e) in enumerate(ws):
+                h = fused_triton.launch(h, m, e, None, g, cfg)
+                h = h * 0.03 if i % 2 else h / h.abs().amax()  # another kernel between two launches, bounded values
+            return h
+
+        plain = chain({**base, "PDL": False})
+        assert torch.isfinite(plain).all() and plain.abs().amax() > 0
+        for pf in (0, 1024):
+            cfg = {**base, "PDL": True, "PREFETCH": pf}
+            assert torch.equal(chain(cfg), plain), (M, base["kind"], pf)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                chain(cfg)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = chain(cfg)
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, plain), (M, base["kind"], pf, "graph")
+
+
+@pytest.mark.cuda
+@needs_gpu
 def test_gpu_layer_uses_fused_without_warning_and_compiles(no_interpreter):
     lin = torch.nn.Linear(512, 256).cuda()
     q = MXINT8Linear.from_linear(lin, 32)
@@ -539,5 +582,11 @@ def test_offline_compile_reports_resources_without_a_gpu(no_interpreter):
     kern, regs, _ = sass.offline_compile({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 512, "num_warps": 2}, 4)
     ops, _ = sass.opcodes(kern.asm["cubin"])
     assert ops["LDGSTS"] > 0 and ops["FMUL"] > 0 and ops["HMUL2"] == 0
+    pdl = {"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 512, "num_warps": 2, "PDL": True, "PREFETCH": 4096}
+    ptx = sass.offline_compile(pdl, 4)[0].asm["ptx"]
+    # the W prefetch (16 rows x 4096 bytes = 512 lines) comes first, then the wait, then the first x/W loads
+    assert ptx.count("prefetch.global.L2") == 512 // 64 and ptx.count("griddepcontrol.wait") == 1
+    assert ptx.rindex("prefetch.global.L2") < ptx.index("griddepcontrol.wait") < ptx.index("cp.async")
+    assert "griddepcontrol" not in sass.offline_compile(dict(pdl, PDL=False, PREFETCH=0), 4)[0].asm["ptx"]
     with pytest.raises(ValueError, match="kind='gemv': allowed values are 'dq', 'tma'"):
         sass.offline_compile({"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": 512}, 1)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 23 on a GPU machine, one call: the fused MXINT8 kernel's CUDA tests, its launch-config sweep and the
 # QAT step benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [dequant] [dtests]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -13,6 +13,8 @@ for step in $steps; do
              >"$OUT/pytest_cuda.log" 2>&1; echo "tests rc=$?"; tail -15 "$OUT/pytest_cuda.log" ;;
     sweep) timeout "${SWEEP_TIMEOUT:-330}" python3 benchmarks/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" ${SWEEP_ARGS:-} \
              2>&1 | tee "$OUT/sweep.log" | grep -v Warning ;;
+    pdl) timeout "${PDL_TIMEOUT:-330}" python3 benchmarks/fused_linear_pdl.py --out "$OUT/fused_linear_pdl.json" ${PDL_ARGS:-} \
+           2>&1 | grep -v Warning ;;
     bench) timeout 200 python3 benchmarks/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
     dequant) timeout 300 python3 benchmarks/mxint8_variants.py --out "$OUT/mxint8_variants.json" ${VARIANT_ARGS:-} \
                2>&1 | grep -v Warning | tail -60 ;;

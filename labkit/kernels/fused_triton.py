@@ -35,6 +35,8 @@ from ..triton_modes import interpreting  # noqa: F401 - interpreting: this modul
 MAX_BLOCK_M = 64
 KINDS = ("gemv", "dq", "tma")
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
+# Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own PDL/PREFETCH win.
+PDL_DEFAULT = {"PDL": False, "PREFETCH": 0}
 
 
 def _add(a, b):
@@ -67,6 +69,26 @@ def _i8x4_to_f32_asm(m):
     return bits - 8388736.0
 
 
+def _prefetch_l2(ptrs):
+    """One L2 prefetch per pointer (its 128-byte line); nothing is returned or waited for."""
+    tl.inline_asm_elementwise(asm="prefetch.global.L2 [$1];\n mov.u32 $0, 0;", constraints="=r,l", args=[ptrs],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+def _pdl_enter(rows, k_begin, k_end, PDL: tl.constexpr, PREFETCH: tl.constexpr):
+    """Programmatic dependent launch (PDL, sm_90+; ``launch`` sets the launch attribute with ``PDL``): this
+    program may start while the previous kernel on the stream is still running. Only the weight is read before
+    ``gdc_wait`` (no kernel of a model writes it): the first ``PREFETCH`` bytes of each of this program's W
+    ``rows`` (pointers, (BLOCK_N, 1)) from ``k_begin`` go to L2. Then wait for the previous kernel's writes (x,
+    and the memory y may reuse) and let the next kernel launch. A no-op without ``PDL``."""
+    if PDL:
+        if PREFETCH > 0:
+            lines = tl.minimum(k_begin + tl.arange(0, PREFETCH // 128)[None, :] * 128, k_end - 1)
+            _prefetch_l2(rows + lines)
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
 def _scale(e):
     """2**(E - 133) as fp32 (normal for E >= 7, subnormal below; shifts kept in 0..31); NaN for E = 255."""
     bits = tl.where(e >= 7, (tl.maximum(e, 7) - 6) << 23, 1 << (tl.minimum(e, 6) + 16))
@@ -95,10 +117,11 @@ def _scaled(w, e, BLOCK_N: tl.constexpr, NG: tl.constexpr, BLOCK_K: tl.constexpr
 def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
                  stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                  GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr):
+                 BLOCK_K: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr):
     pid_n, pid_m = tl.program_id(0), tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
+    _pdl_enter(m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn, 0, K, PDL, PREFETCH)
     offs_g = tl.arange(0, BLOCK_K // GROUP)  # groups per tile (BLOCK_K is a multiple of GROUP)
     kk = offs_g[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # (NG, GROUP): k within a tile, group-major
     w_tile = m_ptr + offs_n.to(tl.int64)[:, None, None] * stride_mn + kk[None, :, :] * stride_mk
@@ -134,7 +157,8 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, W_BF16: tl.constexpr, DOT_F32: tl.constexpr,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr,
-               EVEN_K: tl.constexpr, X_ROWS: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr):
+               EVEN_K: tl.constexpr, X_ROWS: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr,
+               PDL: tl.constexpr, PREFETCH: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     x the MMA's row side (16+ rows) and W^T its column side: acc is (BLOCK_M, BLOCK_N). (One K=GROUP dot
@@ -162,6 +186,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     w_rows = m_ptr + rows_n[:, None] * stride_mn
     x_cols = x_ptr + rows_m[None, :] * stride_xm
     e_rows = e_ptr + rows_n[:, None] * stride_en
+    _pdl_enter(w_rows, k_begin, k_end, PDL, PREFETCH)  # unit K stride: the launch sends others to no PREFETCH
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     # Exponents one tile ahead (E_AHEAD): with fewer than 4 bytes per row and tile the pipeliner cannot make
     # them an async copy, so each tile's exponent load was a full memory round trip the tile waited on.
@@ -227,10 +252,11 @@ def _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, off
             tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=out_mask)
 
 
-def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, stride_en, stride_eg,
-                GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr, W_LEFT: tl.constexpr,
-                DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr):
+def _tma_kernel(x_desc, m_desc, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, stride_mn, stride_en,
+                stride_eg, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr,
+                W_LEFT: tl.constexpr, DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr,
+                PDL: tl.constexpr, PREFETCH: tl.constexpr):
     """The dq kernel with W's and x's tiles fetched by the Hopper tensor-memory accelerator (TMA): one thread
     issues a whole tile's copy into shared memory and Triton's pipeliner keeps ``num_stages`` of them in
     flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
@@ -247,6 +273,8 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
     NG: tl.constexpr = (BLOCK_K + GROUP - 1) // GROUP
     e_rows = e_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_en
+    # m_ptr: the mantissas the descriptor reads, for the prefetch only
+    _pdl_enter(m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn, k_begin, k_end, PDL, PREFETCH)
     if W_LEFT:
         acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     else:
@@ -283,9 +311,11 @@ def _tma_kernel(x_desc, m_desc, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
 def _kernels(mode: bool) -> dict:
     interpreter_scalar_compat()  # range() over runtime bounds in Triton 3.6's interpreter
     helpers = {"_ADD": triton.jit(_add), "_scale": triton.jit(_scale), "_i8_to_f32": triton.jit(_i8_to_f32),
+               "_prefetch_l2": triton.jit(_prefetch_l2),
                "_exponents": triton.jit(_exponents),
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
     helpers["_scaled"] = triton.jit(_in_mode(_scaled, helpers))
+    helpers["_pdl_enter"] = triton.jit(_in_mode(_pdl_enter, helpers))
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
     return {kind: triton.jit(_in_mode(fn, helpers))
             for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
@@ -301,6 +331,11 @@ def block_m(M: int, kind: str) -> int:
     if kind == "gemv":
         return min(GEMV_MAX_ROWS, triton.next_power_of_2(M))
     return min(MAX_BLOCK_M, max(16, triton.next_power_of_2(M)))
+
+
+@functools.cache
+def _capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
 
 
 @functools.cache
@@ -352,12 +387,29 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
     return dq(64, 256, 2, 4, 3)
 
 
+def pdl_blocker(x2: torch.Tensor) -> str | None:
+    """Why programmatic dependent launch cannot be used for ``x2``'s device, or None."""
+    if not x2.is_cuda or interpreting():
+        return "PDL needs a compiled launch on a CUDA GPU (the interpreter has no grid dependency control)"
+    major, minor = _capability(x2.device.index if x2.device.index is not None else torch.cuda.current_device())
+    if major < 9:
+        return f"PDL needs sm_90 or newer (this GPU is sm_{major}{minor})"
+    return None
+
+
+def with_pdl(config: dict, x2: torch.Tensor) -> dict:
+    """``config`` plus PDL_DEFAULT's PDL and PREFETCH where the config leaves them out and the device allows."""
+    if "PDL" in config or pdl_blocker(x2):
+        return config
+    return {**config, **PDL_DEFAULT}
+
+
 def picked(x2: torch.Tensor, mantissa: torch.Tensor, group_size: int) -> dict:
     """``pick_config``'s launch for these operands on their device (what ``launch`` runs without a config)."""
     M, K = x2.shape
     sms = _sm_count(x2.device.index or 0) if x2.is_cuda else 132
-    return pick_config(M, mantissa.shape[0], K, group_size, sms, x2.dtype,
-                       tma=M > 32 and tma_ok(x2, mantissa) is None)
+    return with_pdl(pick_config(M, mantissa.shape[0], K, group_size, sms, x2.dtype,
+                                tma=M > 32 and tma_ok(x2, mantissa) is None), x2)
 
 
 def check_config(config: dict, group_size: int) -> dict:
@@ -369,6 +421,13 @@ def check_config(config: dict, group_size: int) -> dict:
         raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
     if kind == "gemv" and (bk < group_size or bk % group_size):
         raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
+    if "PDL" in config and config["PDL"] not in (0, 1):  # True/False compare equal to 1/0
+        raise ValueError(f"config PDL={config['PDL']!r}: allowed values are True, False")
+    pf = config.get("PREFETCH", 0)
+    if not isinstance(pf, int) or pf < 0 or (pf and (pf < 128 or pf & (pf - 1))):
+        raise ValueError(f"config PREFETCH={pf!r}: allowed values are 0 and powers of two >= 128 (bytes a W row)")
+    if pf and not config.get("PDL", False):
+        raise ValueError(f"config PREFETCH={pf} needs PDL=True (it prefetches before waiting on the previous kernel)")
     if "BLOCK_M" in config:
         bm = int(config["BLOCK_M"])
         if kind == "gemv" or bm not in (16, 32, 64):
@@ -391,7 +450,14 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         why = tma_ok(x2, mantissa) if config["kind"] == "tma" else None
         if why:
             raise ValueError(f"config kind='tma': {why}; allowed: kind 'dq' (any operands) or 'gemv'")
+        if config.get("PDL"):
+            why = pdl_blocker(x2)
+            if why:
+                raise ValueError(f"config PDL=True: {why}; allowed: PDL=False")
     kind = config["kind"]
+    pdl = bool(config.get("PDL", False))
+    # PREFETCH bytes a W row, at most the row's K range (a power of two for tl.arange); unit K stride only
+    prefetch = min(int(config.get("PREFETCH", 0)), triton.next_power_of_2(K)) if mantissa.stride(1) == 1 else 0
     y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
     bm = int(config.get("BLOCK_M", block_m(M, kind)))
     warps, stages = config.get("num_warps", 4), config.get("num_stages", 3)
@@ -402,7 +468,8 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm))
         kernels()["gemv"][grid](x2, mantissa, exponent2, b, y, M, N, K, *strides, GROUP=group_size,
                                 HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
-                                BLOCK_K=config["BLOCK_K"], num_warps=warps, num_stages=stages)
+                                BLOCK_K=config["BLOCK_K"], PDL=pdl, PREFETCH=prefetch, num_warps=warps,
+                                num_stages=stages, launch_pdl=pdl)
         return y
     split = int(config.get("SPLIT_K", 1))
     grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm), split)
@@ -417,14 +484,14 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         bn, bk = config["BLOCK_N"], config["BLOCK_K"]
         x_desc = TensorDescriptor.from_tensor(x2, [bm, bk])
         m_desc = TensorDescriptor.from_tensor(mantissa, [bn, bk])
-        kernels()["tma"][grid](x_desc, m_desc, exponent2, b, y, ws, counts, M, N, K, exponent2.stride(0),
-                               exponent2.stride(1), GROUP=group_size, HAS_BIAS=bias is not None, BLOCK_M=bm,
+        kernels()["tma"][grid](x_desc, m_desc, mantissa, exponent2, b, y, ws, counts, M, N, K, mantissa.stride(0),
+                               exponent2.stride(0), exponent2.stride(1), GROUP=group_size, HAS_BIAS=bias is not None, BLOCK_M=bm,
                                BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
                                ASM=asm,
                                W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp,
                                E_AHEAD=bool(config.get("E_AHEAD", True)),
-                               BF16_SCALE=bool(config.get("BF16_SCALE", True)), num_warps=warps,
-                               num_stages=stages)
+                               BF16_SCALE=bool(config.get("BF16_SCALE", True)), PDL=pdl, PREFETCH=prefetch,
+                               num_warps=warps, num_stages=stages, launch_pdl=pdl)
         return y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
     # exceeds fp16's) and x goes to fp32, both exact in tf32. The interpreter's bf16 dot is wrong: fp32 there.
@@ -436,6 +503,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=asm,
                           EVEN_K=K % config["BLOCK_K"] == 0,
                           X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", False)),
-                          BF16_SCALE=bool(config.get("BF16_SCALE", False)),
-                          num_warps=warps, num_stages=stages)
+                          BF16_SCALE=bool(config.get("BF16_SCALE", False)), PDL=pdl, PREFETCH=prefetch,
+                          num_warps=warps, num_stages=stages, launch_pdl=pdl)
     return y
