@@ -9,8 +9,9 @@ grid's start, the first loads' latency, the last programs' tail) is a large shar
 their first W bytes to L2 (the weight never depends on an earlier kernel), then wait (``griddepcontrol.wait``)
 for the previous kernel's writes before reading x.
 
-For each shape and batch, ``pick_config``'s launch is timed with PDL off, PDL on without prefetch, and PDL on with
-each ``--prefetch`` size (bytes per W row), in ``--rounds`` interleaved rounds with cuBLAS bf16 (``F.linear`` on the
+For each shape and batch, ``pick_config``'s launch is timed with PDL off and with PDL on at each ``--triggers`` point
+(``start``: the next kernel may launch once every program has passed its wait; ``end``: once every program has
+finished its main loop) without prefetch and with each ``--prefetch`` size (bytes per W row), in ``--rounds`` interleaved rounds with cuBLAS bf16 (``F.linear`` on the
 dequantized weight) in the same rounds. Two call sequences, both captured in a CUDA graph and replayed
 (``labkit.kernels.timing.graph_ms``), each call on its own weight copy (several times the L2 cache):
 
@@ -34,9 +35,10 @@ SHAPES = ("4096x4096", "14336x4096", "28672x8192")
 REL_TOL = 2.0 ** -7
 
 
-def variants(prefetch: list[int]) -> dict:
-    out = {"off": {"PDL": False, "PREFETCH": 0}, "pdl": {"PDL": True, "PREFETCH": 0}}
-    out.update({f"pdl_pf{p}": {"PDL": True, "PREFETCH": p} for p in prefetch})
+def variants(prefetch: list[int], triggers: list[str]) -> dict:
+    """off, and PDL with each trigger point (``TRIGGER``) and prefetch size (0 = none)."""
+    out = {"off": {"PDL": False}}
+    out.update({f"{t}_pf{p}": {"PDL": True, "TRIGGER": t, "PREFETCH": p} for t in triggers for p in [0, *prefetch]})
     return out
 
 
@@ -81,7 +83,7 @@ def run(args) -> dict:
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     gen = torch.Generator(device=dev).manual_seed(0)
-    vs = variants(args.prefetch)
+    vs = variants(args.prefetch, args.triggers)
     rows = []
     for shape in args.shapes:
         N, K = (int(v) for v in shape.lower().split("x"))
@@ -89,7 +91,7 @@ def run(args) -> dict:
         sets = weight_copies(N, K, g, rotation(N * K + N * K // g, l2), gen)
         for M in args.batches:
             x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
-            base = {k: v for k, v in fused_triton.picked(x, sets[0][0], g).items() if k not in ("PDL", "PREFETCH")}
+            base = {k: v for k, v in fused_triton.picked(x, sets[0][0], g).items() if k not in ("PDL", "PREFETCH", "TRIGGER")}
             cfgs = {name: {**base, **v} for name, v in vs.items()}
             row = {"N": N, "K": K, "batch": M, "group_size": g, "copies": len(sets), "config": base, "rounds": {}}
             ref = fused_triton.launch(x, sets[0][0], sets[0][1], None, g, cfgs["off"])
@@ -140,8 +142,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "fused_linear_pdl.json"))
     p.add_argument("--shapes", nargs="+", default=list(SHAPES))
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
-    p.add_argument("--prefetch", type=int, nargs="*", default=[1024, 8192],
-                   help="bytes of each W row to prefetch to L2 before the wait (0 or powers of two >= 128)")
+    p.add_argument("--prefetch", type=int, nargs="*", default=[1024],
+                   help="bytes of each W row to prefetch to L2 before the wait (powers of two >= 128), besides none")
+    p.add_argument("--triggers", nargs="+", default=["start", "end"], choices=["start", "end"],
+                   help="where a program lets the next kernel launch: after its wait, or after its main loop")
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args(argv)

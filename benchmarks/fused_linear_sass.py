@@ -59,7 +59,7 @@ def offline_compile(cfg: dict, M: int, group: int = 32, capability: int = 90):
             "M": "i32", "N": "i32", "K": "i32"}
     common = {"GROUP": group, "HAS_BIAS": False, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split,
               "ASM": bool(cfg.get("ASM", True)), "PDL": bool(cfg.get("PDL", False)),
-              "PREFETCH": int(cfg.get("PREFETCH", 0))}
+              "PREFETCH": int(cfg.get("PREFETCH", 0)), "EARLY": cfg.get("TRIGGER", "end") == "start"}
     if kind == "tma":
         sig = {"x_desc": f"tensordesc<bf16[{bm}, {bk}]>", "m_desc": f"tensordesc<i8[{bn}, {bk}]>", "m_ptr": "*i8",
                **tail, "stride_mn": "i32", "stride_en": "i32", "stride_eg": "constexpr"}

@@ -516,7 +516,8 @@ def test_gpu_pdl_chains_give_the_plain_launches_bits(no_interpreter):
     ws = [tuple(t.cuda() for t in make_weight(D, D, g, seed=s, spread=0)) for s in range(layers)]
     for M in (1, 4, 64):  # gemv, dq, tma (pick_config's kinds for these rows at this shape)
         x0 = rand_x((M, D), torch.bfloat16).cuda()
-        base = {k: v for k, v in fused_triton.picked(x0, ws[0][0], g).items() if k not in ("PDL", "PREFETCH")}
+        base = {k: v for k, v in fused_triton.picked(x0, ws[0][0], g).items()
+                if k not in ("PDL", "PREFETCH", "TRIGGER")}
 
         def chain(cfg):
             h = x0
@@ -527,9 +528,9 @@ def test_gpu_pdl_chains_give_the_plain_launches_bits(no_interpreter):
 
         plain = chain({**base, "PDL": False})
         assert torch.isfinite(plain).all() and plain.abs().amax() > 0
-        for pf in (0, 1024):
-            cfg = {**base, "PDL": True, "PREFETCH": pf}
-            assert torch.equal(chain(cfg), plain), (M, base["kind"], pf)
+        for pf, trigger in ((0, "end"), (1024, "start")):
+            cfg = {**base, "PDL": True, "PREFETCH": pf, "TRIGGER": trigger}
+            assert torch.equal(chain(cfg), plain), (M, base["kind"], pf, trigger)
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
@@ -541,7 +542,7 @@ def test_gpu_pdl_chains_give_the_plain_launches_bits(no_interpreter):
             out.fill_(float("nan"))
             graph.replay()
             torch.cuda.synchronize()
-            assert torch.equal(out, plain), (M, base["kind"], pf, "graph")
+            assert torch.equal(out, plain), (M, base["kind"], pf, trigger, "graph")
 
 
 @pytest.mark.cuda
@@ -587,6 +588,9 @@ def test_offline_compile_reports_resources_without_a_gpu(no_interpreter):
     # the W prefetch (16 rows x 4096 bytes = 512 lines) comes first, then the wait, then the first x/W loads
     assert ptx.count("prefetch.global.L2") == 512 // 64 and ptx.count("griddepcontrol.wait") == 1
     assert ptx.rindex("prefetch.global.L2") < ptx.index("griddepcontrol.wait") < ptx.index("cp.async")
+    assert ptx.index("griddepcontrol.launch_dependents") > ptx.rindex("mma.sync")  # TRIGGER "end": after the loop
+    early = sass.offline_compile(dict(pdl, TRIGGER="start"), 4)[0].asm["ptx"]
+    assert early.index("griddepcontrol.wait") < early.index("griddepcontrol.launch_dependents") < early.index("cp.async")
     assert "griddepcontrol" not in sass.offline_compile(dict(pdl, PDL=False, PREFETCH=0), 4)[0].asm["ptx"]
     with pytest.raises(ValueError, match="kind='gemv': allowed values are 'dq', 'tma'"):
         sass.offline_compile({"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": 512}, 1)

@@ -36,7 +36,7 @@ MAX_BLOCK_M = 64
 KINDS = ("gemv", "dq", "tma")
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 # Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own PDL/PREFETCH win.
-PDL_DEFAULT = {"PDL": False, "PREFETCH": 0}
+PDL_DEFAULT = {"PDL": False, "PREFETCH": 0, "TRIGGER": "end"}
 
 
 def _add(a, b):
@@ -75,17 +75,25 @@ def _prefetch_l2(ptrs):
                               dtype=tl.int32, is_pure=False, pack=1)
 
 
-def _pdl_enter(rows, k_begin, k_end, PDL: tl.constexpr, PREFETCH: tl.constexpr):
+def _pdl_enter(rows, k_begin, k_end, PDL: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr):
     """Programmatic dependent launch (PDL, sm_90+; ``launch`` sets the launch attribute with ``PDL``): this
     program may start while the previous kernel on the stream is still running. Only the weight is read before
     ``gdc_wait`` (no kernel of a model writes it): the first ``PREFETCH`` bytes of each of this program's W
     ``rows`` (pointers, (BLOCK_N, 1)) from ``k_begin`` go to L2. Then wait for the previous kernel's writes (x,
-    and the memory y may reuse) and let the next kernel launch. A no-op without ``PDL``."""
+    and the memory y may reuse). ``EARLY``: let the next kernel launch now, else at ``_pdl_exit``. A no-op
+    without ``PDL``."""
     if PDL:
         if PREFETCH > 0:
             lines = tl.minimum(k_begin + tl.arange(0, PREFETCH // 128)[None, :] * 128, k_end - 1)
             _prefetch_l2(rows + lines)
         tl.extra.cuda.gdc_wait()
+        if EARLY:
+            tl.extra.cuda.gdc_launch_dependents()
+
+
+def _pdl_exit(PDL: tl.constexpr, EARLY: tl.constexpr):
+    """After the main loop: the next kernel may launch (its programs take the slots this grid's leave)."""
+    if PDL and not EARLY:
         tl.extra.cuda.gdc_launch_dependents()
 
 
@@ -117,11 +125,11 @@ def _scaled(w, e, BLOCK_N: tl.constexpr, NG: tl.constexpr, BLOCK_K: tl.constexpr
 def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
                  stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                  GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr):
+                 BLOCK_K: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr):
     pid_n, pid_m = tl.program_id(0), tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
-    _pdl_enter(m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn, 0, K, PDL, PREFETCH)
+    _pdl_enter(m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn, 0, K, PDL, PREFETCH, EARLY)
     offs_g = tl.arange(0, BLOCK_K // GROUP)  # groups per tile (BLOCK_K is a multiple of GROUP)
     kk = offs_g[:, None] * GROUP + tl.arange(0, GROUP)[None, :]  # (NG, GROUP): k within a tile, group-major
     w_tile = m_ptr + offs_n.to(tl.int64)[:, None, None] * stride_mn + kk[None, :, :] * stride_mk
@@ -145,6 +153,7 @@ def _gemv_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, M, N, K,
             part = tl.reduce(w * xr[None, :, :], 2, _ADD)  # (BLOCK_N, NG): one group's sum per feature
             s = tl.reduce(part * scale, 1, _ADD)  # (BLOCK_N,)
             acc += tl.where(cols[None, :] == r, s[:, None], 0.0)
+    _pdl_exit(PDL, EARLY)
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[:, None]
     offs_m = row0 + cols
@@ -158,7 +167,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
                INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr,
                EVEN_K: tl.constexpr, X_ROWS: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr,
-               PDL: tl.constexpr, PREFETCH: tl.constexpr):
+               PDL: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr):
     """One dot per BLOCK_K tile: the W tile is decoded to ``m * 2**(E-133)`` in registers (exact in bf16 and
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     x the MMA's row side (16+ rows) and W^T its column side: acc is (BLOCK_M, BLOCK_N). (One K=GROUP dot
@@ -186,7 +195,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     w_rows = m_ptr + rows_n[:, None] * stride_mn
     x_cols = x_ptr + rows_m[None, :] * stride_xm
     e_rows = e_ptr + rows_n[:, None] * stride_en
-    _pdl_enter(w_rows, k_begin, k_end, PDL, PREFETCH)  # unit K stride: the launch sends others to no PREFETCH
+    _pdl_enter(w_rows, k_begin, k_end, PDL, PREFETCH, EARLY)  # unit K stride: the launch sends others to no PREFETCH
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     # Exponents one tile ahead (E_AHEAD): with fewer than 4 bytes per row and tile the pipeliner cannot make
     # them an async copy, so each tile's exponent load was a full memory round trip the tile waited on.
@@ -223,6 +232,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         elif W_BF16:
             w = w.to(tl.bfloat16)
         acc = tl.dot(tl.trans(xt), tl.trans(w), acc, input_precision=INPUT_PRECISION)
+    _pdl_exit(PDL, EARLY)
     _finish(tl.trans(acc), b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m,
             HAS_BIAS, SPLIT_K)
 
@@ -256,7 +266,7 @@ def _tma_kernel(x_desc, m_desc, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M
                 stride_eg, GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr, ASM: tl.constexpr,
                 W_LEFT: tl.constexpr, DOT_F32: tl.constexpr, E_AHEAD: tl.constexpr, BF16_SCALE: tl.constexpr,
-                PDL: tl.constexpr, PREFETCH: tl.constexpr):
+                PDL: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr):
     """The dq kernel with W's and x's tiles fetched by the Hopper tensor-memory accelerator (TMA): one thread
     issues a whole tile's copy into shared memory and Triton's pipeliner keeps ``num_stages`` of them in
     flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
@@ -274,7 +284,7 @@ def _tma_kernel(x_desc, m_desc, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M
     NG: tl.constexpr = (BLOCK_K + GROUP - 1) // GROUP
     e_rows = e_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_en
     # m_ptr: the mantissas the descriptor reads, for the prefetch only
-    _pdl_enter(m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn, k_begin, k_end, PDL, PREFETCH)
+    _pdl_enter(m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn, k_begin, k_end, PDL, PREFETCH, EARLY)
     if W_LEFT:
         acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     else:
@@ -302,6 +312,7 @@ def _tma_kernel(x_desc, m_desc, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M
             acc = tl.dot(w, tl.trans(xt), acc)
         else:
             acc = tl.dot(xt, tl.trans(w), acc)
+    _pdl_exit(PDL, EARLY)
     if not W_LEFT:
         acc = tl.trans(acc)
     _finish(acc, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, pid_n, pid_m, pid_k, offs_n, offs_m, HAS_BIAS, SPLIT_K)
@@ -316,6 +327,7 @@ def _kernels(mode: bool) -> dict:
                "_i8x4_to_f32_asm": triton.jit(_i8x4_to_f32_asm)}
     helpers["_scaled"] = triton.jit(_in_mode(_scaled, helpers))
     helpers["_pdl_enter"] = triton.jit(_in_mode(_pdl_enter, helpers))
+    helpers["_pdl_exit"] = triton.jit(_in_mode(_pdl_exit, helpers))
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
     return {kind: triton.jit(_in_mode(fn, helpers))
             for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
@@ -426,6 +438,9 @@ def check_config(config: dict, group_size: int) -> dict:
     pf = config.get("PREFETCH", 0)
     if not isinstance(pf, int) or pf < 0 or (pf and (pf < 128 or pf & (pf - 1))):
         raise ValueError(f"config PREFETCH={pf!r}: allowed values are 0 and powers of two >= 128 (bytes a W row)")
+    if config.get("TRIGGER", "end") not in ("start", "end"):
+        raise ValueError(f"config TRIGGER={config['TRIGGER']!r}: allowed values are 'start', 'end' (where a program "
+                         "lets the next PDL kernel launch)")
     if pf and not config.get("PDL", False):
         raise ValueError(f"config PREFETCH={pf} needs PDL=True (it prefetches before waiting on the previous kernel)")
     if "BLOCK_M" in config:
@@ -456,6 +471,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                 raise ValueError(f"config PDL=True: {why}; allowed: PDL=False")
     kind = config["kind"]
     pdl = bool(config.get("PDL", False))
+    early = config.get("TRIGGER", "end") == "start"
     # PREFETCH bytes a W row, at most the row's K range (a power of two for tl.arange); unit K stride only
     prefetch = min(int(config.get("PREFETCH", 0)), triton.next_power_of_2(K)) if mantissa.stride(1) == 1 else 0
     y = torch.empty((M, N), dtype=x2.dtype, device=x2.device)
@@ -468,7 +484,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm))
         kernels()["gemv"][grid](x2, mantissa, exponent2, b, y, M, N, K, *strides, GROUP=group_size,
                                 HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=config["BLOCK_N"],
-                                BLOCK_K=config["BLOCK_K"], PDL=pdl, PREFETCH=prefetch, num_warps=warps,
+                                BLOCK_K=config["BLOCK_K"], PDL=pdl, PREFETCH=prefetch, EARLY=early, num_warps=warps,
                                 num_stages=stages, launch_pdl=pdl)
         return y
     split = int(config.get("SPLIT_K", 1))
@@ -490,7 +506,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                                ASM=asm,
                                W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp,
                                E_AHEAD=bool(config.get("E_AHEAD", True)),
-                               BF16_SCALE=bool(config.get("BF16_SCALE", True)), PDL=pdl, PREFETCH=prefetch,
+                               BF16_SCALE=bool(config.get("BF16_SCALE", True)), PDL=pdl, PREFETCH=prefetch, EARLY=early,
                                num_warps=warps, num_stages=stages, launch_pdl=pdl)
         return y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
@@ -503,6 +519,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                           BLOCK_K=config["BLOCK_K"], SPLIT_K=split, ASM=asm,
                           EVEN_K=K % config["BLOCK_K"] == 0,
                           X_ROWS=min(bm, max(2, triton.next_power_of_2(M))), E_AHEAD=bool(config.get("E_AHEAD", False)),
-                          BF16_SCALE=bool(config.get("BF16_SCALE", False)), PDL=pdl, PREFETCH=prefetch,
+                          BF16_SCALE=bool(config.get("BF16_SCALE", False)), PDL=pdl, PREFETCH=prefetch, EARLY=early,
                           num_warps=warps, num_stages=stages, launch_pdl=pdl)
     return y
