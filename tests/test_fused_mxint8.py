@@ -345,6 +345,9 @@ def test_pick_config_follows_the_sweep(interpreter):
                         assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("tma", 32, 1)
                     f32 = pick(M, N, K, g, sms=132, dtype=torch.float32, tma=tma)
                     assert f32["BLOCK_K"] <= max(g, 128) and f32["kind"] != "tma"
+    # PDL only for compiled launches on sm_90+: the interpreter's picked launch has none
+    m, _ = make_weight(64, 96, 32)
+    assert "PDL" not in interpreter.picked(rand_x((4, 96), torch.bfloat16), m, 32)
     with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dq', 'tma'"):
         interpreter.check_config({"kind": "wide", "BLOCK_N": 16, "BLOCK_K": 32}, 32)
     with pytest.raises(ValueError, match="BLOCK_K=48: allowed values are powers of two >= 16"):
@@ -434,6 +437,11 @@ def test_gpu_kernel_picked_config(no_interpreter, monkeypatch, dtype, M):
         b = torch.randn(N, device="cuda").to(dtype)
         y = mxint8_linear(x, m.cuda(), e.cuda(), g, b)
         assert fused_linear.path_for(x, g)[0] == "triton"
+        if torch.cuda.get_device_capability()[0] >= 9:  # the picked launch is a PDL one, and describe() says so
+            from labkit.kernels import fused_triton
+
+            assert fused_triton.picked(x, m.cuda(), g)["PDL"] is True
+            assert "programmatic dependent launch" in fused_linear.describe("cuda")
         assert_bounded(y.cpu(), x.cpu(), m, e, g, b.cpu(), u_round(dtype))
 
 

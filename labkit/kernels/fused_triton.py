@@ -35,8 +35,11 @@ from ..triton_modes import interpreting  # noqa: F401 - interpreting: this modul
 MAX_BLOCK_M = 64
 KINDS = ("gemv", "dq", "tma")
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
-# Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own PDL/PREFETCH win.
-PDL_DEFAULT = {"PDL": False, "PREFETCH": 0, "TRIGGER": "end"}
+# Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own keys win. On
+# an H100 (c0a2ced, benchmarks/fused_linear_pdl.json) the trigger after the main loop without prefetch was never
+# slower than no PDL beyond the spread (4096x4096: 4 rows 11.0 -> 10.3 us); the trigger at the start and the L2
+# prefetch each lost elsewhere (14336x4096 at 16 rows 26.8 -> 34.9 us: early programs of the next grid crowd SMs).
+PDL_DEFAULT = {"PDL": True, "PREFETCH": 0, "TRIGGER": "end"}
 
 
 def _add(a, b):
