@@ -91,7 +91,8 @@ def run(args) -> dict:
         sets = weight_copies(N, K, g, rotation(N * K + N * K // g, l2), gen)
         for M in args.batches:
             x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
-            base = {k: v for k, v in fused_triton.picked(x, sets[0][0], g).items() if k not in ("PDL", "PREFETCH", "TRIGGER")}
+            base = {k: v for k, v in fused_triton.picked(x, sets[0][0], g).items()
+                    if k not in ("PDL", "PREFETCH", "TRIGGER")}
             cfgs = {name: {**base, **v} for name, v in vs.items()}
             row = {"N": N, "K": K, "batch": M, "group_size": g, "copies": len(sets), "config": base, "rounds": {}}
             ref = fused_triton.launch(x, sets[0][0], sets[0][1], None, g, cfgs["off"])
@@ -155,7 +156,8 @@ def main(argv=None) -> int:
     from labkit import results
 
     if not torch.cuda.is_available():
-        p.error("needs a CUDA GPU of sm_90 or newer (programmatic dependent launch); torch.cuda.is_available() is False")
+        p.error("needs a CUDA GPU of sm_90 or newer (programmatic dependent launch); "
+                "torch.cuda.is_available() is False")
     if torch.cuda.get_device_capability()[0] < 9:
         p.error(f"needs sm_90 or newer for programmatic dependent launch; this GPU is "
                 f"sm_{''.join(map(str, torch.cuda.get_device_capability()))}")

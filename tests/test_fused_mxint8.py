@@ -598,7 +598,8 @@ def test_offline_compile_reports_resources_without_a_gpu(no_interpreter):
     assert ptx.rindex("prefetch.global.L2") < ptx.index("griddepcontrol.wait") < ptx.index("cp.async")
     assert ptx.index("griddepcontrol.launch_dependents") > ptx.rindex("mma.sync")  # TRIGGER "end": after the loop
     early = sass.offline_compile(dict(pdl, TRIGGER="start"), 4)[0].asm["ptx"]
-    assert early.index("griddepcontrol.wait") < early.index("griddepcontrol.launch_dependents") < early.index("cp.async")
+    assert (early.index("griddepcontrol.wait") < early.index("griddepcontrol.launch_dependents")
+            < early.index("cp.async"))
     assert "griddepcontrol" not in sass.offline_compile(dict(pdl, PDL=False, PREFETCH=0), 4)[0].asm["ptx"]
     with pytest.raises(ValueError, match="kind='gemv': allowed values are 'dq', 'tma'"):
         sass.offline_compile({"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": 512}, 1)

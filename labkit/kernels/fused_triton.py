@@ -286,8 +286,9 @@ def _tma_kernel(x_desc, m_desc, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
     NG: tl.constexpr = (BLOCK_K + GROUP - 1) // GROUP
     e_rows = e_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_en
-    # m_ptr: the mantissas the descriptor reads, for the prefetch only
-    _pdl_enter(m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn, k_begin, k_end, PDL, PREFETCH, EARLY)
+    # m_ptr: the mantissas m_desc reads, for the prefetch only
+    m_rows = m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn
+    _pdl_enter(m_rows, k_begin, k_end, PDL, PREFETCH, EARLY)
     if W_LEFT:
         acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     else:
@@ -504,13 +505,12 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         x_desc = TensorDescriptor.from_tensor(x2, [bm, bk])
         m_desc = TensorDescriptor.from_tensor(mantissa, [bn, bk])
         kernels()["tma"][grid](x_desc, m_desc, mantissa, exponent2, b, y, ws, counts, M, N, K, mantissa.stride(0),
-                               exponent2.stride(0), exponent2.stride(1), GROUP=group_size, HAS_BIAS=bias is not None, BLOCK_M=bm,
-                               BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
-                               ASM=asm,
+                               exponent2.stride(0), exponent2.stride(1), GROUP=group_size,
+                               HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, ASM=asm,
                                W_LEFT=bool(config.get("W_LEFT", True)), DOT_F32=interp,
                                E_AHEAD=bool(config.get("E_AHEAD", True)),
-                               BF16_SCALE=bool(config.get("BF16_SCALE", True)), PDL=pdl, PREFETCH=prefetch, EARLY=early,
-                               num_warps=warps, num_stages=stages, launch_pdl=pdl)
+                               BF16_SCALE=bool(config.get("BF16_SCALE", True)), PDL=pdl, PREFETCH=prefetch,
+                               EARLY=early, num_warps=warps, num_stages=stages, launch_pdl=pdl)
         return y
     # fp32 x: IEEE fp32 products unless torch allows TF32 (as F.linear does). fp16 x: W stays fp32 (its range
     # exceeds fp16's) and x goes to fp32, both exact in tf32. The interpreter's bf16 dot is wrong: fp32 there.
