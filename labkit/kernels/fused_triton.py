@@ -414,7 +414,7 @@ def pdl_blocker(x2: torch.Tensor) -> str | None:
 
 
 def with_pdl(config: dict, x2: torch.Tensor) -> dict:
-    """``config`` plus PDL_DEFAULT's PDL and PREFETCH where the config leaves them out and the device allows."""
+    """``config`` plus PDL_DEFAULT (PDL, PREFETCH, TRIGGER) where the config names no PDL and the device allows."""
     if "PDL" in config or pdl_blocker(x2):
         return config
     return {**config, **PDL_DEFAULT}
@@ -457,8 +457,9 @@ def check_config(config: dict, group_size: int) -> dict:
 def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bias: torch.Tensor | None,
            group_size: int, config: dict | None = None) -> torch.Tensor:
     """``x2`` (M, K) times dequant(``mantissa`` (N, K), ``exponent2`` (N, K / group_size))^T (+ bias), in x's
-    dtype. ``config`` ({kind, BLOCK_N, BLOCK_K[, SPLIT_K, num_warps, num_stages, ASM]}) overrides
-    ``pick_config`` (tests, the sweep); inputs are checked by the caller."""
+    dtype. ``config`` ({kind, BLOCK_N, BLOCK_K[, SPLIT_K, num_warps, num_stages, ASM, PDL, PREFETCH, TRIGGER]})
+    overrides ``picked`` (tests, the sweeps); a given config runs without PDL unless it says PDL=True. Inputs are
+    checked by the caller."""
     M, K = x2.shape
     N = mantissa.shape[0]
     interp = interpreting()
