@@ -56,18 +56,13 @@ def _chain(f, x, weights):
 
 
 def _replayed(fn):
-    """fn's result computed by a CUDA-graph replay (warmed up on a side stream, as torch.cuda.graphs asks)."""
+    """fn's result computed by a CUDA-graph replay, its output poisoned first (the replay must write every element)."""
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    out.fill_(float("nan"))  # poisoned: the replay must write every element
+    from labkit.kernels.timing import capture
+
+    graph, out = capture(fn)
+    out.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
     return out.clone()

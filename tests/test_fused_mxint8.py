@@ -485,6 +485,7 @@ def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
     """The split-K's last-arriving split sums the partials in a fixed order: the same bits on every call,
     eager or replayed from a CUDA graph (its zeroed counters captured with it)."""
     from labkit.kernels import fused_triton
+    from labkit.kernels.timing import capture
 
     g, N, K = 32, 4096, 2048
     m, e = make_weight(N, K, g, spread=2)
@@ -495,13 +496,7 @@ def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
     assert_bounded(first.cpu(), x.cpu(), m.cpu(), e.cpu(), g, None, u_round(torch.bfloat16))
     for _ in range(5):
         assert torch.equal(fused_triton.launch(x, m, e, None, g, cfg), first)
-    graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fused_triton.launch(x, m, e, None, g, cfg)
-    torch.cuda.current_stream().wait_stream(side)
-    with torch.cuda.graph(graph):
-        out = fused_triton.launch(x, m, e, None, g, cfg)
+    graph, out = capture(lambda: fused_triton.launch(x, m, e, None, g, cfg))
     for _ in range(3):
         out.zero_()
         graph.replay()
@@ -520,6 +515,7 @@ def test_gpu_pdl_chains_give_the_plain_launches_bits(no_interpreter):
     the L2 prefetch) gives the bits of the same configuration launched without PDL. (The shapes, rows and bias
     match test_gpu_kernel_picked_config's 4096x4096 launches, so a cold run compiles only the PDL-off kernels.)"""
     from labkit.kernels import fused_triton
+    from labkit.kernels.timing import capture
 
     g, D, layers = 32, 2048, 6
     ws = [tuple(t.cuda() for t in make_weight(D, D, g, seed=s, spread=0)) for s in range(layers)]
@@ -542,14 +538,7 @@ def test_gpu_pdl_chains_give_the_plain_launches_bits(no_interpreter):
         for cfg in variants:
             tag = (M, cfg["kind"], cfg["PREFETCH"], cfg["TRIGGER"])
             assert torch.equal(chain(cfg), plain), tag
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                chain(cfg)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = chain(cfg)
+            graph, out = capture(lambda: chain(cfg))
             out.fill_(float("nan"))
             graph.replay()
             torch.cuda.synchronize()

@@ -110,10 +110,10 @@ def describe(device="cuda") -> str:
     if reason:
         return f"MXINT8 linear on {device}: dequantize-then-matmul (reason: {reason})"
     how = "Triton interpreter" if interpreting() else "compiled"
-    if not interpreting() and torch.device(device).type == "cuda":
-        index = torch.device(device).index
-        if _capability(index if index is not None else torch.cuda.current_device())[0] >= 9:
-            how += ", programmatic dependent launch"
+    from . import fused_triton  # triton imports here (blocker said so)
+
+    if fused_triton.PDL_DEFAULT["PDL"] and fused_triton.pdl_blocker(device) is None:
+        how += ", programmatic dependent launch"
     return (f"MXINT8 linear on {device}: fused Triton kernel (triton {_TRITON['version']}, {how}) for "
             f"{'/'.join(str(d).replace('torch.', '') for d in FUSED_DTYPES)} inputs of 1..{MAX_FUSED_ROWS} "
             "rows and power-of-two groups >= 16; dequantize-then-matmul otherwise")

@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat
+from .fused_linear import _capability
 from ..triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
@@ -285,10 +286,9 @@ def _tma_kernel(x_desc, m_desc, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M
     k_begin = pid_k * tiles * BLOCK_K
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
     NG: tl.constexpr = (BLOCK_K + GROUP - 1) // GROUP
-    e_rows = e_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_en
-    # m_ptr: the mantissas m_desc reads, for the prefetch only
-    m_rows = m_ptr + tl.minimum(offs_n, N - 1).to(tl.int64)[:, None] * stride_mn
-    _pdl_enter(m_rows, k_begin, k_end, PDL, PREFETCH, EARLY)
+    rows_n = tl.minimum(offs_n, N - 1).to(tl.int64)[:, None]
+    e_rows = e_ptr + rows_n * stride_en
+    _pdl_enter(m_ptr + rows_n * stride_mn, k_begin, k_end, PDL, PREFETCH, EARLY)  # m_ptr: m_desc's bytes, to prefetch
     if W_LEFT:
         acc = tl.full((BLOCK_N, BLOCK_M), 0.0, tl.float32)
     else:
@@ -350,11 +350,6 @@ def block_m(M: int, kind: str) -> int:
 
 
 @functools.cache
-def _capability(device_index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(device_index)
-
-
-@functools.cache
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
@@ -403,11 +398,12 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
     return dq(64, 256, 2, 4, 3)
 
 
-def pdl_blocker(x2: torch.Tensor) -> str | None:
-    """Why programmatic dependent launch cannot be used for ``x2``'s device, or None."""
-    if not x2.is_cuda or interpreting():
+def pdl_blocker(device) -> str | None:
+    """Why programmatic dependent launch cannot be used on ``device``, or None."""
+    device = torch.device(device)
+    if device.type != "cuda" or interpreting():
         return "PDL needs a compiled launch on a CUDA GPU (the interpreter has no grid dependency control)"
-    major, minor = _capability(x2.device.index if x2.device.index is not None else torch.cuda.current_device())
+    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
     if major < 9:
         return f"PDL needs sm_90 or newer (this GPU is sm_{major}{minor})"
     return None
@@ -415,7 +411,7 @@ def pdl_blocker(x2: torch.Tensor) -> str | None:
 
 def with_pdl(config: dict, x2: torch.Tensor) -> dict:
     """``config`` plus PDL_DEFAULT (PDL, PREFETCH, TRIGGER) where the config names no PDL and the device allows."""
-    if "PDL" in config or pdl_blocker(x2):
+    if "PDL" in config or pdl_blocker(x2.device):
         return config
     return {**config, **PDL_DEFAULT}
 
@@ -471,7 +467,7 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
         if why:
             raise ValueError(f"config kind='tma': {why}; allowed: kind 'dq' (any operands) or 'gemv'")
         if config.get("PDL"):
-            why = pdl_blocker(x2)
+            why = pdl_blocker(x2.device)
             if why:
                 raise ValueError(f"config PDL=True: {why}; allowed: PDL=False")
     kind = config["kind"]

@@ -20,6 +20,20 @@ def rotation(nbytes: int, l2_bytes: int, factor: int = 3, most: int = 64) -> int
     return max(2, min(most, -(-factor * l2_bytes // max(nbytes, 1))))
 
 
+def capture(fn):
+    """``fn`` captured in a CUDA graph after one warm-up call on a side stream (as torch.cuda.graphs asks):
+    (graph, the output tensor of the captured call, which each replay rewrites)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
 def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
     """Median milliseconds per call of the ``fns`` (one per rotated input), captured in one CUDA graph."""
     side = torch.cuda.Stream()
