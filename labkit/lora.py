@@ -10,13 +10,16 @@ import warnings
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 
+from .determinism import init_rng
+
 # Every Linear in a BERT encoder layer (Q, K, V, attention output, FFN in/out) and the pooler.
 BERT_LINEARS = ("query", "key", "value", "dense")
 
 
 def add_lora(model: torch.nn.Module, rank: int = 6, alpha: float = 1.0, dropout: float = 0.5,
-             target_modules=BERT_LINEARS) -> PeftModel:
-    """Wrap ``model`` with LoRA adapters; base weights frozen, adapters and classifier trainable."""
+             target_modules=BERT_LINEARS, seed: int = 0) -> PeftModel:
+    """Wrap ``model`` with LoRA adapters, drawn from ``seed``; base weights frozen, adapters and classifier
+    trainable."""
     if rank <= 0:
         raise ValueError(f"lora rank must be a positive integer, got {rank}")
     if not 0 <= dropout < 1:
@@ -25,7 +28,7 @@ def add_lora(model: torch.nn.Module, rank: int = 6, alpha: float = 1.0, dropout:
         raise ValueError(f"lora alpha must be > 0, got {alpha}")
     config = LoraConfig(task_type=TaskType.SEQ_CLS, r=rank, lora_alpha=alpha, lora_dropout=dropout,
                         target_modules=list(target_modules), bias="none")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), init_rng(seed):
         # peft reads transformers' deprecated `is_gradient_checkpointing` alias while wrapping the model;
         # the FutureWarning is addressed to peft (fixed there once it reads `is_activation_checkpointing`),
         # nothing a student can act on

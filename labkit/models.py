@@ -14,6 +14,8 @@ import torch
 import transformers
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
+from .determinism import init_rng
+
 transformers.logging.set_verbosity_error()  # keep load reports out of notebooks; real errors still raise
 transformers.logging.disable_progress_bar()
 
@@ -93,18 +95,23 @@ def load_tokenizer(name: str = DEFAULT_MODEL):
     return AutoTokenizer.from_pretrained(str(minilm_dir()))
 
 
-def load_model(name: str = DEFAULT_MODEL, num_labels: int = 2, **config_overrides) -> BertForSequenceClassification:
-    """A sequence classifier (single-label, ``num_labels`` classes) in float32 on the CPU."""
+def load_model(name: str = DEFAULT_MODEL, num_labels: int = 2, seed: int = 0,
+               **config_overrides) -> BertForSequenceClassification:
+    """A sequence classifier (single-label, ``num_labels`` classes) in float32 on the CPU.
+
+    Weights the checkpoint lacks (the classifier head; every weight of ``bert-tiny-random``) are drawn from
+    ``seed``: the same name and seed give the same model in any process.
+    """
     _check_name(name)
     common = dict(num_labels=num_labels, problem_type="single_label_classification")
     if name == "bert-tiny-random":
-        return from_config(**{**BERT_TINY_SHAPE, **common, **config_overrides})
+        return from_config(seed=seed, **{**BERT_TINY_SHAPE, **common, **config_overrides})
     if name == "bert-tiny":
         source, layers = BERT_TINY_HUB, {}
     else:
         source, layers = str(minilm_dir()), {"num_hidden_layers": 2 if name == "minilm-l2" else 6}
     def load():
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), init_rng(seed):
             warnings.simplefilter("ignore")  # "some weights newly initialized": the classifier head, expected
             return BertForSequenceClassification.from_pretrained(
                 source, dtype=torch.float32, local_files_only=bool(_offline_setting()),
@@ -116,8 +123,8 @@ SIZE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "inter
                "num_labels")
 
 
-def from_config(**fields) -> BertForSequenceClassification:
-    """A randomly initialised BERT classifier; ``fields`` must be real ``BertConfig`` attributes."""
+def from_config(seed: int = 0, **fields) -> BertForSequenceClassification:
+    """A BERT classifier initialised from ``seed``; ``fields`` must be real ``BertConfig`` attributes."""
     defaults = BertConfig()
     unknown = sorted(k for k in fields if not hasattr(defaults, k))
     if unknown:
@@ -136,7 +143,8 @@ def from_config(**fields) -> BertForSequenceClassification:
     if config.hidden_size % config.num_attention_heads:
         raise ValueError(f"hidden_size={config.hidden_size} is not divisible by "
                          f"num_attention_heads={config.num_attention_heads}")
-    return BertForSequenceClassification(config)
+    with init_rng(seed):
+        return BertForSequenceClassification(config)
 
 
 def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:

@@ -6,7 +6,6 @@ without retraining it in every notebook.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -18,8 +17,11 @@ from . import batches, data, models, settings as _paths, train
 
 # The settings that determine the tokenised batches.
 DATA_KEYS = ("model", "train_size", "test_size", "max_length", "batch_size", "eval_batch_size", "seed", "device")
-# The settings that determine the SFT model (the cache key).
+# The settings that determine the SFT model (the cache key), besides its training seed.
 SFT_KEYS = ("model", "train_size", "max_length", "batch_size", "epochs", "lr", "seed")
+# Bumped when the same settings would train other weights (e.g. the head drawn from the seed), so a cached
+# checkpoint of older code is never taken for this code's model.
+SFT_VERSION = 2
 
 
 @dataclass
@@ -95,9 +97,19 @@ def _test_key(s: dict) -> dict:
             "eval_batch_size": s.get("eval_batch_size"), "device": str(train.pick_device(s["device"]))}
 
 
-def checkpoint_path(s: dict):
-    """Where the SFT model of settings ``s`` is cached."""
-    key = json.dumps({k: s[k] for k in SFT_KEYS}, sort_keys=True)
+def train_seeds(s: dict) -> list[int]:
+    """The training seeds of settings ``s``: ``seeds`` where the lab has it, else ``[seed]``."""
+    return list(s.get("seeds") or [s["seed"]])
+
+
+def _sft_key(s: dict, seed: int) -> dict:
+    return {**{k: s[k] for k in SFT_KEYS}, "train_seed": seed, "version": SFT_VERSION}
+
+
+def checkpoint_path(s: dict, seed: int | None = None):
+    """Where the SFT model of settings ``s`` trained with ``seed`` (default ``s["seed"]``) is cached."""
+    seed = s["seed"] if seed is None else seed
+    key = json.dumps(_sft_key(s, seed), sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return _paths.cache_dir() / "checkpoints" / f"sft-{s['model']}-{digest}.pt"
 
@@ -121,34 +133,19 @@ def _saved_digest(saved: dict) -> str:
     return saved.get("digest") or state_digest(saved["state_dict"])
 
 
-@contextlib.contextmanager
-def deterministic(device):
-    """Deterministic kernels where PyTorch has them while the SFT model trains on CUDA. Not enough for the
-    same weights on another machine: three H100 machines trained three different 512-token SFT models
-    (labkit.regenerate records each call's digest and warns), so labs that must share one SFT model run on
-    one machine, whose checkpoint cache keeps it between calls."""
-    if torch.device(device).type != "cuda":
-        yield
-        return
-    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition for reproducibility
-    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns (the digest tells)
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
-        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
-
-
-def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False) -> tuple[torch.nn.Module, dict]:
+def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False,
+                    seed: int | None = None) -> tuple[torch.nn.Module, dict]:
     """The SFT classifier for settings ``s`` (embeddings frozen, 1 pass of ``train``) and its metrics.
 
+    ``seed`` (default ``s["seed"]``) is the training seed: the new head's initialisation, the batch order and
+    dropout. The data (which reviews, for profiles that subsample) follows ``s["seed"]`` whatever the training
+    seed, so every seed's model is measured on the same test reviews. Training is deterministic
+    (``labkit.determinism``): the same settings and seed give the same weights in any fresh process.
     Cached on disk under ``.cache/checkpoints``; ``retrain=True`` ignores the cache.
     """
-    path = checkpoint_path(s)
-    model = models.load_model(s["model"])
+    seed = s["seed"] if seed is None else seed
+    path = checkpoint_path(s, seed)
+    model = models.load_model(s["model"], seed=seed)
     if path.is_file() and not retrain:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(saved["state_dict"])
@@ -163,17 +160,17 @@ def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False) -
                        "sft_digest": digest, "cached": str(path)}
     dl = dl or loaders(s)
     freeze_embeddings(model)
-    with deterministic(train.pick_device(s["device"])):
-        fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"],
-                          desc="SFT")
+    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=seed,
+                      desc=f"SFT (seed {seed})")
     metrics = {**train.evaluate(model, dl.test, device=s["device"], desc="SFT eval"),
-               "train_seconds": fit["train_seconds"], "train_loss_last": fit["train_loss_last"]}
+               "train_seconds": fit["train_seconds"], "train_loss_last": fit["train_loss_last"],
+               "determinism": fit["determinism"], "train_seed": seed}
     model.cpu()
     digest = state_digest(model.state_dict())
     metrics["sft_digest"] = digest
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")  # never a half-written checkpoint under the real name
     torch.save({"state_dict": model.state_dict(), "metrics": metrics, "test_key": _test_key(s), "digest": digest,
-                "settings": {k: s[k] for k in SFT_KEYS}}, tmp)
+                "settings": _sft_key(s, seed)}, tmp)
     tmp.replace(path)
     return model, metrics

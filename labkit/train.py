@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from . import cuda_graphs, step_kernels
+from . import cuda_graphs, determinism, step_kernels
 from . import progress as _progress
 
 
@@ -69,7 +69,8 @@ def make_optimizer(params, lr: float, weight_decay: float, device: torch.device)
 
 def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5, weight_decay: float = 0.0,
           device: str = "auto", mixed_precision: bool = True, seed: int = 0, desc: str = "train",
-          progress: bool = True, log_every: int = 50, graphs: bool | None = False) -> dict:
+          progress: bool = True, log_every: int = 50, graphs: bool | None = False,
+          deterministic: str | None = None) -> dict:
     """Train ``model`` in place on ``loader`` (batches of ``input_ids``/``attention_mask``/``labels``): a
     ``DataLoader`` or ``labkit.batches.TensorBatches``.
 
@@ -82,16 +83,28 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
     (``labkit.cuda_graphs``); the metrics then carry what ran (``graph_replays``, ``eager_calls``,
     ``graph_failure``). Off by default: Lab 2's search asks for it (measured and tested there); quantized
     and pruned models have not been run as graphs on a GPU yet.
+
+    ``deterministic``: ``strict`` (default, or ``$LABKIT_DETERMINISM``), ``warn`` or ``off``; see
+    ``labkit.determinism``. Strict on CUDA: an op without a deterministic kernel raises.
     """
     if epochs <= 0:
         raise ValueError(f"epochs must be > 0, got {epochs}")
+    how = determinism.mode(deterministic)
+    dev = pick_device(device)
+    with determinism.deterministic(dev, how):
+        out = _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, desc, progress,
+                     log_every, graphs)
+    return {**out, "determinism": how}
+
+
+def _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, desc, progress, log_every,
+           graphs) -> dict:
     seed_everything(seed)
     # A shuffling loader carries its own generator, advanced by every epoch it serves; reseed it so a
     # call's data order depends on `seed` alone, not on how often the loader was used before (Lab 2
     # trains many trials on one loader: the same architecture must see the same batches every time).
     if getattr(loader, "generator", None) is not None:
         loader.generator.manual_seed(seed)
-    dev = pick_device(device)
     model.to(dev).train()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

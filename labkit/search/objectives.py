@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import cuda_graphs, recipes, step_kernels, train
+from .. import cuda_graphs, determinism, recipes, step_kernels, train
 from ..compress import compress
 from ..models import count_parameters
 from .cache import cached_or_run, config_key
@@ -33,6 +33,8 @@ def trial_settings(s: dict) -> dict:
     if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
         out["eval_sdpa"] = train.EVAL_SDPA
         out["train_step"] = step_kernels.cache_key(cuda_graphs.wanted(torch.device("cuda"), None))
+        # strict determinism switches attention's backward to its deterministic kernels: other weights
+        out["determinism"] = determinism.mode()
     return out
 
 
@@ -71,8 +73,7 @@ class NASObjective:
     def _run(self, trial: optuna.Trial, arch: dict) -> float:
         s = self.s
         # the seed depends on the settings alone, so a configuration trains the same in any trial
-        torch.manual_seed(s["seed"])
-        model = build_model(arch)
+        model = build_model(arch, seed=s["seed"])
         trial.set_user_attr("parameters", count_parameters(model))
         trial.set_user_attr("n_test", self.dl.sizes["test"])
         start = time.perf_counter()

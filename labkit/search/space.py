@@ -75,9 +75,9 @@ def grid_space(space: dict | None = None) -> dict:
     return {k: list(v) for k, v in restrict(space).items()}
 
 
-def build_model(arch: dict, **config_overrides) -> torch.nn.Module:
-    """A randomly initialised classifier with ``arch['config']`` and the chosen Identity layers."""
-    model = models.from_config(**arch["config"], **config_overrides)
+def build_model(arch: dict, seed: int = 0, **config_overrides) -> torch.nn.Module:
+    """A classifier initialised from ``seed`` with ``arch['config']`` and the chosen Identity layers."""
+    model = models.from_config(seed=seed, **arch["config"], **config_overrides)
     for key, choice in arch.get("linears", {}).items():
         if choice == "identity":
             layer, name = key.split(".", 1)
