@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from . import seeds as _seeds
+
+
+def seed_points(ax, xs, rows, key: str, k: int, color, marker="o") -> None:
+    """Each training seed's value of ``key`` as a small dot at ``xs`` (nothing for a one-seed result): the
+    lines are means, the dots show how far seeds spread around them."""
+    if k < 2:
+        return
+    for x, r in zip(xs, rows):
+        ax.scatter([x] * k, _seeds.values(r, key, k), s=10, color=color, marker=marker, alpha=0.5, linewidths=0,
+                   zorder=3)
+
 
 def plot_quantization(numbers: dict, settings: dict):
     """PTQ and QAT accuracy per fixed-point width, fp32 and (when measured) the equal-training control."""
-    rows = numbers["rows"]
+    rows, k = numbers["rows"], _seeds.count(numbers)
     widths = [r["width"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.6))
-    ax.plot(widths, [r["ptq"] for r in rows], "o-", label="PTQ")
-    ax.plot(widths, [r["qat"] for r in rows], "s-", label=f"QAT ({settings['qat_epochs']:g} epoch)")
+    for key, marker, color, label in (("ptq", "o", "#4c72b0", "PTQ"),
+                                      ("qat", "s", "#dd8452", f"QAT ({settings['qat_epochs']:g} epoch)")):
+        ax.plot(widths, [r[key] for r in rows], marker + "-", color=color, label=label)
+        seed_points(ax, widths, rows, key, k, color, marker)
     ax.set_xticks(widths)
     return _finish(fig, ax, numbers, ("fp32", "fp32 + {epochs:g} epoch, no quantizer"),
                    "fixed-point width (frac widths calibrated per tensor)",
@@ -21,7 +35,7 @@ def plot_quantization(numbers: dict, settings: dict):
 def plot_pruning(numbers: dict, settings: dict):
     """Accuracy right after pruning and after fine-tuning per sparsity, one colour per method and scope;
     series are offset a little along x so points at the same accuracy (e.g. 0.5) stay visible."""
-    rows = numbers["rows"]
+    rows, k = numbers["rows"], _seeds.count(numbers)
     main = settings["prune_scope"]
     series = [("random", main, "#c44e52", "o"), ("l1-norm", main, "#4c72b0", "s"),
               ("l1-norm", "global" if main == "local" else "local", "#55a868", "^")]
@@ -35,6 +49,8 @@ def plot_pruning(numbers: dict, settings: dict):
                 label=f"{method} ({scope}), pruned")
         ax.plot(xs, [r["finetuned"] for r in sel], marker + "-", color=color,
                 label=f"{method} ({scope}), + {settings['prune_epochs']:g} epoch")
+        seed_points(ax, xs, sel, "pruned", k, color, marker)
+        seed_points(ax, xs, sel, "finetuned", k, color, marker)
     return _finish(fig, ax, numbers, ("unpruned", "unpruned + {epochs:g} epoch"), "sparsity (weights and activations)",
                    f"Unstructured pruning (profile {settings['profile']})")
 
@@ -42,13 +58,14 @@ def plot_pruning(numbers: dict, settings: dict):
 def _finish(fig, ax, numbers: dict, names: tuple[str, str], xlabel: str, title: str):
     """The uncompressed baseline and (when measured) its equal-training control as horizontal lines, axes
     labels, and the legend below the axes where it hides no point."""
-    fp32 = numbers["fp32"]
+    fp32, k = numbers["fp32"], _seeds.count(numbers)
     ax.axhline(fp32, ls="--", color="k", lw=0.8, label=f"{names[0]} ({fp32:.3f})")
     if numbers.get("control"):
         c = numbers["control"]
         ax.axhline(c["accuracy"], ls=":", color="k", lw=1.2,
                    label=f"{names[1].format(epochs=c['epochs'])} ({c['accuracy']:.3f})")
-    ax.set(xlabel=xlabel, ylabel="IMDb test accuracy", title=title)
+    ax.set(xlabel=xlabel, ylabel="IMDb test accuracy",
+           title=title + (f"\nlines: means of {k} training seeds; dots: each seed" if k > 1 else ", one training seed"))
     ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
     fig.tight_layout()
     return fig

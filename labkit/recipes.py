@@ -133,6 +133,16 @@ def _saved_digest(saved: dict) -> str:
     return saved.get("digest") or state_digest(saved["state_dict"])
 
 
+SFT_FIELDS = ("accuracy", "loss", "n", "positive_share", "train_seconds", "train_loss_last", "sft_digest",
+              "train_seed", "determinism")
+
+
+def sft_record(metrics: dict) -> dict:
+    """The fields of ``finetuned_model``'s metrics that a result stores (the same keys whether the model was
+    trained now or read from the cache, so per-seed results combine)."""
+    return {k: metrics.get(k) for k in SFT_FIELDS}
+
+
 def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False,
                     seed: int | None = None) -> tuple[torch.nn.Module, dict]:
     """The SFT classifier for settings ``s`` (embeddings frozen, 1 pass of ``train``) and its metrics.

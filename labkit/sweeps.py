@@ -79,3 +79,35 @@ def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None, scope: st
                      "achieved_activation_sparsity": achieved_act,
                      "finetune_seconds": fit["train_seconds"]})
     return rows
+
+
+def quantization_seed(s: dict, dl, seed: int) -> dict:
+    """Lab 1a for one training seed: that seed's SFT model, its calibrated width sweep (PTQ and QAT with the
+    seed), the sheet's single int8 rule, and the equal-training control."""
+    from .compress import compress
+    from .quant.calibrate import input_ranges
+    from .recipes import finetuned_model
+
+    base, metrics = finetuned_model(s, dl, seed=seed)
+    at = {**s, "seed": seed}  # this seed's training; the data stay s["seed"]'s
+    ranges = input_ranges(base, next(iter(dl.train)))
+    rows = quantization_sweep(base, s["widths"], dl, at, calibration=ranges)
+    sheet8 = train.evaluate(compress(base, quant=fixed_point(8, 4)).model, dl.test, device=s["device"],
+                            progress=False)["accuracy"]
+    control = fp32_control(base, dl, at, s["qat_epochs"])
+    return {"fp32": metrics["accuracy"], "sft_digest": metrics["sft_digest"], "rows": rows,
+            "sheet_rule_int8_frac4_ptq": sheet8, "input_ranges": ranges, "control": control}
+
+
+def pruning_seed(s: dict, dl, seed: int, probe: dict | None = None) -> dict:
+    """Lab 1b for one training seed: that seed's SFT model, random and L1 sweeps in the main scope, L1 in the
+    other scope at ``global_sparsities``, and the equal-training control (masks and training with the seed)."""
+    from .recipes import finetuned_model
+
+    base, metrics = finetuned_model(s, dl, seed=seed)
+    at = {**s, "seed": seed}
+    other = "global" if s["prune_scope"] == "local" else "local"
+    rows = pruning_sweep(base, s["sparsities"], ["random", "l1-norm"], dl, at, inputs=probe)
+    rows += pruning_sweep(base, s["global_sparsities"], ["l1-norm"], dl, at, inputs=probe, scope=other)
+    control = fp32_control(base, dl, at, s["prune_epochs"])
+    return {"fp32": metrics["accuracy"], "sft_digest": metrics["sft_digest"], "rows": rows, "control": control}

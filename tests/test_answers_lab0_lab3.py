@@ -75,10 +75,12 @@ def test_lab0_renders_from_the_committed_json():
         assert f"`figures/lab0/{stem}.svg`" in text
     # LoRA's training stated, and the comparison carries its standard error
     assert "starts from the SFT model" in text and "20x SFT's learning rate" in text
-    diff = num["lora"]["accuracy"] - num["sft"]["accuracy"]
-    se = math.sqrt(num["sft"]["accuracy"] * (1 - num["sft"]["accuracy"]) / num["sft"]["n"])
-    assert f"LoRA minus SFT: {diff:+.4f}" in text and f"one test-set standard error is {se:.4f}" in text
-    assert f"{abs(diff) / se:.1f} SE" in text
+    from labkit import seeds
+
+    k = seeds.count(num)
+    d = seeds.difference(seeds.values(num["lora"], "accuracy", k), seeds.values(num["sft"], "accuracy", k),
+                         num["sft"]["n"])
+    assert f"LoRA minus SFT on {num['sft']['n']:,} test reviews: {d.text()}" in text
     # what the JSON holds is stated, what it lacks is said, not invented
     if num.get("dropout_removed") is None:
         assert "the dropout-removal check" in text and "equal the eval-mode model" not in text
@@ -89,7 +91,7 @@ def test_lab0_renders_from_the_committed_json():
 def test_lab0_says_what_an_older_json_lacks(monkeypatch):
     old = json.loads((DATA / "h200_lab0_accuracy.json").read_text())
     text = lab0.render({"accuracy": old})
-    assert "LoRA minus SFT: +0.0038" in text and "1.7 SE: more than one standard error but within two" in text
+    assert "LoRA minus SFT on 25,000 test reviews: +0.0038" in text and "one training seed" in text
     assert "the dropout-removal check" in text and "equal the eval-mode model" not in text
 
 
@@ -106,14 +108,16 @@ def doctored_lab0(**numbers):
 
 def test_lab0_lora_verdict_follows_the_numbers():
     n = 25000
-    assert "a measurable gain" in lab0.sft_vs_lora(0.864, 0.880, n)
-    assert "a measurable loss" in lab0.sft_vs_lora(0.864, 0.850, n)
-    assert "within one standard error: no difference" in lab0.sft_vs_lora(0.864, 0.865, n)
+    assert "a measurable gain" in lab0.sft_vs_lora([0.864, 0.865, 0.863], [0.880, 0.882, 0.879], n)
+    assert "a measurable loss" in lab0.sft_vs_lora([0.864, 0.865, 0.863], [0.850, 0.851, 0.849], n)
+    assert "The seeds disagree on its sign" in lab0.sft_vs_lora([0.864, 0.865, 0.863], [0.880, 0.860, 0.882], n)
+    assert "Within 2 SE: no difference" in lab0.sft_vs_lora([0.864, 0.865, 0.863], [0.865, 0.866, 0.864], n)
+    one = lab0.sft_vs_lora([0.864], [0.880], n)  # one seed: beyond 2 test-set SE, still not a method verdict
+    assert "beyond 2 test-set SE" not in one and "test-set SE, one seed" in one and "not called a difference" in one
     p = doctored_lab0(lora={**stored("lab0", "accuracy")["numbers"]["lora"], "accuracy": 0.8800})
     text = lab0.render({"accuracy": p})
     diff = 0.8800 - p["numbers"]["sft"]["accuracy"]
-    assert f"LoRA minus SFT: {diff:+.4f}" in text and "a measurable gain" in text
-    assert "but within two" not in text
+    assert f"LoRA minus SFT on 25,000 test reviews: {diff:+.4f}" in text
 
 
 def test_lab0_lora_training_follows_the_settings():
@@ -210,8 +214,8 @@ def test_lab3_formats_verdicts_on_a_frozen_result():
     # no single best where the top PTQ accuracies are within two standard errors
     assert "Best mxint8" not in text and "no single best format" in text
     assert "the tied group is mxint8, block_minifloat, minifloat_ieee, minifloat_denorm, block_fp" in text
-    assert "one SE 0.0023" in text and "no single best after QAT" in text
-    assert "The largest gains, binary_scaling +0.2004, binary_residual_sign +0.1916, are tied" in text
+    assert "One training seed" in text and "no single best after QAT" in text
+    assert "The largest gains, binary_scaling +0.2004, binary_residual_sign +0.1916, are not told apart" in text
     # kept statements, as far as the numbers support them
     assert "**log and block_log are the same at 8 bits**" in text and "0.0014 apart" in text
     assert "at 4 bits log flushes 74% of the weights" in text
@@ -237,18 +241,18 @@ def doctored_formats(**accs):
 
 def test_lab3_a_single_best_only_beyond_two_standard_errors():
     text = lab3_formats.render(doctored_formats(mxint8=(0.8600, None)))
-    assert "The highest PTQ, **mxint8** 0.8600, is ahead of every other format by more than two" in text
+    assert "The highest PTQ, **mxint8** 0.8600, is established ahead of every other format" in text
     assert "no single best format" not in text
     text = lab3_formats.render(doctored_formats(minifloat_ieee=(None, 0.8700)))
-    assert "Highest after QAT: minifloat_ieee 0.8700, ahead of the rest" in text
-    assert "Above fp32 by more than two standard errors: minifloat_ieee" in text
+    assert "Highest mean after QAT: minifloat_ieee 0.8700, established ahead of the rest" in text
+    assert "Established above fp32: minifloat_ieee" in text
 
 
 def test_lab3_qat_gain_verdict_follows_the_numbers():
     text = lab3_formats.render(doctored_formats(binary_scaling=(None, 0.8000)))
     assert "QAT helps most for **binary_scaling** (+0.2926)" in text and "The largest gains" not in text
     text = lab3_formats.render(doctored_formats(integer=(None, 0.8500)))
-    assert "integer 0.8393 → 0.8500 (+0.0107)" in text
+    assert "integer 0.8393 → 0.8500 (+0.0107 ± 0.0032 test-set SE, one seed)" in text
 
 
 def test_lab3_log_block_log_statement_needs_its_numbers():
@@ -269,8 +273,11 @@ def test_lab3_known_fix_follows_the_measurement_date():
 
 
 def test_lab3_chance_uses_a_standard_error():
-    text = lab3_formats.chance_bullet({"binary": 0.5, "binary_scaling": 0.5074, "x": 0.503}, 25000)
-    assert "one SE 0.0032): binary, x." in text and "binary_scaling 0.5074 (2.3 SE)" in text
+    text = lab3_formats.chance_bullet({"binary": [0.5], "binary_scaling": [0.5074], "x": [0.503]}, 25000)
+    assert "one SE 0.0032): binary, x." in text and "binary_scaling 0.5074 (seeds 0.5074)" in text
+    # over seeds: at chance only where every seed is
+    text = lab3_formats.chance_bullet({"a": [0.5, 0.501, 0.499], "b": [0.5, 0.51, 0.5]}, 25000)
+    assert "one SE 0.0032): a." in text and "b 0.5033 (seeds 0.5000/0.5100/0.5000)" in text
 
 
 # --- the tool and the notebooks -----------------------------------------------------------------------

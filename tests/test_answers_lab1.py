@@ -31,12 +31,33 @@ def test_quantization_without_a_control_says_so_and_names_the_base():
 def test_quantization_reads_qat_against_the_equal_training_control():
     q = copy.deepcopy(_numbers("quantization"))
     top = max(r["qat"] for r in q["rows"] if r["width"] >= 8)
-    q["control"] = {"epochs": 0.5, "accuracy": top - 0.001}
+    q["control"] = {"epochs": 0.5, "accuracy": top + 0.003}
+    for r in q["rows"]:
+        if r["width"] >= 8:
+            r["qat"] = top + 0.004  # QAT above the untouched model by ~0.01: beyond 2 test-set SE
     text = " ".join(lab1.quantization(q, S))
-    assert "never beyond 2 SE above it" in text and "extra training, not quantization" in text
+    assert "QAT minus the control is not established at any width" in text
+    assert "extra training, not quantization" in text
     q["control"]["accuracy"] = q["fp32"]  # extra training bought nothing: now QAT beats it
     text = " ".join(lab1.quantization(q, S))
-    assert "beyond 2 SE above it only at widths" in text
+    assert "QAT minus the control is established above zero at widths [8, 10" in text
+    assert "extra training, not quantization" not in text
+
+
+def test_quantization_with_seeds_that_disagree_establishes_nothing():
+    from labkit import seeds
+
+    q = _numbers("quantization")
+    per = []
+    for shift in (-0.02, 0.02, 0.02):  # QAT - PTQ changes sign between seeds
+        x = copy.deepcopy(q)
+        for r in x["rows"]:
+            r["qat"] = r["ptq"] + shift
+        per.append({k: v for k, v in x.items() if k != "dataset_sizes"})
+    combined = {**seeds.combine(per, [0, 1, 2]), "dataset_sizes": q["dataset_sizes"]}
+    text = " ".join(lab1.quantization(combined, S))
+    assert "3 training seeds" in text and "QAT minus PTQ is not established at any width" in text
+    assert "-0.0030 ± 0.0031 (per seed -0.0030/-0.0030/-0.0030; not established (within 2 SE))" in text
 
 
 def test_chance_explained_by_a_constant_answer_only_when_the_shares_say_so():
@@ -48,13 +69,25 @@ def test_chance_explained_by_a_constant_answer_only_when_the_shares_say_so():
 def test_pruning_answers_follow_the_numbers():
     p = copy.deepcopy(_h200("pruning"))
     text = " ".join(lab1.pruning(p, S))
-    assert "Random pruning sits at 0.5002 from sparsity 0.3 up" in text
+    assert "Random pruning before fine-tuning is at chance at sparsities [0.3, 0.4" in text
     assert "L1 at 0.8 falls from 0.5377 to 0.5000" in text and "did not record the share" in text
     assert "No unpruned model trained for the same epochs" in text
+    assert "prunes the fp32 SFT model" in text  # the sheet's start (Task 1's best model) is named as replaced
     for r in p["rows"]:
         r["pruned_positive_share"] = r["finetuned_positive_share"] = 0.0
     text = " ".join(lab1.pruning(p, S))
     assert "predicts negative for 100.0% of reviews" in text and "settled on a constant answer" in text
     p["rows"].append({**p["rows"][-5], "scope": "global", "pruned": 0.70, "finetuned": 0.80})  # L1 at 0.5
     text = " ".join(lab1.pruning(p, S))
-    assert "at 0.5: local 0.8443 / 0.8548, global 0.7000 / 0.8000" in text and "worse at [0.5]" in text
+    assert "at 0.5: local 0.8443 / 0.8548, global 0.7000 / 0.8000" in text
+    assert "right after pruning, global minus local is established above zero at sparsities none and below zero " \
+           "at [0.5]" in text
+    assert "after fine-tuning, global minus local is established above zero at sparsities none and below zero at " \
+           "[0.5]" in text
+
+
+def test_pruning_says_where_random_stays_at_chance_after_fine_tuning_and_why():
+    p = _numbers("pruning")
+    text = " ".join(lab1.pruning(p, {**S, "profile": "full"}))
+    assert "Random pruning after fine-tuning is at chance at sparsities [0.5" in text
+    assert "Why fine-tuning does not recover random pruning from 0.5 up" in text and "5 epochs" in text

@@ -274,9 +274,17 @@ def test_accuracy_gap_is_judged_against_its_standard_error():
     acc = {"fp32": {"accuracy": 0.864, "n": 25000}, "mxint8": {"accuracy": 0.8636, "n": 25000},
            "converted": ["a"], "skipped": {"classifier": "x"}, "weight_saving": 0.742, "max_logit_gap": 0.03,
            "kernel_path": "k"}
-    assert "within one standard error" in lab4_mxint8.accuracy_text(acc, 32)
+    assert "no established difference (one training seed)" in lab4_mxint8.accuracy_text(acc, 32)
     acc["mxint8"]["accuracy"] = 0.80
-    assert "more than one standard error" in lab4_mxint8.accuracy_text(acc, 32)
+    assert "beyond two test-set SE with one training seed" in lab4_mxint8.accuracy_text(acc, 32)
+    # three seeds: a loss in every seed is established; one that changes sign is not
+    acc.update(seeds=[0, 1, 2], max_logit_gap_seeds=[0.03, 0.02, 0.04])
+    acc["fp32"]["accuracy_seeds"] = [0.864, 0.866, 0.862]
+    acc["mxint8"].update(accuracy=0.856, accuracy_seeds=[0.856, 0.857, 0.855])
+    text = lab4_mxint8.accuracy_text(acc, 32)
+    assert "an established loss" in text and "means of 3 SFT models" in text and "difference on a test batch 0.04" in text
+    acc["mxint8"].update(accuracy=0.864, accuracy_seeds=[0.868, 0.862, 0.862])
+    assert "no established difference:" in lab4_mxint8.accuracy_text(acc, 32).replace(". Largest", ":")
 
 
 # --- the committed answers files ------------------------------------------------------------------------

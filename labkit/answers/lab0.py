@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import seeds as _seeds
 from ..report import table
 from ..results import load_results, result_dir
 from . import measured
@@ -145,13 +146,16 @@ def topology_text(drop_labels: dict, drop_mask: dict) -> str:
 
 # --- Fine-tuning --------------------------------------------------------------------------------------
 
-def data_text(sizes: dict, max_length: int, untrained: float, sft: dict, sft_trainable: dict) -> str:
+def data_text(sizes: dict, max_length: int, untrained: float, sft: dict, sft_trainable: dict, k: int = 1) -> str:
     c = measured.compare(untrained, CHANCE, sizes["test"])
+    seeds = (f" Means over {k} training seeds (the head's initialisation, batch order and dropout); per seed SFT "
+             f"{'/'.join(f'{v:.4f}' for v in _seeds.values(sft, 'accuracy', k))}." if k > 1 else
+             " One training seed.")
     return (f"Data: {sizes['train']:,} training and {sizes['test']:,} test reviews, {max_length} tokens. Untrained "
             f"(random head) accuracy **{untrained:.3f}** ("
             + ("at chance, within two standard errors" if c["tie"] else f"{c['ses']:+.1f} standard errors from chance")
             + f", SE {c['se']:.4f}); after SFT **{sft['accuracy']:.3f}** with {sft_trainable['trainable']:,} trainable "
-            f"parameters ({100 * sft_trainable['fraction']:.1f}% of {sft_trainable['total']:,}).")
+            f"parameters ({100 * sft_trainable['fraction']:.1f}% of {sft_trainable['total']:,})." + seeds)
 
 
 def lora_training(settings: dict) -> str:
@@ -183,27 +187,43 @@ def lora_text(settings: dict, lora: dict, merged: float, merge_gap: float, sft: 
     diff = merged - lora["accuracy"]
     text += (f"). Merged into the weights: **{merged:.3f}** ({diff:+.4f}, a net {round(diff * lora['n']):+d} of "
              f"{lora['n']:,} reviews); the largest logit difference on a test batch is {merge_gap:.1e}"
-             + (" (bf16 autocast on CUDA accounts for differences near 1e-2)." if merge_gap < 5e-2 else
-                ", beyond what bf16 autocast explains (near 1e-2)."))
+             + (": merging only changes how the sums round (W x + B(A x) against (W + BA) x), which moves the few "
+                "reviews whose two logits lie that close." if merge_gap < 1e-3 else
+                ", more than rounding the merged sums explains: the merged model is not the adapted one."))
     if linear_biases is not None:
         text += f" Every Linear kept its bias: {linear_biases}."
     return text
 
 
-def sft_vs_lora(sft: float, lora: float, n: int) -> str:
-    """LoRA minus SFT against one test-set standard error (tie within two)."""
-    c = measured.compare(lora, sft, n)
-    text = (f"LoRA minus SFT: {c['diff']:+.4f} on {n:,} test reviews; one test-set standard error is {c['se']:.4f} "
-            f"(sqrt(p(1-p)/n) at p = {min(sft, lora, key=lambda p: abs(p - 0.5)):.3f}), so the difference is "
-            f"{abs(c['ses']):.1f} SE: ")
-    if not c["tie"]:
-        text += f"beyond two standard errors, a measurable {'gain' if c['diff'] > 0 else 'loss'}."
-    elif abs(c["ses"]) > 1:
-        text += ("more than one standard error but within two, so it is not called a difference here (both models "
-                 "are scored on the same reviews, for which this unpaired error is conservative).")
-    else:
-        text += "within one standard error: no difference."
-    return text
+def sft_vs_lora(sft: list[float], lora: list[float], n: int) -> str:
+    """LoRA minus SFT over training seeds (``labkit.seeds.difference``: seed spread and test-set error)."""
+    d = _seeds.difference(list(lora), list(sft), n)
+    text = f"LoRA minus SFT on {n:,} test reviews: {d.text()}. "
+    if d.seeds < 2:
+        return text + ("With one training seed, what another seed would change is unknown, so this is not called a "
+                       "difference between the methods.")
+    if d.established:
+        return text + f"Every seed agrees and it exceeds 2 SE: a measurable {'gain' if d.mean > 0 else 'loss'}."
+    if d.sign_changes:
+        return text + "The seeds disagree on its sign: no difference is established."
+    return text + "Within 2 SE: no difference is established."
+
+
+def control_text(numbers: dict) -> str:
+    """LoRA against the equal-training control (the SFT model fully fine-tuned for LoRA's extra epoch)."""
+    if "control" not in numbers:
+        return (" No equal-training control (the SFT model trained fully for the same extra epoch) is stored in "
+                "this JSON, so LoRA's difference from SFT mixes the adapters with the extra epoch.")
+    k, n = _seeds.count(numbers), numbers["sft"]["n"]
+    acc = numbers["accuracy"]
+    d = _seeds.difference(_seeds.values(acc, "LoRA", k), _seeds.values(acc, "SFT + 1 epoch", k), n)
+    e = _seeds.difference(_seeds.values(acc, "SFT + 1 epoch", k), _seeds.values(acc, "SFT", k), n)
+    return (f" The equal-training control, the SFT model fine-tuned fully for that extra epoch at SFT's learning rate, "
+            f"reaches {acc['SFT + 1 epoch']:.4f} (the extra epoch alone: {e.text()}); LoRA minus that control: "
+            f"{d.text()}, " + ("so at equal training the adapters are "
+                               + ("better" if d.mean > 0 else "worse") + " than full fine-tuning here."
+                               if d.established and d.seeds > 1 else "so at equal training LoRA and full "
+                               "fine-tuning are not told apart" + (" (one training seed)." if d.seeds < 2 else ".")))
 
 
 def answers_list(numbers: dict, settings: dict) -> str:
@@ -225,10 +245,13 @@ def answers_list(numbers: dict, settings: dict) -> str:
                "; the removed graph still differs from the eval-mode model." if removed is not None else
                "; the check of the removed graph against the eval-mode model is not stored in this JSON."))
     dm = merged["accuracy"] - lora["accuracy"]
+    nseeds = _seeds.count(numbers)
     anchors = " and ".join(f"{v:.3f} ({k})" for k, v in COURSE.items())
     tune = (f"- **Fine-tuning.** SFT {sft['accuracy']:.4f} vs LoRA {lora['accuracy']:.4f} with {lora['trainable']:,} "
-            f"instead of {numbers['sft_trainable']['trainable']:,} trainable parameters. "
-            + sft_vs_lora(sft["accuracy"], lora["accuracy"], n) + " " + lora_training(settings)
+            f"instead of {numbers['sft_trainable']['trainable']:,} trainable parameters"
+            + (f" (means of {nseeds} training seeds)" if nseeds > 1 else "") + ". "
+            + sft_vs_lora(_seeds.values(sft, "accuracy", nseeds), _seeds.values(lora, "accuracy", nseeds), n) + " "
+            + lora_training(settings) + control_text(numbers)
             + f" Merging changes accuracy by {dm:+.4f}. The course's anchors with bert-tiny on the full test split are "
             f"{anchors}: another model, context rather than a comparison; this run is `{settings['model']}` at "
             f"{settings['max_length']} tokens, profile `{settings['profile']}`, on {numbers['dataset_sizes']['test']:,} "
@@ -267,8 +290,9 @@ def render(payloads: dict[str, dict | None], files: dict[str, dict] | None = Non
               topology_text(num["topology"]["drop_labels"], num["topology"]["drop_mask"]),
               "## Fine-tuning on IMDb: SFT, LoRA, merged LoRA",
               data_text(num["dataset_sizes"], s["max_length"], num["accuracy"]["untrained"], num["sft"],
-                        num["sft_trainable"]),
-              lora_text(s, num["lora"], num["merged"]["accuracy"], num["merge_max_logit_diff"], num["sft"],
+                        num["sft_trainable"], _seeds.count(num)),
+              lora_text(s, num["lora"], num["merged"]["accuracy"],
+                        max(_seeds.values(num, "merge_max_logit_diff", _seeds.count(num))), num["sft"],
                         num.get("linear_biases")),
               "## Answers", answers_list(num, s)]
     return "\n\n".join(parts) + "\n"

@@ -1,15 +1,21 @@
 """Lab 1's answers as Markdown from its numbers (the figure JSON's ``numbers``), unit-tested.
 
-Every comparison of two accuracies cites one test-set standard error; QAT and fine-tuned pruning are
-compared with the fp32 model trained for the same extra epochs (``control``), not only with the
-untouched base, since extra training alone can raise accuracy.
+Results hold one model per training seed (``labkit.seeds``): every comparison of two accuracies is a
+difference over seeds whose uncertainty combines the seed spread with the test-set standard error, and it
+is called established only when every seed agrees on its sign and it exceeds two of those errors. QAT and
+fine-tuned pruning are compared with the fp32 model trained for the same extra epochs (``control``), not
+only with the untouched base, since extra training alone can raise accuracy.
 """
 from __future__ import annotations
 
-from .lab2 import accuracy_se as se
+from .. import seeds as _seeds
+from ..seeds import accuracy_se as se
 
 BASE_NOTE = ("The sheet starts Lab 1 from Lab 0's LoRA model; labkit starts from the SFT model (every weight "
              "fine-tuned, no adapter to merge first), so absolute numbers are not the sheet's.")
+PRUNE_BASE_NOTE = ("The sheet prunes the best model of its Task 1 (the quantization sweep); labkit prunes the fp32 "
+                   "SFT model, so pruning is measured on its own, not on top of quantization (Lab 2's "
+                   "compression-aware search combines the two).")
 
 
 def chance_note(acc: float, share: float | None, n: int) -> str:
@@ -22,23 +28,65 @@ def chance_note(acc: float, share: float | None, n: int) -> str:
     return f"is at chance with {share:.1%} positive predictions (guessing, not a constant answer)"
 
 
-def _compare(a: float, b: float, n: int) -> str:
-    d, e = a - b, se(b, n)
-    return f"{d:+.4f} ({'within' if abs(d) <= 2 * e else 'beyond'} 2 SE = {2 * e:.4f})"
+class _Seeds:
+    """Per-seed reads of one stored result: ``k`` seeds, ``n`` test reviews."""
+
+    def __init__(self, numbers: dict):
+        self.k, self.n = _seeds.count(numbers), numbers["dataset_sizes"]["test"]
+
+    def of(self, d: dict, key: str) -> list[float]:
+        return _seeds.values(d, key, self.k)
+
+    def diff(self, a: dict, ka: str, b: dict, kb: str) -> _seeds.Difference:
+        return _seeds.difference(self.of(a, ka), self.of(b, kb), self.n)
+
+    def at_chance(self, d: dict, key: str) -> bool:
+        """Every seed within two test-set SE of 0.5."""
+        return all(abs(v - 0.5) <= 2 * se(0.5, self.n) for v in self.of(d, key))
+
+    def spread(self, d: dict, key: str) -> str:
+        vals = self.of(d, key)
+        return f"{d[key]:.4f}" + (f" (seeds {'/'.join(f'{v:.4f}' for v in vals)})" if self.k > 1 else "")
+
+    def intro(self, profile: str | None) -> str:
+        if self.k > 1:
+            return (f"{self.k} training seeds (one SFT model each, and every later training with the same seed); "
+                    "numbers are means over seeds, and each difference is given as mean ± one SE combining the seed "
+                    "spread with the test-set error, established only when every seed agrees on its sign and it "
+                    "exceeds 2 SE.")
+        why = " (the quick profile trains one to stay within its time budget)" if profile == "quick" else ""
+        return (f"One training seed{why}: the seed spread is not measured, so differences below are judged on the "
+                "test-set error alone (± shows it) and what another seed would change is unknown.")
+
+
+def sides(diffs: dict, unit: str) -> str:
+    """Where a set of differences is established above and below zero, e.g. per width."""
+    up = [k for k, d in diffs.items() if d.established and d.mean > 0]
+    down = [k for k, d in diffs.items() if d.established and d.mean < 0]
+    if not up and not down:
+        return f"not established at any {unit}"
+    units = unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
+    return f"established above zero at {units} {up or 'none'} and below zero at {down or 'none'}"
+
+
+def _widths(rows, test) -> list:
+    return [r["width"] for r in rows if test(r)]
 
 
 def quantization(q: dict, settings: dict) -> list[str]:
     """Bullets for Lab 1a from ``quantization.json`` numbers."""
-    fp32, n, rows = q["fp32"], q["dataset_sizes"]["test"], q["rows"]
+    sd = _Seeds(q)
+    fp32, n, rows = q["fp32"], sd.n, q["rows"]
     by_w = {r["width"]: r for r in rows}
     ctrl = q.get("control")
     lowest_ok = min((r["width"] for r in rows if r["ptq"] >= fp32 - 0.01), default=None)
-    out = [f"**Base.** {BASE_NOTE} fp32 SFT model: {fp32:.4f} on {n:,} test reviews (one SE {se(fp32, n):.4f})."]
+    out = [f"**Base.** {BASE_NOTE} fp32 SFT model: {sd.spread(q, 'fp32')} on {n:,} test reviews (one test-set SE "
+           f"{se(fp32, n):.4f}). {sd.intro(settings.get('profile'))}"]
     text = "**PTQ.** "
     if 8 in by_w:
-        text += (f"int8 PTQ scores {by_w[8]['ptq']:.4f}, {_compare(by_w[8]['ptq'], fp32, n)} from fp32 (the sheet's "
-                 f"single frac-4 rule: {q['sheet_rule_int8_frac4_ptq']:.4f}); ")
-    text += (f"the narrowest width within 1 point of fp32 is **{lowest_ok} bits**. " if lowest_ok else
+        text += (f"int8 PTQ scores {by_w[8]['ptq']:.4f}, {sd.diff(by_w[8], 'ptq', q, 'fp32').text()} from fp32 (the "
+                 f"sheet's single frac-4 rule: {q['sheet_rule_int8_frac4_ptq']:.4f}); ")
+    text += (f"the narrowest width whose mean is within 1 point of fp32 is **{lowest_ok} bits**. " if lowest_ok else
              "no width came within 1 point of fp32. ")
     low = rows[0]
     text += f"At {low['width']} bits PTQ gives {low['ptq']:.4f}"
@@ -46,32 +94,31 @@ def quantization(q: dict, settings: dict) -> list[str]:
     text += f": the model {note}." if note else "."
     out.append(text)
     text = f"**QAT** ({settings['qat_epochs']:g} epoch at lr {settings['finetune_lr']:g}). "
-    below = [r["width"] for r in rows if r["qat"] < r["ptq"] - se(r["ptq"], n)]
-    text += ("QAT is at or above PTQ (within one SE) at every width. " if not below else
-             f"QAT is below PTQ by more than one SE at widths {below}. ")
+    text += f"QAT minus PTQ is {sides({r['width']: sd.diff(r, 'qat', r, 'ptq') for r in rows}, 'width')}. "
     if ctrl is None:
         text += ("No equal-training fp32 control was measured in this run, so QAT above fp32 cannot be told "
                  "apart from the effect of training longer.")
     else:
         c = ctrl["accuracy"]
-        wide = [r for r in rows if r["width"] >= 8]
-        beat = [r["width"] for r in wide if r["qat"] - c > 2 * se(c, n)]
         text += (f"The same {ctrl['epochs']:g} epoch of training without quantization takes fp32 from {fp32:.4f} "
-                 f"to **{c:.4f}** ({_compare(c, fp32, n)}): that is the baseline QAT must be read against. ")
+                 f"to **{c:.4f}** ({sd.diff(ctrl, 'accuracy', q, 'fp32').text()}): that is the baseline QAT must "
+                 "be read against. ")
+        wide = [r for r in rows if r["width"] >= 8]
         if wide:
-            spread = max(abs(r["qat"] - c) for r in wide)
-            above_base = [r["width"] for r in wide if r["qat"] - fp32 > 2 * se(fp32, n)]
-            text += (f"From 8 bits up QAT lands within {spread:.4f} of that control"
-                     + (f" and beyond 2 SE above it only at widths {beat}" if beat else
-                        ", never beyond 2 SE above it" + (
-                            ": QAT's gain over the untouched fp32 model is the extra training, not quantization"
-                            if above_base else "")) + ". ")
+            vs = {r["width"]: sd.diff(r, "qat", ctrl, "accuracy") for r in wide}
+            above = [w for w, d in vs.items() if d.established and d.mean > 0]
+            over_base = [r["width"] for r in wide if sd.diff(r, "qat", q, "fp32").established
+                         and r["qat"] > fp32]
+            text += (f"From 8 bits up QAT lands within {max(abs(d.mean) for d in vs.values()):.4f} of that control; "
+                     f"QAT minus the control is {sides(vs, 'width')}"
+                     + (": QAT's gain over the untouched fp32 model is the extra training, not quantization"
+                        if over_base and not above else "") + ". ")
         text += (f"At {low['width']} bits QAT recovers {low['ptq']:.4f} -> {low['qat']:.4f}, "
-                 f"{_compare(low['qat'], c, n)} from the control.")
+                 f"{sd.diff(low, 'qat', ctrl, 'accuracy').text()} from the control.")
     out.append(text)
     wide16 = [r for r in rows if r["width"] >= 16]
     if wide16:
-        out.append(f"**Wide formats.** From 16 bits up PTQ stays within "
+        out.append(f"**Wide formats.** From 16 bits up mean PTQ stays within "
                    f"{max(abs(r['ptq'] - fp32) for r in wide16):.4f} of fp32: the rounding error is far below the "
                    "weights' own spread.")
     return out
@@ -79,41 +126,64 @@ def quantization(q: dict, settings: dict) -> list[str]:
 
 def pruning(p: dict, settings: dict) -> list[str]:
     """Bullets for Lab 1b from ``pruning.json`` numbers."""
-    fp32, n, rows = p["fp32"], p["dataset_sizes"]["test"], p["rows"]
+    sd = _Seeds(p)
+    fp32, n, rows = p["fp32"], sd.n, p["rows"]
     local = [r for r in rows if r.get("scope", settings["prune_scope"]) == settings["prune_scope"]]
     get = {(r["method"], r["sparsity"]): r for r in local}
     sps = sorted({r["sparsity"] for r in local})
     err = max(abs(r["achieved_weight_sparsity"] - r["sparsity"]) for r in rows)
-    out = [f"**Base.** {BASE_NOTE} Unpruned: {fp32:.4f} (one SE {se(fp32, n):.4f}). Achieved weight sparsity is "
-           f"within {100 * err:.3f} points of the request everywhere (exact counts per layer)."]
-    above = [s for s in sps if any(abs(get[(m, s)][k] - 0.5) > 2 * se(0.5, n)
-                                   for m in ("random", "l1-norm") if (m, s) in get for k in ("pruned", "finetuned"))]
-    l1_ok = [s for s in above if ("l1-norm", s) in get and ("random", s) in get
-             and get[("l1-norm", s)]["finetuned"] >= get[("random", s)]["finetuned"] - se(fp32, n)]
-    text = (f"**Random vs L1.** Where either is above chance ({len(above)} of {len(sps)} sparsities), L1 is at or "
-            f"above random after fine-tuning (within one SE) at {len(l1_ok)}: removing the smallest weights and "
-            "activations disturbs the function least, while a random mask removes large values as often as small. ")
-    flat = [s for s in sps if ("random", s) in get and abs(get[("random", s)]["pruned"] - 0.5) <= 2 * se(0.5, n)]
-    if flat:
-        r = get[("random", flat[0])]
-        note = chance_note(r["pruned"], r.get("pruned_positive_share"), n)
-        text += (f"Random pruning sits at {r['pruned']:.4f} from sparsity {flat[0]:g} up"
-                 + (f": the model {note}" if note else "") + ". ")
+    epochs, lr = settings["prune_epochs"], settings["finetune_lr"]
+    out = [f"**Base.** {PRUNE_BASE_NOTE} Unpruned: {sd.spread(p, 'fp32')} (one test-set SE {se(fp32, n):.4f}). "
+           f"{sd.intro(settings.get('profile'))} Achieved weight sparsity is within {100 * err:.2f} points of the request everywhere (exact "
+           "counts per layer)."]
+    pairs = [(s, get[("l1-norm", s)], get[("random", s)]) for s in sps if ("l1-norm", s) in get and ("random", s) in get]
+    parts = []
+    for stage, label in (("pruned", "right after pruning"), ("finetuned", f"after {epochs:g} epoch of fine-tuning")):
+        d = {s: sd.diff(l1, stage, rnd, stage) for s, l1, rnd in pairs}
+        chance = [s for s, l1, rnd in pairs if sd.at_chance(l1, stage) and sd.at_chance(rnd, stage)]
+        parts.append(f"{label}, L1 minus random is {sides(d, 'sparsity')}"
+                     + (f" (both at chance at {chance})" if chance else ""))
+    text = ("**Random vs L1.** " + "; ".join(parts) + ". Removing the smallest weights and activations disturbs the "
+            "function least, while a random mask removes large values as often as small. ")
+    for stage, label in (("pruned", "before fine-tuning"), ("finetuned", "after fine-tuning")):
+        flat = [s for s in sps if ("random", s) in get and sd.at_chance(get[("random", s)], stage)]
+        if flat:
+            r = get[("random", flat[0])]
+            note = chance_note(r[stage], r.get(f"{stage}_positive_share"), n)
+            text += (f"Random pruning {label} is at chance at sparsities {flat}"
+                     + (f" (at {flat[0]:g} the model {note})" if note else "") + ". ")
+        else:
+            text += f"Random pruning {label} stays above chance at every sparsity. "
     out.append(text)
+    stuck = [s for s in sps if ("random", s) in get and sd.at_chance(get[("random", s)], "finetuned")]
+    if stuck:
+        r = get[("random", stuck[0])]
+        constant = r.get("finetuned_positive_share") is not None and not 0.01 < r["finetuned_positive_share"] < 0.99
+        out.append(f"**Why fine-tuning does not recover random pruning from {stuck[0]:g} up.** A random mask zeroes "
+                   f"{stuck[0]:.0%} of every Linear's weights and of its input features regardless of their size, in "
+                   "every layer at once, the classifier's input included; " + (
+                       "right after pruning the model already answers one class for every review, and " if
+                       r.get("pruned_positive_share") is not None
+                       and not 0.01 < r["pruned_positive_share"] < 0.99 else "")
+                   + f"{epochs:g} epoch at lr {lr:g} (the masks stay in place) ends "
+                   + ("at a constant answer, a cheap minimum of the loss on balanced data" if constant else
+                      "at chance") + ". Whether longer or faster training would rebuild the features was not "
+                   "measured here (the sheet fine-tunes 5 epochs).")
     worse = [s for s in sps if ("l1-norm", s) in get
-             and get[("l1-norm", s)]["finetuned"] < get[("l1-norm", s)]["pruned"] - 2 * se(0.5, n)]
+             and sd.diff(get[("l1-norm", s)], "finetuned", get[("l1-norm", s)], "pruned").established
+             and get[("l1-norm", s)]["finetuned"] < get[("l1-norm", s)]["pruned"]]
     if worse:
         r = get[("l1-norm", worse[0])]
         note = chance_note(r["finetuned"], r.get("finetuned_positive_share"), n)
         text = (f"**Fine-tuning can hurt.** L1 at {worse[0]:g} falls from {r['pruned']:.4f} to {r['finetuned']:.4f} "
-                "with fine-tuning")
+                "with fine-tuning (established over seeds)")
         if r.get("finetuned_positive_share") is None:
             text += (". This run did not record the share of each predicted class, so whether the model collapsed "
                      "to one answer is not shown.")
         elif "predicts" in note:
             text += (f": after it the model {note}. With {worse[0]:.0%} of weights and activations masked, "
-                     f"{settings['prune_epochs']:g} epoch at lr {settings['finetune_lr']:g} settled on a constant "
-                     "answer (a cheap minimum of the loss on balanced data) instead of rebuilding the features.")
+                     f"{epochs:g} epoch at lr {lr:g} settled on a constant answer (a cheap minimum of the loss on "
+                     "balanced data) instead of rebuilding the features.")
         else:
             text += f": after it the model {note}." if note else "."
         out.append(text)
@@ -124,27 +194,26 @@ def pruning(p: dict, settings: dict) -> list[str]:
     else:
         best = max((r for r in local if r["method"] == "l1-norm"), key=lambda r: r["finetuned"], default=None)
         out.append(f"**Equal training.** The unpruned model trained the same {ctrl['epochs']:g} epoch reaches "
-                   f"{ctrl['accuracy']:.4f} ({_compare(ctrl['accuracy'], fp32, n)} from the base)"
-                   + (f"; the best fine-tuned L1 point ({best['sparsity']:g}) is {_compare(best['finetuned'], ctrl['accuracy'], n)} "
-                      "from it" if best else "") + ".")
+                   f"{ctrl['accuracy']:.4f} ({sd.diff(ctrl, 'accuracy', p, 'fp32').text()} from the base)"
+                   + (f"; the best fine-tuned L1 point ({best['sparsity']:g}, {best['finetuned']:.4f}) is "
+                      f"{sd.diff(best, 'finetuned', ctrl, 'accuracy').text()} from it" if best else "") + ".")
     glob = {r["sparsity"]: r for r in rows if r.get("scope") == "global" and r["method"] == "l1-norm"}
     if glob:
-        pairs = [(s, get[("l1-norm", s)], g) for s, g in sorted(glob.items()) if ("l1-norm", s) in get]
+        gp = [(s, get[("l1-norm", s)], g) for s, g in sorted(glob.items()) if ("l1-norm", s) in get]
         out.append("**Global vs local scope (L1).** " + "; ".join(
             f"at {s:g}: local {lo['pruned']:.4f} / {lo['finetuned']:.4f}, global {g['pruned']:.4f} / "
-            f"{g['finetuned']:.4f} (pruned / fine-tuned)" for s, lo, g in pairs)
-            + ". One global threshold lets layers with small weights lose more than their share and layers with "
-            "large weights less" + (": " + _scope_verdict(pairs, n) if pairs else "."))
+            f"{g['finetuned']:.4f}" for s, lo, g in gp)
+            + " (pruned / fine-tuned, means). One global threshold lets layers with small weights lose more than "
+            "their share and layers with large weights less" + (": " + _scope_verdict(gp, sd) if gp else "."))
     return out
 
 
-def _scope_verdict(pairs, n) -> str:
-    better = [s for s, lo, g in pairs if g["pruned"] - lo["pruned"] > 2 * se(lo["pruned"], n)]
-    worse = [s for s, lo, g in pairs if lo["pruned"] - g["pruned"] > 2 * se(lo["pruned"], n)]
-    if not better and not worse:
-        return "right after pruning the two agree within 2 SE at every sparsity measured."
-    return (f"right after pruning global is better beyond 2 SE at {better or 'no sparsity'} and worse at "
-            f"{worse or 'no sparsity'}.")
+def _scope_verdict(pairs, sd: _Seeds) -> str:
+    said = []
+    for stage, label in (("pruned", "right after pruning"), ("finetuned", "after fine-tuning")):
+        d = {s: sd.diff(g, stage, lo, stage) for s, lo, g in pairs}
+        said.append(f"{label}, global minus local is {sides(d, 'sparsity')}")
+    return "; ".join(said) + "."
 
 
 QUANTIZE_NAMES, PRUNE_NAMES = ("quantization",), ("pruning",)

@@ -4,11 +4,7 @@ from __future__ import annotations
 import math
 
 from ..search.samplers import TPE_STARTUP
-
-
-def accuracy_se(p: float, n: int) -> float:
-    """One standard error of an accuracy ``p`` measured on ``n`` test reviews: sqrt(p (1 - p) / n)."""
-    return math.sqrt(p * (1 - p) / n)
+from ..seeds import accuracy_se
 
 
 def sampler_rows(bands: dict[str, dict]) -> list[dict]:

@@ -1,7 +1,7 @@
 """Lab 3's search answers as Markdown from its numbers (unit-tested, so the notebook only calls them)."""
 from __future__ import annotations
 
-from .lab2 import accuracy_se
+from ..seeds import accuracy_se
 
 # Why a format family loses accuracy when it does: what its value set cannot hold (see each format's
 # docstring in labkit.quant.formats). Cited next to the measured numbers, never instead of them.

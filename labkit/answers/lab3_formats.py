@@ -1,9 +1,10 @@
 """Lab 3 part 1's prose (every Linear number format, PTQ and QAT) as Markdown from its numbers:
 ``figures/lab3/formats.json`` and ``weight_snr.json`` (their ``numbers``, ``settings`` and ``provenance``).
 
-Every comparison of two accuracies cites one test-set standard error, sqrt(p(1-p)/n) with n the stored
-test-set size, and calls a difference within two of them a tie: a group is named instead of a single
-best. ``render`` builds the whole answers file from the stored JSON alone (``tools/render_answers.py
+Results hold one model per training seed (``labkit.seeds``): every comparison of two accuracies is a
+difference over seeds whose uncertainty combines the seed spread with the test-set standard error
+(sqrt(p(1-p)/n), n the stored test-set size); a difference that is not established (within 2 SE, or of
+another sign in some seed) is a tie, and a group is named instead of a single best. ``render`` builds the whole answers file from the stored JSON alone (``tools/render_answers.py
 lab3_formats``); nothing is measured.
 """
 from __future__ import annotations
@@ -12,11 +13,12 @@ import datetime as _dt
 import math
 from pathlib import Path
 
+from .. import seeds as _seeds
 from ..quant.formats.log import LogFormat
 from ..report import table
 from ..results import load_results, result_dir
 from . import measured
-from .lab2 import accuracy_se
+from ..seeds import accuracy_se
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
 NAMES = ("formats", "weight_snr")
@@ -165,9 +167,8 @@ def log_vs_block_log(formats: dict[str, dict], rows: list[dict], width: int, n: 
             q = measured.compare(ql, qb, n)
             text += (f" From these identical starting points QAT ends at {ql:.4f} and {qb:.4f}, {abs(q['diff']):.4f} "
                      f"apart ({'within' if q['tie'] else 'beyond'} two standard errors, 2 x {q['se']:.4f}): "
-                     + ("how far QAT alone moves equal models here (nondeterministic kernels or the two formats' "
-                        "straight-through gradients; this run cannot tell which), so QAT differences of that size "
-                        "say nothing about the formats." if q["tie"] else
+                     + ("training is deterministic, so what moved them apart is the two formats' straight-through "
+                        "gradients, by less than the test set resolves." if q["tie"] else
                         "QAT treats the two formats differently (their straight-through gradients differ)."))
     else:
         text = (f"log and block_log differ at {width} bits: PTQ {pl:.4f} vs {pb:.4f} ({c['diff']:+.4f}, "
@@ -199,12 +200,12 @@ def qat_rows(formats: dict[str, dict]) -> list[dict]:
 
 
 def steps_of(formats: dict[str, dict]) -> int:
-    return next((r["qat_train"]["steps"] for r in formats.values() if "qat_train" in r), 0)
+    return next((r["qat_train"]["steps"] for r in formats.values() if (r.get("qat_train") or {}).get("steps")), 0)
 
 
 def qat_text(settings: dict, fp32: dict, sizes: dict, formats: dict[str, dict]) -> str:
     n = fp32["n"]
-    failed = {k: r["qat_error"] for k, r in formats.items() if "qat_error" in r}
+    failed = {k: r["qat_error"] for k, r in formats.items() if r.get("qat_error")}
     return (f"fp32: **{fp32['accuracy']:.4f}**; one test-set standard error there is {accuracy_se(fp32['accuracy'], n):.4f} "
             f"(sqrt(p(1-p)/n), {n:,} reviews). QAT: {steps_of(formats)} steps ({settings['qat_epochs']} epochs of "
             f"{sizes['train']:,} reviews, batch {settings['batch_size']}) at lr {settings['qat_lr']}."
@@ -212,92 +213,103 @@ def qat_text(settings: dict, fp32: dict, sizes: dict, formats: dict[str, dict]) 
             + "\n\n" + table(qat_rows(formats), QAT_COLUMNS, floatfmt=".4f"))
 
 
-def tied_with_top(acc: dict[str, float], n: int) -> tuple[str, list[str], float]:
-    """(the highest, every format within two standard errors of it, that SE at the highest's accuracy; the
-    tie test of each uses the larger error of the pair)."""
-    top = max(acc, key=acc.get)
-    group = [k for k in sorted(acc, key=lambda k: -acc[k]) if measured.compare(acc[top], acc[k], n)["tie"]]
-    return top, group, accuracy_se(acc[top], n)
+def _d(a: list[float], b, n: int) -> _seeds.Difference:
+    return _seeds.difference(a, b, n)
 
 
-def ptq_bullet(ptq: dict[str, float], fp32: float, n: int) -> str:
+def _m(v: list[float]) -> float:
+    return sum(v) / len(v)
+
+
+def tied_with_top(acc: dict[str, list[float]], n: int) -> tuple[str, list[str]]:
+    """(the highest mean, every format whose difference from it is not established)."""
+    top = max(acc, key=lambda k: _m(acc[k]))
+    group = [k for k in sorted(acc, key=lambda k: -_m(acc[k])) if k == top or not _d(acc[top], acc[k], n).established]
+    return top, group
+
+
+def ptq_bullet(ptq: dict[str, list[float]], fp32: list[float], n: int) -> str:
     if not ptq:
         return "- **PTQ.** No format has a PTQ accuracy stored."
-    se = accuracy_se(fp32, n)
-    tie = [k for k in ptq if measured.compare(ptq[k], fp32, n)["tie"]]
-    below = sorted((k for k in ptq if k not in tie and ptq[k] < fp32), key=lambda k: -ptq[k])
-    above = [k for k in ptq if k not in tie and ptq[k] > fp32]
-    top, group, top_se = tied_with_top(ptq, n)
-    text = (f"- **PTQ.** {len(tie)} of {len(ptq)} formats are tied with fp32 ({fp32:.4f}) right after quantization, "
-            f"within two test-set standard errors (one SE {se:.4f}): {names_list(tie)}.")
+    f = _m(fp32)
+    diffs = {k: _d(v, fp32, n) for k, v in ptq.items()}
+    tie = [k for k in ptq if not diffs[k].established]
+    below = sorted((k for k in ptq if k not in tie and diffs[k].mean < 0), key=lambda k: -_m(ptq[k]))
+    above = [k for k in ptq if k not in tie and diffs[k].mean > 0]
+    top, group = tied_with_top(ptq, n)
+    text = (f"- **PTQ.** {len(tie)} of {len(ptq)} formats are not told apart from fp32 ({f:.4f}) right after "
+            f"quantization: {names_list(tie)}.")
     if below:
-        text += " Below it by more than two: " + ", ".join(f"{k} {ptq[k]:.4f} ({ptq[k] - fp32:+.4f})" for k in below) + "."
+        text += " Established below it: " + ", ".join(f"{k} {_m(ptq[k]):.4f} ({diffs[k].text()})" for k in below) + "."
     if above:
-        text += " Above it by more than two: " + ", ".join(f"{k} {ptq[k]:.4f}" for k in above) + "."
+        text += " Established above it: " + ", ".join(f"{k} {_m(ptq[k]):.4f} ({diffs[k].text()})" for k in above) + "."
     if len(group) > 1:
-        text += (f" The highest PTQ, {top} {ptq[top]:.4f}, is tied within two standard errors (2 x {top_se:.4f}) with "
-                 + ", ".join(f"{k} {ptq[k]:.4f}" for k in group if k != top)
+        text += (f" The highest mean PTQ, {top} {_m(ptq[top]):.4f}, is not told apart from "
+                 + ", ".join(f"{k} {_m(ptq[k]):.4f}" for k in group if k != top)
                  + f": no single best format; the tied group is {names_list(group)}.")
     else:
-        text += (f" The highest PTQ, **{top}** {ptq[top]:.4f}, is ahead of every other format by more than two standard "
-                 f"errors (2 x {top_se:.4f}).")
+        text += f" The highest PTQ, **{top}** {_m(ptq[top]):.4f}, is established ahead of every other format."
     return text
 
 
-def chance_bullet(ptq: dict[str, float], n: int, near: float = 0.55) -> str:
+def chance_bullet(ptq: dict[str, list[float]], n: int, near: float = 0.55) -> str:
     se = accuracy_se(CHANCE, n)
-    at = [k for k in ptq if measured.compare(ptq[k], CHANCE, n)["tie"]]
-    close = [k for k in ptq if k not in at and ptq[k] <= near]
-    text = (f"- **At chance after PTQ** (within two standard errors of {CHANCE}, one SE {se:.4f}): {names_list(at)}.")
+    at = [k for k in ptq if all(abs(v - CHANCE) <= 2 * se for v in ptq[k])]
+    close = [k for k in ptq if k not in at and _m(ptq[k]) <= near]
+    text = (f"- **At chance after PTQ** (every seed within two test-set standard errors of {CHANCE}, one SE "
+            f"{se:.4f}): {names_list(at)}.")
     if close:
-        text += (f" Above chance by more than that but still at or below {near}: "
-                 + ", ".join(f"{k} {ptq[k]:.4f} ({(ptq[k] - CHANCE) / se:.1f} SE)" for k in close) + ".")
+        text += (f" Not at chance in every seed but with a mean at or below {near}: "
+                 + ", ".join(f"{k} {_m(ptq[k]):.4f} (seeds {'/'.join(f'{v:.4f}' for v in ptq[k])})" for k in close) + ".")
     return text
 
 
-def qat_bullet(ptq: dict[str, float], qat: dict[str, float], fp32: float, n: int, steps: int) -> str:
+def qat_bullet(ptq: dict[str, list[float]], qat: dict[str, list[float]], fp32: list[float], n: int,
+               steps: int) -> str:
     both = [k for k in ptq if k in qat]
-    gain = {k: qat[k] - ptq[k] for k in both}
-    up = [k for k in both if gain[k] > 0 and not measured.compare(qat[k], ptq[k], n)["tie"]]
-    down = [k for k in both if gain[k] < 0 and not measured.compare(qat[k], ptq[k], n)["tie"]]
+    gain = {k: _d(qat[k], ptq[k], n) for k in both}
+    up = [k for k in both if gain[k].established and gain[k].mean > 0]
+    down = [k for k in both if gain[k].established and gain[k].mean < 0]
     flat = [k for k in both if k not in up and k not in down]
-    text = (f"- **QAT** ({steps} steps) raises accuracy by more than two standard errors of the pair for: "
-            + (", ".join(f"{k} {ptq[k]:.4f} → {qat[k]:.4f} ({gain[k]:+.4f})" for k in sorted(up, key=lambda k: -gain[k]))
-               or "none") + ".")
+    text = (f"- **QAT** ({steps} steps) raises accuracy (established) for: "
+            + (", ".join(f"{k} {_m(ptq[k]):.4f} → {_m(qat[k]):.4f} ({gain[k].text()})"
+                         for k in sorted(up, key=lambda k: -gain[k].mean)) or "none") + ".")
     if down:
-        text += " It lowers it by more than two for: " + ", ".join(f"{k} ({gain[k]:+.4f})" for k in down) + "."
+        text += " It lowers it for: " + ", ".join(f"{k} ({gain[k].text()})" for k in down) + "."
     if flat:
-        text += f" Within two standard errors (no measurable change): {names_list(flat)}."
+        text += f" Not established either way: {names_list(flat)}."
     if up:
-        best = max(up, key=lambda k: gain[k])
-
-        def gain_se(k):  # a gain is a difference of two accuracies: its error adds both
-            return math.hypot(accuracy_se(ptq[k], n), accuracy_se(qat[k], n))
-
-        tied = [k for k in up if k != best and gain[best] - gain[k] <= 2 * math.hypot(gain_se(best), gain_se(k))]
+        best = max(up, key=lambda k: gain[k].mean)
+        # which format gains most: the per-seed gains compared like accuracies (their test-set error counts
+        # once per gain, for both of its accuracies)
+        per = {k: [q - p for q, p in zip(qat[k], ptq[k])] for k in up}
+        tied = [k for k in up if k != best and not _gain_apart(per[best], per[k], ptq, qat, best, k, n)]
         if tied:
-            se2 = max(math.hypot(gain_se(best), gain_se(k)) for k in tied)
-            text += (f" The largest gains, {', '.join(f'{k} {gain[k]:+.4f}' for k in [best, *tied])}, are tied: they "
-                     f"differ by less than two standard errors of a difference of two gains (each gain adds the error "
-                     f"of its two accuracies: 2 x {se2:.4f} at most).")
+            text += (f" The largest gains, {', '.join(f'{k} {gain[k].mean:+.4f}' for k in [best, *tied])}, are not told "
+                     "apart (their difference is not established over seeds).")
         elif len(up) > 1:
-            nxt = max((k for k in up if k != best), key=lambda k: gain[k])
-            se2 = math.hypot(gain_se(best), gain_se(nxt))
-            text += (f" QAT helps most for **{best}** ({gain[best]:+.4f}), ahead of {nxt} ({gain[nxt]:+.4f}) by more than "
-                     f"two standard errors of a difference of two gains (2 x {se2:.4f}).")
+            nxt = max((k for k in up if k != best), key=lambda k: gain[k].mean)
+            text += (f" QAT helps most for **{best}** ({gain[best].mean:+.4f}), established ahead of {nxt} "
+                     f"({gain[nxt].mean:+.4f}).")
     if not qat:
         return text
-    top, group, top_se = tied_with_top(qat, n)
-    text += (f" Highest after QAT: {top} {qat[top]:.4f}"
-             + (f", tied within two standard errors (2 x {top_se:.4f}) with "
-                + ", ".join(f"{k} {qat[k]:.4f}" for k in group if k != top) + ": no single best after QAT"
-                if len(group) > 1 else
-                f", ahead of the rest by more than two standard errors (2 x {top_se:.4f})")
-             + ".")
-    over = [k for k in qat if qat[k] > fp32 and not measured.compare(qat[k], fp32, n)["tie"]]
-    text += (f" Above fp32 by more than two standard errors: {names_list(over)}." if over else
-             f" None is above fp32 ({fp32:.4f}) by more than two standard errors.")
+    top, group = tied_with_top(qat, n)
+    text += (f" Highest mean after QAT: {top} {_m(qat[top]):.4f}"
+             + (", not told apart from " + ", ".join(f"{k} {_m(qat[k]):.4f}" for k in group if k != top)
+                + ": no single best after QAT" if len(group) > 1 else ", established ahead of the rest") + ".")
+    over = [k for k in qat if (d := _d(qat[k], fp32, n)).established and d.mean > 0]
+    text += (f" Established above fp32: {names_list(over)}." if over else
+             f" None is established above fp32 ({_m(fp32):.4f}).")
     return text
+
+
+def _gain_apart(a: list[float], b: list[float], ptq, qat, ka: str, kb: str, n: int) -> bool:
+    """Whether the per-seed gains ``a`` (format ``ka``) and ``b`` differ, established: the seed spread of their
+    difference, and the test-set error of four accuracies."""
+    d = _seeds.difference(a, b, None)
+    se_test = math.sqrt(sum(accuracy_se(_m(x[k]), n) ** 2 for x in (ptq, qat) for k in (ka, kb)))
+    se = math.hypot(d.se_seed, se_test) if d.seeds > 1 else se_test
+    return not d.sign_changes and abs(d.mean) > 2 * se
 
 
 def fixes_text(created: str | None, formats: dict) -> str:
@@ -316,13 +328,32 @@ def fixes_text(created: str | None, formats: dict) -> str:
     return "\n".join(out)
 
 
-def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: int, created: str | None) -> str:
+def per_seed(formats: dict[str, dict], stage: str, k: int) -> dict[str, list[float]]:
+    """Each format's per-seed accuracies at ``stage`` (``ptq`` or ``qat``), formats with a non-finite one left
+    out (a diverged QAT)."""
+    out = {}
+    for name, r in formats.items():
+        if _acc(r.get(stage)) is None:
+            continue
+        vals = _seeds.values(r[stage], "accuracy", k)
+        if all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+            out[name] = vals
+    return out
+
+
+def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: int, created: str | None,
+            k: int = 1) -> str:
     n = fp32["n"]
-    ptq = {k: a for k, r in formats.items() if (a := _acc(r.get("ptq"))) is not None}
-    qat = {k: a for k, r in formats.items() if (a := _acc(r.get("qat"))) is not None}
+    ptq, qat = per_seed(formats, "ptq", k), per_seed(formats, "qat", k)
+    f32 = _seeds.values(fp32, "accuracy", k)
     bits = [r["bits"]["weight_bits"] for r in formats.values()]
-    parts = [ptq_bullet(ptq, fp32["accuracy"], n), chance_bullet(ptq, n),
-             qat_bullet(ptq, qat, fp32["accuracy"], n, steps_of(formats))]
+    parts = [("- **Seeds.** " + (f"{k} training seeds (an SFT model each; every QAT with the same seed): "
+                                 "accuracies are means over seeds, differences are given as mean ± one SE combining "
+                                 "the seed spread with the test-set error, and established only where every seed "
+                                 "agrees on the sign and it exceeds 2 SE." if k > 1 else
+                                 "One training seed: the seed spread is not measured, so differences are judged on the "
+                                 "test-set error alone.")),
+             ptq_bullet(ptq, f32, n), chance_bullet(ptq, n), qat_bullet(ptq, qat, f32, n, steps_of(formats))]
     lb = log_vs_block_log(formats, snr_rows, width, n)
     if lb:
         parts.append("- " + lb)
@@ -362,7 +393,8 @@ def render(payloads: dict[str, dict | None], how: str | None = None, json_paths:
         num = f["numbers"]
         parts += ["## PTQ and QAT on IMDb", qat_text(f["settings"], num["fp32"], num["dataset_sizes"], num["formats"]),
                   "## What the numbers say",
-                  summary(num["formats"], num["fp32"], rows, width, f["provenance"].get("created"))]
+                  summary(num["formats"], num["fp32"], rows, width, f["provenance"].get("created"),
+                          _seeds.count(num))]
     return "\n\n".join(parts) + "\n"
 
 

@@ -6,10 +6,10 @@ re-render from committed JSON.
 """
 from __future__ import annotations
 
+from .. import seeds as _seeds
 from ..kernels import tiling
 from ..report import table
 from . import sources
-from .lab2 import accuracy_se
 
 TITLE = "Lab 4 (part 3): MXINT8, a CuTe dequantization kernel, packed Linear layers, and memory"
 NAMES = ("mxint8_format", "mxint8_tiling", "mxint8_bandwidth_plot", "mxint8_memory", "mxint8_accuracy")
@@ -235,13 +235,16 @@ def memory_answer(measured: dict | None, parameters: list[dict], group_size: int
 
 def accuracy_text(acc: dict, group_size: int) -> str:
     fp, mx, n = acc["fp32"]["accuracy"], acc["mxint8"]["accuracy"], acc["fp32"]["n"]
-    se = accuracy_se(fp, n)
-    diff = mx - fp
+    k = _seeds.count(acc)
+    d = _seeds.difference(_seeds.values(acc["mxint8"], "accuracy", k), _seeds.values(acc["fp32"], "accuracy", k), n)
+    verdict = ((f"an established {'gain' if d.mean > 0 else 'loss'}" if d.seeds > 1 else
+                "beyond two test-set SE with one training seed") if d.established else
+               "no established difference" + (" (one training seed)" if d.seeds < 2 else ""))
     return (f"{len(acc['converted'])} Linear layers converted ({', '.join(acc['skipped'])} kept in fp32), their "
-            f"weights {acc['weight_saving']:.1%} smaller. Accuracy on {n:,} test reviews: fp32 **{fp:.4f}**, MXINT8 "
-            f"g{group_size} **{mx:.4f}** ({diff:+.4f}, "
-            + (f"within one standard error, {se:.4f}" if abs(diff) <= se else f"more than one standard error, {se:.4f}")
-            + f"); largest logit difference on a test batch {acc['max_logit_gap']:.3g}. Dequantization ran through: "
+            f"weights {acc['weight_saving']:.1%} smaller. Accuracy on {n:,} test reviews"
+            + (f", means of {k} SFT models (training seeds)" if k > 1 else "") + f": fp32 **{fp:.4f}**, MXINT8 "
+            f"g{group_size} **{mx:.4f}**; MXINT8 minus fp32 {d.text()}: {verdict}. Largest logit difference on a "
+            f"test batch {max(_seeds.values(acc, 'max_logit_gap', k)):.3g}. Dequantization ran through: "
             f"{acc['kernel_path']}.")
 
 

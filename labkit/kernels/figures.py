@@ -309,3 +309,28 @@ def legend_entries(fig: Figure) -> list[str]:
 
 __all__ = ["IMPLS", "legend_entries", "overlapping_texts", "plot_bandwidth", "plot_memory", "plot_tiling",
            "texts_outside_axes"]
+
+
+def plot_accuracy(numbers: dict, settings: dict) -> Figure:
+    """fp32 and MXINT8 accuracy of the converted classifier: mean bars over training seeds, each seed a dot."""
+    from .. import seeds as _seeds
+
+    k = _seeds.count(numbers)
+    g = settings.get("group_size", 32)
+    fig = Figure(figsize=(4.8, 3.4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    keys = [("fp32", "fp32 (SFT)", "#4c72b0"), ("mxint8", f"MXINT8 g{g}", "#dd8452")]
+    bars = ax.bar([label for _, label, _ in keys], [numbers[key]["accuracy"] for key, _, _ in keys],
+                  color=[c for _, _, c in keys])
+    ax.bar_label(bars, fmt="%.4f")
+    if k > 1:
+        for i, (key, _, _) in enumerate(keys):
+            ax.scatter([i] * k, _seeds.values(numbers[key], "accuracy", k), s=12, color="k", zorder=3,
+                       label="each training seed" if i == 0 else None)
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set(ylim=(0.4, 1.0), ylabel="IMDb test accuracy")
+    ax.set_title(f"{settings['model']}, {numbers['dataset_sizes']['test']:,} reviews; "
+                 + (f"means of {k} training seeds" if k > 1 else "one training seed"), fontsize=9)
+    fig.tight_layout()
+    return fig

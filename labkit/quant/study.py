@@ -101,9 +101,11 @@ def ptq_qat(model_factory: Callable[[], torch.nn.Module], qconfig, loaders, sett
                           seed=settings.get("seed", 0), desc="QAT", progress=progress)
         out["qat_train"] = {k: fit[k] for k in ("steps", "train_seconds", "train_loss_first", "train_loss_last")}
         out["qat"] = train.evaluate(model, loaders.test, device=device, desc="QAT eval", progress=progress)
-    except FloatingPointError as err:
+        out["qat_error"] = None
+    except FloatingPointError as err:  # the same keys as a finished QAT, so results of several seeds combine
         out["qat_error"] = str(err)
-        out["qat"] = {"accuracy": float("nan"), "loss": float("nan")}
+        out["qat_train"] = {k: None for k in ("steps", "train_seconds", "train_loss_first", "train_loss_last")}
+        out["qat"] = {**{k: float("nan") for k in ptq}, "n": ptq["n"]}
     out["seconds"] = time.perf_counter() - start
     model.cpu()
     return out

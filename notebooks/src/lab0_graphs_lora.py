@@ -20,16 +20,16 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"train_size": 1000, "mode
 
 # %%
 import base64
+import copy
 
-import matplotlib.pyplot as plt
 import torch
 from IPython.display import HTML, display
 
-import labkit
-from labkit import graph, lora, models, recipes, train
+from labkit import graph, lora, models, progress, recipes, seeds, train
 from labkit.profiles import lab_settings
 from labkit.answers import lab0 as answers
 from labkit.answers import measured
+from labkit.plots.lab0_graphs_lora import plot_accuracy
 from labkit.report import say
 from labkit.results import load_results, provenance, result_dir, save_figure
 
@@ -46,7 +46,7 @@ print("device:", provenance()["device"])
 # FX graph at the ATen operator level whose placeholders are exactly the inputs we chose.
 
 # %%
-model = models.load_model(S["model"])
+model = models.load_model(S["model"], seed=S["seed"])
 gm = graph.capture(model, ["input_ids", "attention_mask", "labels"])
 meta = graph.MetadataPass()(gm).info
 graph_meta = {k: meta[k] for k in ("nodes", "by_op", "parameters", "parameter_bytes")}
@@ -120,56 +120,64 @@ say(answers.topology_text(no_labels, no_mask))
 # SFT trains every weight but the embeddings (frozen, as in the course) for one epoch; LoRA then trains
 # rank-`r` adapters on every Linear of the SFT model for one more epoch (the sheet's order), with the
 # sheet's alpha and dropout, the base weights (biases included) frozen and the classifier head trainable;
-# finally the adapters are merged into the weights.
+# finally the adapters are merged into the weights. The equal-training control trains the SFT model fully
+# for the same extra epoch at SFT's learning rate, so LoRA is also read against a model that saw the data as
+# often. Everything is trained once per training seed (`seeds`: the head's initialisation, the adapters,
+# batch order and dropout); training is deterministic, so each seed's weights repeat in a fresh process.
 
 # %%
 dl = recipes.loaders(S)
-untrained = train.evaluate(models.load_model(S["model"]), dl.test, device=S["device"], desc="untrained")
-sft_model, sft = recipes.finetuned_model(S, dl)
-recipes.freeze_embeddings(sft_model)  # the SFT setting, for the parameter count
-sft_params = lora.trainable_parameters(sft_model)
-say(answers.data_text(dl.sizes, S["max_length"], untrained["accuracy"], sft, sft_params))
-
-# %%
-peft_model = lora.add_lora(sft_model, rank=S["lora_rank"], alpha=S["lora_alpha"], dropout=S["lora_dropout"])
-lora_params = lora.trainable_parameters(peft_model)
-fit = train.train(peft_model, dl.train, epochs=S["epochs"], lr=S["lora_lr"], device=S["device"],
-                  seed=S["seed"], desc="LoRA")
-lora_eval = train.evaluate(peft_model, dl.test, device=S["device"], desc="LoRA eval")
-batch = next(iter(dl.test))
+SEEDS = recipes.train_seeds(S)
+per_seed = []
 dev = train.pick_device(S["device"])
-with torch.no_grad():
-    peft_model.eval()
-    logits_lora = peft_model(**{k: v.to(dev) for k, v in batch.items()}).logits.float()
-merged = lora.merge_lora(peft_model)
-merged_eval = train.evaluate(merged, dl.test, device=S["device"], desc="merged eval")
-with torch.no_grad():
-    logits_merged = merged(**{k: v.to(dev) for k, v in batch.items()}).logits.float()
-merge_gap = (logits_lora - logits_merged).abs().max().item()
-linear_biases = all(m.bias is not None for n, m in merged.named_modules()
-                    if isinstance(m, torch.nn.Linear))
-lora_numbers = {**lora_eval, **lora_params, "train_seconds": fit["train_seconds"]}
-say(answers.lora_text(S, lora_numbers, merged_eval["accuracy"], merge_gap, sft, linear_biases))
+batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
+for seed in progress.bar(SEEDS, desc="seeds", unit="seeds"):
+    untrained = train.evaluate(models.load_model(S["model"], seed=seed), dl.test, device=S["device"],
+                               desc="untrained", progress=False)
+    sft_model, sft = recipes.finetuned_model(S, dl, seed=seed)
+    recipes.freeze_embeddings(sft_model)  # the SFT setting, for the parameter count
+    sft_params = lora.trainable_parameters(sft_model)
+    control_model = copy.deepcopy(sft_model)  # the equal-training control: one more epoch of full SFT
+    train.train(control_model, dl.train, epochs=S["epochs"], lr=S["lr"], device=S["device"], seed=seed,
+                desc=f"SFT + 1 epoch (seed {seed})")
+    control = train.evaluate(control_model, dl.test, device=S["device"], desc="control eval", progress=False)
+    del control_model
+    peft_model = lora.add_lora(sft_model, rank=S["lora_rank"], alpha=S["lora_alpha"], dropout=S["lora_dropout"],
+                               seed=seed)
+    lora_params = lora.trainable_parameters(peft_model)
+    fit = train.train(peft_model, dl.train, epochs=S["epochs"], lr=S["lora_lr"], device=S["device"], seed=seed,
+                      desc=f"LoRA (seed {seed})")
+    lora_eval = train.evaluate(peft_model, dl.test, device=S["device"], desc="LoRA eval", progress=False)
+    with torch.no_grad():
+        peft_model.eval()
+        logits_lora = peft_model(**batch).logits.float()
+    merged = lora.merge_lora(peft_model)
+    merged_eval = train.evaluate(merged, dl.test, device=S["device"], desc="merged eval", progress=False)
+    with torch.no_grad():
+        logits_merged = merged(**batch).logits.float()
+    per_seed.append({
+        "accuracy": {"untrained": untrained["accuracy"], "SFT": sft["accuracy"],
+                     "SFT + 1 epoch": control["accuracy"], "LoRA": lora_eval["accuracy"],
+                     "LoRA merged": merged_eval["accuracy"]},
+        "sft": recipes.sft_record(sft), "control": control,
+        "lora": {**lora_eval, **lora_params, "train_seconds": fit["train_seconds"]}, "merged": merged_eval,
+        "merge_max_logit_diff": (logits_lora - logits_merged).abs().max().item(),
+        "linear_biases": all(m.bias is not None for n, m in merged.named_modules() if isinstance(m, torch.nn.Linear)),
+        "sft_trainable": sft_params})
+    print(f"seed {seed}: SFT {sft['accuracy']:.4f}, SFT + 1 epoch {control['accuracy']:.4f}, "
+          f"LoRA {lora_eval['accuracy']:.4f}, merged {merged_eval['accuracy']:.4f}")
+tuned = seeds.combine(per_seed, SEEDS)
+say(answers.data_text(dl.sizes, S["max_length"], tuned["accuracy"]["untrained"], tuned["sft"],
+                      tuned["sft_trainable"], len(SEEDS)))
+say(answers.lora_text(S, tuned["lora"], tuned["merged"]["accuracy"], max(seeds.values(tuned, "merge_max_logit_diff",
+                      len(SEEDS))), tuned["sft"], tuned["linear_biases"]))
 say(answers.lora_training(S))
 
 # %%
-names = ["untrained", "SFT", "LoRA", "LoRA merged"]
-accs = [untrained["accuracy"], sft["accuracy"], lora_eval["accuracy"], merged_eval["accuracy"]]
-fig, ax = plt.subplots(figsize=(6, 3.5))
-bars = ax.bar(names, accs, color=["#999", "#4c72b0", "#dd8452", "#c44e52"])
-ax.bar_label(bars, fmt="%.3f")
-for y, label in [(0.788, "course SFT (bert-tiny)"), (0.823, "course LoRA (bert-tiny)")]:
-    ax.axhline(y, ls="--", lw=0.8, color="k")
-    ax.text(-0.4, y + 0.005, label, fontsize=7)
-ax.set_ylim(0.4, 1.0)
-ax.set_ylabel("IMDb test accuracy")
-ax.set_title(f"{S['model']}, {dl.sizes['test']:,} test reviews, profile {S['profile']}")
-numbers = {"accuracy": dict(zip(names, accs)), "sft": sft, "lora": lora_numbers, "merged": merged_eval,
-           "merge_max_logit_diff": merge_gap, "linear_biases": linear_biases, "sft_trainable": sft_params,
-           "dataset_sizes": dl.sizes, "graph_meta": graph_meta, "dropout": counted,
+numbers = {**tuned, "dataset_sizes": dl.sizes, "graph_meta": graph_meta, "dropout": counted,
            "dropout_removed": dropout_removed, "fx_error": fx_error,
            "topology": {"drop_labels": no_labels, "drop_mask": no_mask}, "graph_nodes": graph_nodes}
-paths = save_figure(fig, "lab0", "accuracy", numbers, S)
+paths = save_figure(plot_accuracy(numbers, S), "lab0", "accuracy", numbers, S)
 print({k: measured.shown_path(p) for k, p in paths.items()})
 
 # %% [markdown]

@@ -13,29 +13,35 @@
 # while LayerNorm outputs and GELU inputs reach beyond +-8. The sheet's rule (`frac = width // 2`) is
 # measured below for comparison.
 
+#
+# **Training seeds.** Every trained model is trained once per seed of `seeds` (the SFT model, each QAT run and
+# the control, all with that seed), and every comparison below states an uncertainty that includes the
+# spread over seeds (`labkit.seeds`). Training is deterministic, so a rerun reproduces each seed's weights.
+
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
-OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8]}
+OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8], "seeds": [0]}
 
 # %%
-from labkit import quant, recipes, train
-from labkit.compress import compress, fixed_point
+from labkit import per_seed as per_seed_runs, quant, recipes, seeds
+from labkit.compress import fixed_point
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import load_results, provenance, save_answers, save_figure
-from labkit.quant.calibrate import calibrated_fixed_point, input_ranges
+from labkit.quant.calibrate import calibrated_fixed_point
 from labkit.answers import lab1 as answers
 from labkit.compression_figures import plot_quantization
-from labkit.sweeps import fp32_control, quantization_sweep
+from labkit.sweeps import quantization_seed
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
+SEEDS = recipes.train_seeds(S)
 print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
-base, base_metrics = recipes.finetuned_model(S, dl)
-fp32 = base_metrics["accuracy"]
-say(f"Base: the SFT model of Lab 0, **{fp32:.4f}** accuracy on {dl.sizes['test']:,} test reviews "
-    f"({'from the cache' if 'cached' in base_metrics else 'trained now'}).")
+base, base_metrics = recipes.finetuned_model(S, dl, seed=SEEDS[0])
+say(f"Base: the SFT model of Lab 0 (training seed {SEEDS[0]}), **{base_metrics['accuracy']:.4f}** accuracy on "
+    f"{dl.sizes['test']:,} test reviews ({'from the cache' if 'cached' in base_metrics else 'trained now'}); "
+    f"training seeds {SEEDS}.")
 
 # %% [markdown]
 # ## What the quantized model is
@@ -51,25 +57,25 @@ say(f"int8 quantizes **{len(q8.changed)}** Linear layers (e.g. `{next(iter(q8.ch
     f"inputs {bits['data_in_bits']:.1f} (fp32 model: {quant.average_bits(base)['weight_bits']:.0f}).")
 
 # %% [markdown]
-# ## Width sweep: PTQ and QAT
+# ## Width sweep: PTQ and QAT, per training seed
 
 # %%
-ranges = input_ranges(base, next(iter(dl.train)))
-qrows = quantization_sweep(base, S["widths"], dl, S, calibration=ranges)
-sheet8 = train.evaluate(compress(base, quant=fixed_point(8, 4)).model, dl.test, device=S["device"],
-                        progress=False)["accuracy"]
+# one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
+per_seed = per_seed_runs.run("lab1", "quantization", S, SEEDS, lambda seed: quantization_seed(S, dl, seed))
+for seed, r in zip(SEEDS, per_seed):
+    print(f"seed {seed}: fp32 {r['fp32']:.4f}, control {r['control']['accuracy']:.4f}, SFT {r['sft_digest'][:12]}")
+numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes}
+ranges = per_seed[0]["input_ranges"]
 cal8 = calibrated_fixed_point(base, 8, ranges)
-say(f"Calibrated int8 frac widths range over inputs {sorted({c['data_in_frac_width'] for k, c in cal8.items() if k != 'by'})}, "
-    f"weights {sorted({c['weight_frac_width'] for k, c in cal8.items() if k != 'by'})}. For comparison, the sheet's "
-    f"single int8 rule (frac 4 everywhere) gives PTQ **{sheet8:.4f}**.")
-control = fp32_control(base, dl, S, S["qat_epochs"])  # the same extra training, no quantizer
+say(f"Calibrated int8 frac widths (seed {SEEDS[0]}) range over inputs "
+    f"{sorted({c['data_in_frac_width'] for k, c in cal8.items() if k != 'by'})}, weights "
+    f"{sorted({c['weight_frac_width'] for k, c in cal8.items() if k != 'by'})}. For comparison, the sheet's single "
+    f"int8 rule (frac 4 everywhere) gives PTQ **{numbers['sheet_rule_int8_frac4_ptq']:.4f}** (mean over seeds).")
 say(f"Equal-training control: fp32 trained {S['qat_epochs']:g} epoch more at lr {S['finetune_lr']:g}: "
-    f"**{control['accuracy']:.4f}**.")
-say(table(qrows, ["width", "frac_width", "ptq", "qat", "qat_train_seconds"]))
+    f"**{numbers['control']['accuracy']:.4f}** (mean over seeds).")
+say(table(numbers["rows"], ["width", "frac_width", "ptq", "qat", "qat_train_seconds"]))
 
 # %%
-numbers = {"fp32": fp32, "rows": qrows, "dataset_sizes": dl.sizes, "sheet_rule_int8_frac4_ptq": sheet8,
-           "input_ranges": ranges, "control": control}
 save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 
 # %% [markdown]

@@ -13,8 +13,9 @@
 # its docstring; the table below prints the parameters it gets here.
 #
 # Every sentence below that quotes a number prints it from this run's variables, through
-# `labkit.answers.lab3_formats`: each comparison of two accuracies cites one test-set standard error and
-# calls differences within two of them a tie. The answers file beside the results (`formats_answers.md`)
+# `labkit.answers.lab3_formats`. PTQ and QAT run once per training seed (`seeds`: an SFT model each, and
+# each QAT with that seed); each comparison states an uncertainty combining the spread over seeds with the
+# test-set error (`labkit.seeds`) and calls a difference that is not established a tie. The answers file beside the results (`formats_answers.md`)
 # is rendered by the same functions from the JSON this run saves (`tools/render_answers.py lab3_formats`
 # renders it again later).
 
@@ -27,22 +28,23 @@ import copy
 import inspect
 
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
-from labkit import recipes, train
+from labkit import progress, recipes, seeds, train
 from labkit.answers import lab3_formats as answers
 from labkit.answers import measured
 from labkit.profiles import lab_settings
 from labkit.quant import FORMATS, average_bits, make_format, quantize, study
 from labkit.report import say
+from labkit.plots.lab3_formats import plot_formats, plot_snr
 from labkit.results import load_results, provenance, save_figure
 
 S = lab_settings("lab3", PROFILE, **OVERRIDES)
+SEEDS = recipes.train_seeds(S)
 print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
-base, sft = recipes.finetuned_model(S, dl)
+base, sft = recipes.finetuned_model(S, dl, seed=SEEDS[0])
 fp32 = train.evaluate(base, dl.test, device=S["device"], desc="fp32", progress=False)
 linears = [n for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)]
 say(answers.base_text(S, fp32, dl.sizes, sft, linears))
@@ -77,25 +79,13 @@ say(answers.plan_text(plan))
 # ## Quantization error on the real weights, against bits per element
 #
 # For every format and width, the signal-to-quantization-noise ratio of all Linear weights of the SFT model
-# together, `10 log10(Σw² / Σ(w - q)²)`, against the bits each weight costs. Two dashed variants fit one
+# (the first training seed's) together, `10 log10(Σw² / Σ(w - q)²)`, against the bits each weight costs. Two dashed variants fit one
 # parameter to each tensor's largest magnitude: integer with its frac width, log with its exponent bias.
 
 # %%
 snr_widths = sorted(set(S["snr_widths"]) | {S["format_width"]})
 snr_rows = study.snr_sweep(base, snr_widths, names)
-colors = dict(zip(names, plt.get_cmap("tab20").colors[::2] + plt.get_cmap("tab20").colors[1::2]))
-fig, ax = plt.subplots(figsize=(8, 4.8))
-for label in dict.fromkeys(r["format"] for r in snr_rows):
-    pts = sorted((r["bits"], r["snr_db"]) for r in snr_rows if r["format"] == label)
-    xs, ys = zip(*pts)
-    base_name = label.split(" ")[0]  # a fitted variant is drawn dashed in its format's colour
-    ax.plot(xs, ys, "--" if "fit" in label else "-", marker="o" if len(pts) > 1 else "s", ms=4, label=label,
-            color=colors[base_name])
-ax.set_xlabel("bits per weight (shared exponents and scales included)")
-ax.set_ylabel("weight SNR (dB)")
-ax.set_title(f"Linear weights of the SFT model ({S['model']}), widths {snr_widths}")
-ax.grid(alpha=0.3)
-ax.legend(fontsize=7, ncol=2)
+fig = plot_snr(snr_rows, names, S, snr_widths)
 integer_frac = configs["integer"]["weight"]["frac_width"]
 save_figure(fig, "lab3", "weight_snr", {"rows": snr_rows, "integer_frac": integer_frac}, S)
 plt.show()
@@ -112,35 +102,25 @@ if log_small:
 # estimators carry the gradients), evaluate again (QAT).
 
 # %%
-results = {}
-for n in names:
-    results[n] = study.ptq_qat(lambda: copy.deepcopy(base), study.flat_config(n, configs[n]), dl, S,
-                               freeze=recipes.freeze_embeddings)
-    r = results[n]
-    print(f"{n:22s} PTQ {r['ptq']['accuracy']:.4f}  QAT {r['qat']['accuracy']:.4f}  "
-          f"({r['seconds']:.0f} s{', ' + r['qat_error'] if 'qat_error' in r else ''})")
-formats = {n: {"params": configs[n], **results[n]} for n in names}
-say(answers.qat_text(S, fp32, dl.sizes, formats))
+per_seed = []
+for seed in progress.bar(SEEDS, desc="seeds", unit="seeds"):
+    base, sft = recipes.finetuned_model(S, dl, seed=seed)
+    fp32 = train.evaluate(base, dl.test, device=S["device"], desc="fp32", progress=False)
+    at = {**S, "seed": seed}  # this seed's QAT (the data stay S["seed"]'s)
+    results = {}
+    for n in names:
+        results[n] = study.ptq_qat(lambda: copy.deepcopy(base), study.flat_config(n, configs[n]), dl, at,
+                                   freeze=recipes.freeze_embeddings)
+        r = results[n]
+        print(f"seed {seed} {n:22s} PTQ {r['ptq']['accuracy']:.4f}  QAT {r['qat']['accuracy']:.4f}  "
+              f"({r['seconds']:.0f} s{', ' + r['qat_error'] if r['qat_error'] else ''})")
+    per_seed.append({"fp32": fp32, "sft": recipes.sft_record(sft),
+                     "formats": {n: {"params": configs[n], **results[n]} for n in names}})
+numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes, "plan": plan, "linears": linears}
+say(answers.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))
 
 # %%
-fig, ax = plt.subplots(figsize=(10, 4.2))
-x = np.arange(len(names))
-ptq_acc = [results[n]["ptq"]["accuracy"] for n in names]
-qat_acc = [results[n]["qat"]["accuracy"] for n in names]
-b1 = ax.bar(x - 0.2, ptq_acc, 0.4, label="PTQ", color="#4c72b0")
-b2 = ax.bar(x + 0.2, qat_acc, 0.4, label=f"QAT ({S['qat_epochs']} epochs)", color="#dd8452")
-ax.bar_label(b1, fmt="%.3f", fontsize=6, rotation=90, padding=2)
-ax.bar_label(b2, fmt="%.3f", fontsize=6, rotation=90, padding=2)
-ax.axhline(fp32["accuracy"], ls="--", color="k", lw=0.8, label=f"fp32 {fp32['accuracy']:.3f}")
-ax.set_xticks(x, [f"{n}\n{results[n]['bits']['weight_bits']:.2f} b" for n in names], rotation=45, ha="right",
-              fontsize=7)
-ax.set_ylim(0.0, 1.08)
-ax.set_ylabel("IMDb test accuracy")
-ax.set_title(f"Every Linear quantized (input, weight, bias; binary formats: bias fp32), width "
-             f"{S['format_width']}; {dl.sizes['test']:,} test reviews, profile {S['profile']}", fontsize=9)
-ax.legend(fontsize=7, loc="upper center", ncol=3)
-numbers = {"fp32": fp32, "sft": sft, "formats": formats, "dataset_sizes": dl.sizes, "plan": plan,
-           "linears": linears}
+fig = plot_formats(numbers, S)
 save_figure(fig, "lab3", "formats", numbers, S)
 plt.show()
 
@@ -153,7 +133,7 @@ plt.show()
 stored = {name: load_results("lab3", name, S["profile"]) for name in answers.NAMES}
 num = stored["formats"]["numbers"]
 say(answers.summary(num["formats"], num["fp32"], stored["weight_snr"]["numbers"]["rows"], S["format_width"],
-                    stored["formats"]["provenance"]["created"]))
+                    stored["formats"]["provenance"]["created"], seeds.count(num)))
 how = measured.NOTEBOOK.format(notebook="lab3_formats.ipynb", module="labkit.answers.lab3_formats",
                                lab="lab3_formats")
 answers_path, text = answers.render_lab3_formats(S["profile"], how=how)

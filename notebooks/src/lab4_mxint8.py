@@ -22,7 +22,7 @@ import json
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import models, recipes, train
+from labkit import models, progress, recipes, seeds, train
 from labkit.answers import lab4_mxint8 as answers
 from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, figures, memory, tiling
 from labkit.profiles import lab_settings
@@ -207,27 +207,30 @@ say(answers.memory_answer(measured, param_rows, G))
 # %% [markdown]
 # ## Accuracy of the converted classifier on IMDb
 #
-# The fine-tuned (SFT) model of these settings (trained once and cached, as in Lab 0), evaluated in fp32
-# and after `convert_to_mxint8` (every Linear but the classifier, group size from the settings).
+# The fine-tuned (SFT) model of these settings for each training seed of `seeds` (trained once and cached, as
+# in Lab 0), evaluated in fp32 and after `convert_to_mxint8` (every Linear but the classifier, group size from
+# the settings). The difference is judged over seeds (`labkit.seeds`).
 
 # %%
 dl = recipes.loaders(S)
-sft_model, sft_metrics = recipes.finetuned_model(S, dl)
-fp32_eval = train.evaluate(sft_model, dl.test, device=S["device"], desc="fp32 eval")
-q_model = copy.deepcopy(sft_model).cpu()
-conv = convert_to_mxint8(q_model, G, keep)
-q_eval = train.evaluate(q_model, dl.test, device=S["device"], desc="MXINT8 eval")
 dev = train.pick_device(S["device"])
 batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
-with torch.no_grad():
-    gap = (sft_model.to(dev)(**batch).logits.float() - q_model.to(dev)(**batch).logits.float()).abs().max().item()
-fig, ax = plt.subplots(figsize=(4.5, 3.2))
-bars = ax.bar(["fp32 (SFT)", f"MXINT8 g{G}"], [fp32_eval["accuracy"], q_eval["accuracy"]], color=["#4c72b0", "#dd8452"])
-ax.bar_label(bars, fmt="%.4f")
-ax.set(ylim=(0.4, 1.0), ylabel="IMDb test accuracy", title=f"{S['model']}, {dl.sizes['test']:,} reviews")
-acc_numbers = {"fp32": fp32_eval, "mxint8": q_eval, "converted": conv["converted"], "skipped": conv["skipped"],
-               "weight_saving": conv["weight_saving"], "max_logit_gap": gap, "dataset_sizes": dl.sizes,
+per_seed = []
+for seed in progress.bar(recipes.train_seeds(S), desc="seeds", unit="seeds"):
+    sft_model, sft_metrics = recipes.finetuned_model(S, dl, seed=seed)
+    fp32_eval = train.evaluate(sft_model, dl.test, device=S["device"], desc="fp32 eval", progress=False)
+    q_model = copy.deepcopy(sft_model).cpu()
+    conv = convert_to_mxint8(q_model, G, keep)
+    q_eval = train.evaluate(q_model, dl.test, device=S["device"], desc="MXINT8 eval", progress=False)
+    with torch.no_grad():
+        gap = (sft_model.to(dev)(**batch).logits.float() - q_model.to(dev)(**batch).logits.float()).abs().max().item()
+    per_seed.append({"fp32": fp32_eval, "mxint8": q_eval, "converted": conv["converted"], "skipped": conv["skipped"],
+                     "weight_saving": conv["weight_saving"], "max_logit_gap": gap,
+                     "sft_digest": sft_metrics["sft_digest"]})
+    del sft_model, q_model
+acc_numbers = {**seeds.combine(per_seed, recipes.train_seeds(S)), "dataset_sizes": dl.sizes,
                "kernel_path": extension.describe()}
+fig = figures.plot_accuracy(acc_numbers, S)
 save_figure(fig, "lab4", "mxint8_accuracy", acc_numbers, S)
 plt.show()
 PAYLOADS["mxint8_accuracy"] = saved("mxint8_accuracy")

@@ -1,0 +1,55 @@
+"""Run a lab's per-seed work once per training seed, keeping each finished seed's numbers on disk.
+
+A GPU lent ~10 minutes a call cannot always finish every seed of a lab (Lab 1's pruning sweep trains 28
+models per seed). ``run`` saves each seed's numbers under ``runs/seeds/`` as soon as it finishes, so the
+same notebook started again (the next call, or after an interruption) resumes after the last finished
+seed instead of starting over. A saved seed is reused only for the same settings and the same clean
+commit; a tree with uncommitted changes (a developer's) never reuses one, since its code may differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Callable
+
+from . import progress as _progress
+from . import settings as _settings
+
+
+def _key(lab: str, name: str, settings: dict, seed: int, commit: str) -> str:
+    shown = {k: v for k, v in settings.items() if k != "seeds"}
+    blob = json.dumps({"lab": lab, "name": name, "settings": shown, "seed": seed, "commit": commit},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _clean_commit() -> str | None:
+    from .results import git_commit
+
+    commit = git_commit()
+    return commit if commit and not commit.endswith("+dirty") else None
+
+
+def run(lab: str, name: str, settings: dict, seeds: list[int], one: Callable[[int], dict]) -> list[dict]:
+    """``[one(seed) for seed in seeds]``, each seed's result read back from ``runs/seeds`` where an earlier
+    run of the same settings and clean commit saved it."""
+    commit = _clean_commit()
+    folder = _settings.runs_dir() / "seeds" / lab / name
+    out = []
+    for seed in _progress.bar(seeds, desc=f"{name}: seeds", unit="seeds"):
+        path = folder / f"seed{seed}-{_key(lab, name, settings, seed, commit)}.json" if commit else None
+        if path is not None and path.is_file():
+            print(f"seed {seed}: numbers from {path.name} (saved by an earlier run of this commit)", flush=True)
+            out.append(json.loads(path.read_text()))
+            continue
+        result = one(seed)
+        if path is not None:
+            from .results import _jsonable
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(_jsonable(result)))
+            tmp.replace(path)  # a seed cut off mid-way leaves nothing under the real name
+            result = json.loads(path.read_text())  # the same types whether computed now or read back
+        out.append(result)
+    return out

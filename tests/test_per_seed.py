@@ -1,0 +1,41 @@
+"""Per-seed work kept on disk: a stopped run resumes after its last finished seed, only for the same settings
+and clean commit."""
+import pytest
+
+from labkit import per_seed, results
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_stopped_run_resumes_after_its_last_finished_seed(runs, monkeypatch):
+    monkeypatch.setattr(results, "git_commit", lambda: "a" * 40)
+    calls = []
+
+    def one(seed):
+        calls.append(seed)
+        if seed == 2 and len(calls) == 3:
+            raise KeyboardInterrupt  # the call's time limit, mid-seed
+        return {"acc": 0.5 + seed / 10, "seed": seed}
+
+    with pytest.raises(KeyboardInterrupt):
+        per_seed.run("lab1", "x", {"a": 1, "seeds": [0, 1, 2]}, [0, 1, 2], one)
+    assert calls == [0, 1, 2] and len(list((runs / "seeds" / "lab1" / "x").glob("*.json"))) == 2
+    out = per_seed.run("lab1", "x", {"a": 1, "seeds": [0, 1, 2]}, [0, 1, 2], one)
+    assert calls == [0, 1, 2, 2] and [r["acc"] for r in out] == [0.5, 0.6, 0.7]
+    per_seed.run("lab1", "x", {"a": 2, "seeds": [0]}, [0], one)  # other settings: computed again
+    assert calls[-1] == 0
+    monkeypatch.setattr(results, "git_commit", lambda: "b" * 40)  # other code: computed again
+    per_seed.run("lab1", "x", {"a": 1}, [1], one)
+    assert calls[-1] == 1 and len(calls) == 6
+
+
+def test_a_tree_with_uncommitted_changes_never_reuses_a_seed(runs, monkeypatch):
+    monkeypatch.setattr(results, "git_commit", lambda: "a" * 40 + "+dirty")
+    calls = []
+    for _ in range(2):
+        per_seed.run("lab1", "x", {}, [0], lambda s: calls.append(s) or {"v": 1.0})
+    assert calls == [0, 0] and not (runs / "seeds").exists()
