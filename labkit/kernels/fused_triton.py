@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat
-from .fused_linear import _capability
+from .device import capability
 from ..triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
@@ -359,7 +359,7 @@ def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
     interpreter) and tensor-descriptor-legal operands (unit inner stride, 16-byte aligned bases and rows)."""
     if x2.dtype != torch.bfloat16:
         return f"x is {x2.dtype}: the tma kernel takes bfloat16"
-    if x2.is_cuda and torch.cuda.get_device_capability(x2.device)[0] < 9:
+    if x2.is_cuda and capability(x2.device)[0] < 9:
         return "the tma kernel needs sm_90 or newer (tensor memory accelerator)"
     for name, t in (("x", x2), ("mantissa", mantissa)):
         if t.stride(-1) != 1 or t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
@@ -403,7 +403,7 @@ def pdl_blocker(device) -> str | None:
     device = torch.device(device)
     if device.type != "cuda" or interpreting():
         return "PDL needs a compiled launch on a CUDA GPU (the interpreter has no grid dependency control)"
-    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    major, minor = capability(device)
     if major < 9:
         return f"PDL needs sm_90 or newer (this GPU is sm_{major}{minor})"
     return None
