@@ -32,8 +32,8 @@ from .device import capability
 from .mxint8_ref import _check_pair, check_group_size, dequantize_mxint8
 
 FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-# The fused kernel serves up to this many rows (benchmarks/fused_linear.json has its H100 ratios to cuBLAS bf16
-# per batch and shape); above, cuBLAS on a dequantized copy.
+# The fused kernel serves up to this many rows (benchmarks/mxint8/fused_linear.json has its H100 ratios to cuBLAS
+# bf16 per batch and shape); above, cuBLAS on a dequantized copy.
 MAX_FUSED_ROWS = 64
 path_counts: collections.Counter = collections.Counter()
 _TRITON: dict = {}

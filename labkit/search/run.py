@@ -24,10 +24,10 @@ from .storage import default_url, make_storage, requeue_lost
 from .worker import Worker, release_gpu_memory, ensure_study, errors_of, plan_state
 
 # Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
-# (benchmarks/search_throughput.py measures the curve; README states it).
+# (benchmarks/search/search_throughput.py measures the curve; benchmarks/README.md states it).
 WORKERS_PER_GPU = 8
 # Under MPS (each worker limited to mps.SM_PERCENT of the SMs) more workers keep the GPU busier: 16 measured
-# 40.5-40.7 trials/min against 12's 38.6 (Lab 2 full, H100, d9fd658/16f2d7b; benchmarks/search_throughput.json);
+# 40.5-40.7 trials/min against 12's 38.6 (Lab 2 full, H100; measured: benchmarks/search/search_throughput.json);
 # GPU memory still caps it (WORKER_GIB: 14 such workers on an 80 GB card).
 WORKERS_PER_GPU_MPS = 16
 

@@ -16,7 +16,7 @@ format many times). ``unquantized`` evaluates the SFT model itself, eager and (`
 trial evaluates. Accuracies of both paths are kept:
 they differ only by the bf16 rounding of those layers' outputs.
 
-    python benchmarks/lab3_trial.py [--profile full] [--out benchmarks/lab3_trial.json]
+    python benchmarks/quant/lab3_trial.py [--profile full] [--out benchmarks/quant/lab3_trial.json]
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="auto")
     ap.add_argument("--formats", default=",".join(STUDY_ORDER))
-    ap.add_argument("--out", default="benchmarks/lab3_trial.json")
+    ap.add_argument("--out", default="benchmarks/quant/lab3_trial.json")
     ap.add_argument("--compile", action="store_true", help="compile each format's fake quantization (fast path)")
     ap.add_argument("--kernels", action="store_true", help="profile one more fast trial per format (CUDA kernels)")
     args = ap.parse_args(argv)
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
                       "max_fast_vs_unquantized_graphs": max(r["vs_unquantized_graphs"] for r in out["rows"]),
                       "max_abs_accuracy_diff": max(abs(r["accuracy_diff"]) for r in out["rows"]),
                       "fallbacks": dict(kernel_check.FALLBACKS),
-                      "goal": "median fast trial <= 1 s, quantized evaluation <= 3x the unquantized (issue 22)"}
+                      "goal": "median fast trial <= 1 s, quantized evaluation <= 3x the unquantized"}
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(json.dumps(out["summary"], indent=1))
     return 0
