@@ -29,7 +29,7 @@ namespace labkit_mxint8 {
 // Launch constants; labkit/kernels/tiling.py mirrors them for the notebook's drawing (a test compares).
 constexpr int kVecElems = 8;      // elements per thread-vector: 8 B of mantissas in, 16 B of bf16 out
 constexpr int kVecThreads = 256;  // threads per CTA, fast path
-#ifdef LABKIT_MXINT8_VEC_UNROLL_OVERRIDE  // benchmarks/mxint8_variants.py builds other unrolls to compare
+#ifdef LABKIT_MXINT8_VEC_UNROLL_OVERRIDE  // python -m labkit.kernels.variants builds other unrolls to compare
 constexpr int kVecUnroll = LABKIT_MXINT8_VEC_UNROLL_OVERRIDE;
 #else
 constexpr int kVecUnroll = 8;     // vectors per thread per CTA tile (8 x 8 B loads in flight)

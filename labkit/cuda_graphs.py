@@ -2,11 +2,12 @@
 
 Why: a small BERT's training step on a GPU is hundreds of kernels of a few microseconds each, and the host
 needs longer to launch them than the GPU needs to run them (Lab 2 on an H100, a 2-layer, 128-wide model:
-16 ms a step eager, of which the kernels take ~3 ms; benchmarks/lab2_trial_profile.json). A captured graph launches the whole step at
-once. The eager loop stays the reference (``graphs=False`` or ``LABKIT_CUDA_GRAPHS=0``); tests compare both.
-On the H100 (torch 2.11) a Lab 2 epoch of a 2 x 128 model took 1.3 s graphed against 12.5 s eager
-(benchmarks/graph_after_effect.json); graphed evaluation gained nothing measurable, so only Lab 2's search
-training uses graphs by default.
+16 ms a step eager, of which the kernels take ~3 ms; benchmarks/training/lab2_trial_profile.json). A captured
+graph launches the whole step at once. The eager loop stays the reference (``graphs=False`` or
+``LABKIT_CUDA_GRAPHS=0``); tests compare both. On the H100 (torch 2.11) a Lab 2 epoch of a 2 x 128 model took 1.3 s graphed against 12.5 s eager
+(benchmarks/training/graph_after_effect.json); graphed evaluation gained nothing measurable (Lab 3's quantized
+evaluations within 4%: benchmarks/quant/lab3_trial_graphs.json), so only Lab 2's search training uses graphs by
+default.
 
 A shape's first ``warmup`` batches run eagerly (real steps, on a side stream as PyTorch's docs ask: lazy
 state such as the optimizer's is created there), the next one is captured and every later one replayed.

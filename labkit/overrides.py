@@ -37,7 +37,7 @@ RANGES = {
         "sdpa_seqs", "sdpa_profile_seq", "sdpa_repeats",
         "group_size", "bench_sizes", "bench_groups", "bench_reps", "memory_batch", "memory_seq",  # lab4_mxint8
         "big_hidden", "big_layers", "big_heads", "big_intermediate"), _POSITIVE),
-    **dict.fromkeys(("seed", "seeds", "search_seed", "workers", "lambdas", "compile_warmup", "sdpa_warmup"),
+    **dict.fromkeys(("seed", "seeds", "search_seed", "lambdas", "compile_warmup", "sdpa_warmup"),
                     _NON_NEGATIVE),
     **dict.fromkeys(("lora_dropout", "sparsities", "global_sparsities", "prune_sparsity"), _FRACTION),
     "table_exponent": (0, True, 255, True),  # a uint8 exponent field
@@ -179,6 +179,10 @@ def check_override(key: str, value, defaults: list, per_device: bool = False):
     normalised (ints as floats where the profiles hold floats). ``per_device``: the lab reads its values
     through ``per_device``, so a ``{"cpu": ..., "cuda": ...}`` override is checked value by value.
     Raises TypeError, ValueError or KeyError naming the key."""
+    if key == "workers":  # "auto" or a count; the older spellings of "auto" (0, None) are read as "auto"
+        from .search.run import normalise_workers  # the search engine (and optuna) load only when asked
+
+        return normalise_workers(value, f"setting {key}")
     if key == "devices":  # "auto", one device type or a list of them: resolve_devices says which
         if not (isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise TypeError(f"setting devices={value!r}: must be 'auto', a device type or a list of them")

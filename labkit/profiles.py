@@ -59,13 +59,13 @@ _LABS: dict[str, dict[str, dict]] = {
     # Lab 2: models from random init (so a higher lr than fine-tuning); `trials` per sampler and seed
     # (`seeds`: one study per sampler per seed), `compression_trials` per compression mode (first seed);
     # compression = fixed point (frac = width // 2) + L1 pruning inside each trial. `workers`: trial
-    # processes (0: 8 per GPU, 1 on a CPU); `mps`: run them under a private CUDA MPS daemon ("on", "off" or
+    # processes ("auto": 8 per GPU, 1 on a CPU); `mps`: run them under a private CUDA MPS daemon ("on", "off" or
     # "auto": on a GPU where the daemon's binary is); `report_only`:
     # draw the stored studies (e.g. a GPU machine's) without running a trial.
     "lab2": {
         "smoke": dict(train_size=64, test_size=64, max_length=32, lr=5e-4, trials=2, seeds=[0, 1],
                       compression_trials=2, post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5,
-                      storage=None, workers=0, mps="auto", report_only=False,
+                      storage=None, workers="auto", mps="auto", report_only=False,
                       space={"num_hidden_layers": [2], "hidden_size": [128, 192], "intermediate_size": [512]}),
         # quick: a CPU approximation that runs the whole lab in about 15 minutes on 2 cores: a model from
         # random init needs several passes over a small subset to leave chance (2 layers x 128 reach about
@@ -82,7 +82,7 @@ _LABS: dict[str, dict[str, dict]] = {
         # sampler and 20 per compression mode
         # mps "auto": a private CUDA MPS daemon where nvidia-cuda-mps-control exists (+47% trials/min, H100)
         "full": dict(max_length=256, lr=5e-4, trials=20, seeds=[0, 1, 2], compression_trials=20, post_epochs=0.5,
-                     post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None, workers=0, mps="auto",
+                     post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None, workers="auto", mps="auto",
                      report_only=False, space=None),
     },
     # Lab 3 (formats): every registered Linear format at format_width bits (fixed-width formats at their
@@ -98,16 +98,16 @@ _LABS: dict[str, dict[str, dict]] = {
     "lab3": {
         "smoke": dict(test_size=32, format_width=8, qat_epochs=0.5, qat_lr=3e-4, snr_widths=[8],
                       search_trials=3, format_trials=2, cost_trials=2, lambdas=[0.01], pareto_trials=4,
-                      front_qat=1, search_seed=0, storage=None, workers=0, mps=False, report_only=False,
+                      front_qat=1, search_seed=0, storage=None, workers="auto", mps=False, report_only=False,
                       seeds=SEEDS["smoke"]),
         "quick": dict(test_size=200, format_width=8, qat_epochs=0.1, qat_lr=1e-4, snr_widths=[2, 4, 6, 8],
                       search_trials=12, format_trials=6, cost_trials=10, lambdas=[0.002, 0.01], pareto_trials=24,
-                      front_qat=2, search_seed=0, storage=None, workers=0, mps=False, report_only=False,
+                      front_qat=2, search_seed=0, storage=None, workers="auto", mps=False, report_only=False,
                       seeds=SEEDS["quick"]),
         "full": dict(max_length=256, format_width=8, qat_epochs=0.25, qat_lr=5e-5,
                      snr_widths=[2, 3, 4, 5, 6, 7, 8], search_trials=40, format_trials=25, cost_trials=30,
                      lambdas=[0.001, 0.003, 0.01, 0.03], pareto_trials=100, front_qat=4, search_seed=0,
-                     storage=None, workers=0, mps=False, report_only=False, seeds=SEEDS["full"]),
+                     storage=None, workers="auto", mps=False, report_only=False, seeds=SEEDS["full"]),
     },
     # Labs that do not train on IMDb set "imdb": False and get none of the common keys.
     # Lab 4 parts 1-2 (labkit.perf). A value may be {"cpu": ..., "cuda": ...} (per measured device).

@@ -59,9 +59,9 @@ PLAN = (
     Step("lab3_search", 600, search="lab3"),
     Step("lab4_perf", 300, timed=True),
     # the MXINT8 kernel benchmarks whose JSON the Lab 4 notebook and answers read (figures/lab4/)
-    Step("mxint8_bandwidth", 150, timed=True, script=("benchmarks/mxint8_bandwidth.py",)),
+    Step("mxint8_bandwidth", 150, timed=True, script=("-m", "labkit.kernels.bandwidth")),
     Step("mxint8_variants", 200, timed=True,
-         script=("benchmarks/mxint8_variants.py", "--out", "figures/lab4/mxint8_variants.json")),
+         script=("-m", "labkit.kernels.variants", "--out", "figures/lab4/mxint8_variants.json")),
     # Lab 2 resumes a nearly finished search (no SFT model to train): a short slot is worth taking
     Step("lab2_search", 300, search="lab2", seed_journal="figures/lab2/studies.journal", min_slot=150),
 )

@@ -2,7 +2,7 @@
 
 A graphed Lab 2 step on an H100 spent about a tenth of its kernel time on bias gradients (``grad.sum(0)`` over
 batch x tokens rows: ~13-17 us each where a GEMV with a ones vector takes 6-10 us,
-benchmarks/lab2_step_pieces.json), another tenth on LayerNorm's backward (torch's gamma/beta kernel ~23-42 us
+benchmarks/training/lab2_step_pieces.json), another tenth on LayerNorm's backward (torch's gamma/beta kernel ~23-42 us
 for 8192 rows of 128-512 features, ~0.4-0.8 TB/s) and another on casts. Here, for the exact ``nn.Linear`` and affine
 ``nn.LayerNorm`` modules of a model, inside ``fast_layers(model)``:
 

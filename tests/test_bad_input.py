@@ -307,6 +307,10 @@ CASES = [
          "settings-size"),
     case(settings("lab0", batch_size=None), TypeError, r"setting batch_size=None: must be an int", "settings-none"),
     case(settings("lab0", seed=-1), ValueError, r"setting seed=-1 is out of range; allowed: >= 0", "settings-seed"),
+    case(settings("lab2", workers=-1), ValueError, r"setting workers=-1: allowed values are 'auto' or an integer >= 1",
+         "settings-workers"),
+    case(settings("lab3", workers="many"), ValueError, r"setting workers='many': allowed values are 'auto'",
+         "settings-workers-word"),
     case(settings("lab0", lora_dropout=1.0), ValueError, r"setting lora_dropout=1.0 is out of range; allowed: \[0, 1\)",
          "settings-dropout"),
     case(settings("lab0", model="gpt2"), KeyError, r"setting model: unknown model 'gpt2'; allowed: minilm-l2",
@@ -531,6 +535,16 @@ def test_every_setting_has_a_type():
         for key in every[0]:
             if all(s[key] is None for s in every):
                 assert key in overrides.NONE_TYPES, (lab, key)
+
+
+def test_auto_workers_have_one_spelling():
+    # the profiles say "auto"; 0 and None, its older spellings, are still accepted as overrides and read as "auto"
+    for lab in ("lab2", "lab3"):
+        for profile in profiles.PROFILES:
+            assert profiles.lab_settings(lab, profile)["workers"] in ("auto", 2)
+        for old in (0, None, "auto"):
+            assert profiles.lab_settings(lab, "smoke", workers=old)["workers"] == "auto"
+        assert profiles.lab_settings(lab, "smoke", workers=3)["workers"] == 3
 
 
 def test_an_int_override_of_a_float_setting_is_stored_as_a_float():

@@ -110,7 +110,7 @@ def test_a_slower_compiled_model_fails():
 def test_every_committed_result_names_its_commit_or_says_why_not():
     import re
     root = FIGURES.parent
-    files = sorted(FIGURES.glob("**/*.json")) + sorted((root / "benchmarks").glob("*.json"))
+    files = sorted(FIGURES.glob("**/*.json")) + sorted((root / "benchmarks").glob("**/*.json"))
     assert len(files) > 20
     bad = []
     for f in files:

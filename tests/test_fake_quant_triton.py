@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from labkit.quant import QuantLinear, fast, make_format
+from labkit.quant import QuantLinear, fast, kernel_check, make_format
 from labkit.quant import fake_quant_triton as fq
 from labkit.quant.config import LinearQuantConfig
 from labkit.search.precision import FIXED, FORMAT_SPACE, _effective
@@ -153,7 +153,7 @@ def test_fast_path_uses_the_kernel_and_falls_back_when_it_differs(interpreter, m
     wrong values is caught on first use, warned about, and the reference is used from then on."""
     monkeypatch.setattr(fast, "_TRITON_CHECKED", set())
     monkeypatch.setattr(fast, "_TRITON_OFF", {})
-    monkeypatch.setattr(fast, "FALLBACKS", {})
+    monkeypatch.setattr(kernel_check, "FALLBACKS", {})
     fmt = make_format("minifloat_ieee", width=8, exponent_width=4)
     x = inputs(K=32, rows=8)
     calls = []
@@ -197,7 +197,7 @@ def test_one_input_quantized_once_for_query_key_and_value(interpreter, monkeypat
 
 @needs_triton
 def test_kernels_off_switch(interpreter, monkeypatch):
-    monkeypatch.setattr(fast, "TRITON_FAKE_QUANT", False)
+    monkeypatch.setattr(kernel_check, "TRITON_FAKE_QUANT", False)
     monkeypatch.setattr(fq, "quantize", lambda *a, **k: pytest.fail("kernel called with the switch off"))
     fmt = make_format("integer")
     x = torch.randn(4, 16)
@@ -215,7 +215,7 @@ def test_quantlinear_eval_with_the_kernel_equals_the_reference(interpreter, monk
     x = torch.randn(5, 64) * 3
     with torch.no_grad():
         got = layer(x)
-        monkeypatch.setattr(fast, "TRITON_FAKE_QUANT", False)
+        monkeypatch.setattr(kernel_check, "TRITON_FAKE_QUANT", False)
         layer.__dict__.pop("_frozen_cache", None)
         want = layer(x)
     assert torch.equal(got, want)
@@ -250,11 +250,11 @@ def test_cuda_graphed_quantized_evaluation_is_the_eager_one(name, params):
     assert graphed["graph_replays"] >= 2 and graphed["graph_failure"] is None
     assert graphed["accuracy"] == eager["accuracy"] and abs(graphed["loss"] - eager["loss"]) < 1e-6
     ref = quantize(model, spec, qat_matmul="fp32", compile=False).model
-    fast.TRITON_FAKE_QUANT = False
+    kernel_check.TRITON_FAKE_QUANT = False
     try:
         reference = train.evaluate(ref, data, device="cuda", progress=False, graphs=False)
     finally:
-        fast.TRITON_FAKE_QUANT = True
+        kernel_check.TRITON_FAKE_QUANT = True
     assert abs(reference["loss"] - eager["loss"]) < 2e-2
 
 @cuda

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from labkit.quant import QuantLinear, make_format
-from labkit.quant import fast
+from labkit.quant import fast, kernel_check
 from labkit.quant.config import LinearQuantConfig
 from labkit.search.precision import FIXED, FORMAT_SPACE, layer_config
 
@@ -70,7 +70,7 @@ def test_a_compiled_result_that_differs_falls_back_loudly(monkeypatch):
         got = fast.quantize_values(fmt, x)
     assert torch.equal(got, fmt.quantize_values(x))
     assert torch.equal(fast.quantize_values(fmt, x * 2), fmt.quantize_values(x * 2))  # eager from now on
-    assert "differs" in fast.FALLBACKS[fmt.describe()]
+    assert "differs" in kernel_check.FALLBACKS[fmt.describe()]
 
 
 def layer(name="integer", params=None):

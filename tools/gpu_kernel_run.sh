@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 23 on a GPU machine, one call: the fused MXINT8 kernel's CUDA tests, its launch-config sweep and the
+# The fused MXINT8 linear on a GPU machine, one call: the fused MXINT8 kernel's CUDA tests, its launch-config sweep and the
 # QAT step benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
 #   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests]
 set -uo pipefail
@@ -11,19 +11,19 @@ for step in $steps; do
   case $step in
     tests) timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_fused_mxint8.py --durations=8 \
              >"$OUT/pytest_cuda.log" 2>&1; echo "tests rc=$?"; tail -15 "$OUT/pytest_cuda.log" ;;
-    sweep) timeout "${SWEEP_TIMEOUT:-330}" python3 benchmarks/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" ${SWEEP_ARGS:-} \
+    sweep) timeout "${SWEEP_TIMEOUT:-330}" python3 benchmarks/mxint8/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" ${SWEEP_ARGS:-} \
              2>&1 | tee "$OUT/sweep.log" | grep -v Warning ;;
-    pdl) timeout "${PDL_TIMEOUT:-330}" python3 benchmarks/fused_linear_pdl.py --out "$OUT/fused_linear_pdl.json" ${PDL_ARGS:-} \
+    pdl) timeout "${PDL_TIMEOUT:-330}" python3 benchmarks/mxint8/fused_linear_pdl.py --out "$OUT/fused_linear_pdl.json" ${PDL_ARGS:-} \
            2>&1 | grep -v Warning ;;
-    bench) timeout 200 python3 benchmarks/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
-    dequant) timeout 300 python3 benchmarks/mxint8_variants.py --out "$OUT/mxint8_variants.json" ${VARIANT_ARGS:-} \
+    bench) timeout 200 python3 benchmarks/mxint8/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
+    dequant) timeout 300 python3 -m labkit.kernels.variants --out "$OUT/mxint8_variants.json" ${VARIANT_ARGS:-} \
                2>&1 | grep -v Warning | tail -60 ;;
     dtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_mxint8.py --durations=5 \
               >"$OUT/pytest_mxint8.log" 2>&1; echo "dequant tests rc=$?"; tail -8 "$OUT/pytest_mxint8.log" ;;
     qat) IFS=, read -ra variants <<<"${QAT_VARIANTS:-fp32,bf16,fp32 --compile-model,bf16 --no-compile --compile-model}"
          for v in "${variants[@]}"; do
            tag=$(echo "$v" | tr -d ' -')
-           timeout 150 python3 benchmarks/qat_step.py --device cuda --qat-matmul $v --profile \
+           timeout 150 python3 benchmarks/quant/qat_step.py --device cuda --qat-matmul $v --profile \
              --out "$OUT/qat_$tag.json" 2>&1 | grep -v -i warn | tail -16
          done ;;
   esac

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 22 on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
+# The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
 #   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [signtests] [fqtests] [throughput] [profile] [lab3]
-# THROUGHPUT_ARGS: extra arguments for benchmarks/search_throughput.py (default: graphs on 1,4,8 workers).
+# THROUGHPUT_ARGS: extra arguments for benchmarks/search/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 export LABKIT_RUNS_DIR=${LABKIT_RUNS_DIR:-/tmp/labkit-runs} LABKIT_PROGRESS=${LABKIT_PROGRESS:-lines}
@@ -18,12 +18,12 @@ for step in $steps; do
     fqtests) timeout ${FQ_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider tests/test_fake_quant_triton.py ${FQ_MORE:-} \
              --durations=5 >"$OUT/pytest_fake_quant.log" 2>&1; echo "fqtests rc=$?"
              tail -12 "$OUT/pytest_fake_quant.log" ;;
-    throughput) timeout ${THROUGHPUT_TIMEOUT:-420} python3 benchmarks/search_throughput.py --profile full \
+    throughput) timeout ${THROUGHPUT_TIMEOUT:-420} python3 benchmarks/search/search_throughput.py --profile full \
              --serial-trials 0 ${THROUGHPUT_ARGS:---workers 1,4,8 --graphs on --per-worker 3} \
              --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
-    profile) timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/lab2_trial_profile.py --profile full \
+    profile) timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/training/lab2_trial_profile.py --profile full \
              --archs ${PROFILE_ARCHS:-0,2} ${PROFILE_ARGS:-} --out "$OUT/lab2_trial_profile.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
-    lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" ${LAB3_ARGS:-} \
+    lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/quant/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" ${LAB3_ARGS:-} \
              2>&1 | grep -v -i "warn" | tail -30 ;;
   esac
   echo "== $step: $((SECONDS - t0)) s"

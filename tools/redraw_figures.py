@@ -62,7 +62,7 @@ def lab4_bandwidth(profile: str):
         sizes = sorted({r["n"] for r in rows if r["group_size"] == g})
         drawn = {"from": f"rows of {path.relative_to(result_dir('lab4', 'full').parent.parent)} at group size {g} "
                          f"(sizes {', '.join(map(str, sizes))}): that file's benchmark sweep "
-                         f"({bw.get('command', 'benchmarks/mxint8_bandwidth.py')}), measured on "
+                         f"({bw.get('command', 'python -m labkit.kernels.bandwidth')}), measured on "
                          f"{prov.get('device', device)} at {prov.get('created', 'an unrecorded date')}",
                  "note": "numbers.summary of this file is the notebook's own shorter sweep "
                          f"({len({r['n'] for r in p['numbers'].get('summary', [])})} sizes), which the answers "

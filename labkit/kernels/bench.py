@@ -4,7 +4,8 @@ Bytes counted per element: 1 (mantissa) + 1/group_size (exponent) read, 2 (bf16)
 baseline moves the same number of bytes (a uint8 buffer of half the traffic, read and written), so
 "fraction of copy" compares like with like at every size. Times are medians of per-call CUDA-event
 timings, each call preceded by a write of twice the L2 size so that no input is served from L2.
-Used by benchmarks/mxint8_bandwidth.py and, on a GPU, by the Lab 4 notebook.
+Used by ``labkit.kernels.bandwidth`` and ``labkit.kernels.variants`` (the regeneration steps) and, on a GPU, by
+the Lab 4 notebook.
 """
 from __future__ import annotations
 

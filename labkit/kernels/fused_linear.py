@@ -20,7 +20,6 @@ Two paths; ``path_for`` picks per call, ``describe()`` names the one a device ge
 from __future__ import annotations
 
 import collections
-import functools
 import importlib
 import os
 from typing import Optional
@@ -29,11 +28,12 @@ import torch
 import torch.nn.functional as F
 
 from . import dequant
+from .device import capability
 from .mxint8_ref import _check_pair, check_group_size, dequantize_mxint8
 
 FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-# The fused kernel serves up to this many rows (benchmarks/fused_linear.json has its H100 ratios to cuBLAS bf16
-# per batch and shape); above, cuBLAS on a dequantized copy.
+# The fused kernel serves up to this many rows (benchmarks/mxint8/fused_linear.json has its H100 ratios to cuBLAS
+# bf16 per batch and shape); above, cuBLAS on a dequantized copy.
 MAX_FUSED_ROWS = 64
 path_counts: collections.Counter = collections.Counter()
 _TRITON: dict = {}
@@ -73,15 +73,10 @@ def blocker(device) -> str | None:
         return f"{device.type} tensors: the Triton kernel runs on CUDA only"
     if not torch.cuda.is_available():
         return "no CUDA: torch.cuda.is_available() is False"
-    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    major, minor = capability(device)
     if major < 8:
         return f"GPU is sm_{major}{minor}: the kernel's bf16 tl.dot needs sm_80 or newer"
     return None
-
-
-@functools.cache
-def _capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
 
 
 def group_ok(group_size: int) -> bool:

@@ -2,8 +2,8 @@
 
 Small-batch (M = 1..64) inference is weight-read bound: the floor is one pass over the packed weight
 (N*K mantissa bytes + N*K/group exponent bytes), so every kernel streams W once and never writes a bf16 copy.
-Three kernels, picked per call by ``pick_config`` (measured choices: benchmarks/fused_linear_sweep.json and
-fused_linear_sweep_tma.json):
+Three kernels, picked per call by ``pick_config`` (measured choices: benchmarks/mxint8/fused_linear_sweep.json
+and fused_linear_sweep_tma.json):
 
 - ``gemv`` (one row): each program takes BLOCK_N output features and walks all of K in (NG, GROUP) tiles,
   int8 -> fp32 in registers, products with each row of x summed per group, then scaled by the group's
@@ -30,14 +30,14 @@ import triton
 import triton.language as tl
 
 from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat
-from .fused_linear import _capability
+from .device import capability
 from ..triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
 KINDS = ("gemv", "dq", "tma")
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 # Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own keys win. On
-# an H100 (c0a2ced, benchmarks/fused_linear_pdl.json) the trigger after the main loop without prefetch was never
+# an H100 (benchmarks/mxint8/fused_linear_pdl.json) the trigger after the main loop without prefetch was never
 # slower than no PDL beyond the spread (4096x4096: 4 rows 11.0 -> 10.3 us); the trigger at the start and the L2
 # prefetch each lost elsewhere (14336x4096 at 16 rows 26.8 -> 34.9 us: early programs of the next grid crowd SMs).
 PDL_DEFAULT = {"PDL": True, "PREFETCH": 0, "TRIGGER": "end"}
@@ -176,7 +176,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     fp32: 7 magnitude bits, and bf16 keeps fp32's exponent range, subnormals included) and multiplied whole,
     x the MMA's row side (16+ rows) and W^T its column side: acc is (BLOCK_M, BLOCK_N). (One K=GROUP dot
     and an accumulator rescale per group ran 1.3-2.4x slower; W as the row side, wgmma for 64 rows, lost
-    every case: 8ae228b, 9a82c77.)
+    every case: the dq kernel's steps in benchmarks/mxint8/MXINT8_NOTES.md.)
 
     Split-K: each split stores its fp32 partial tile in its own slice of ``ws`` and bumps the tile's counter
     (zeroed per call); the split that arrives last sums the slices in split order (the same bits every run)
@@ -194,7 +194,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     rows_n = tl.minimum(offs_n, N - 1).to(tl.int64)
     # Fewer rows than the MMA's 16 (X_ROWS < BLOCK_M): load only those and repeat them in registers. Loading
     # the padded rows (masked or re-read) made every program fetch the same few lines of x from L2 at once
-    # (at 14336x4096, 4 rows took 1.5x the time of 16; 7d07255 on the H100).
+    # (at 14336x4096, 4 rows took 1.5x the time of 16 on the H100: benchmarks/mxint8/MXINT8_NOTES.md).
     rows_m = tl.minimum(pid_m * BLOCK_M + tl.arange(0, X_ROWS), M - 1).to(tl.int64)
     w_rows = m_ptr + rows_n[:, None] * stride_mn
     x_cols = x_ptr + rows_m[None, :] * stride_xm
@@ -222,7 +222,7 @@ def _dq_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
         else:
             w = _i8_to_f32(m)
         # one exponent per (row, group), broadcast over the group (a per-element gather of the exponents
-        # measured 3-10x slower, 8ae228b)
+        # measured 3-10x slower: benchmarks/mxint8/MXINT8_NOTES.md)
         w = _scaled(w, e, BLOCK_N, NG, BLOCK_K, W_BF16 and BF16_SCALE)
         if EVEN_K:
             xt = tl.load(x_cols + kk[:, None] * stride_xk)
@@ -274,10 +274,11 @@ def _tma_kernel(x_desc, m_desc, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M
     """The dq kernel with W's and x's tiles fetched by the Hopper tensor-memory accelerator (TMA): one thread
     issues a whole tile's copy into shared memory and Triton's pipeliner keeps ``num_stages`` of them in
     flight, so a program has tens of KB of loads outstanding with few registers (the pointer-load dq kernel
-    was latency-bound at 12% occupancy: MXINT8_NOTES.md). Tiles past N, M or K arrive zero-filled, so no row
-    is re-read and no load is masked. bf16 x only. ``W_LEFT``: W is the MMA's row side (acc (BLOCK_N,
-    BLOCK_M)), the decoded tile feeding the MMA from registers; else x is, as in ``_dq_kernel``. ``E_AHEAD`` as
-    in ``_dq_kernel``; ``BF16_SCALE``: see ``_scaled`` (7-15% faster here, 7bd08f6)."""
+    was latency-bound at 12% occupancy). Tiles past N, M or K arrive zero-filled, so no row is re-read and no
+    load is masked. bf16 x only. ``W_LEFT``: W is the MMA's row side (acc (BLOCK_N, BLOCK_M)), the decoded tile
+    feeding the MMA from registers; else x is, as in ``_dq_kernel``. ``E_AHEAD`` as in ``_dq_kernel``;
+    ``BF16_SCALE``: see ``_scaled`` (7-15% faster here). Measured: the tma kernel's steps in
+    benchmarks/mxint8/MXINT8_NOTES.md, its sweeps in benchmarks/mxint8/fused_linear_sweep_tma.json."""
     pid_n, pid_m, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n0, m0 = pid_n * BLOCK_N, pid_m * BLOCK_M
     offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -359,7 +360,7 @@ def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
     interpreter) and tensor-descriptor-legal operands (unit inner stride, 16-byte aligned bases and rows)."""
     if x2.dtype != torch.bfloat16:
         return f"x is {x2.dtype}: the tma kernel takes bfloat16"
-    if x2.is_cuda and torch.cuda.get_device_capability(x2.device)[0] < 9:
+    if x2.is_cuda and capability(x2.device)[0] < 9:
         return "the tma kernel needs sm_90 or newer (tensor memory accelerator)"
     for name, t in (("x", x2), ("mantissa", mantissa)):
         if t.stride(-1) != 1 or t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
@@ -369,8 +370,8 @@ def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
 
 def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16,
                 tma: bool = False) -> dict:
-    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps of
-    f0d7fc4..d7019be (benchmarks/fused_linear_sweep_tma.json: 4096x4096, 14336x4096, 28672x8192 at batch 4-64;
+    """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps in
+    benchmarks/mxint8/fused_linear_sweep_tma.json (4096x4096, 14336x4096, 28672x8192 at batch 4-64;
     for each row range the configuration whose worst ratio to cuBLAS was highest), ``tma`` whether the tma kernel
     can run (``tma_ok``):
     one row: gemv in long K tiles. 2-16 rows: dq with 16 features and K tiles of 512, or 32 and 256 where N gives
@@ -403,7 +404,7 @@ def pdl_blocker(device) -> str | None:
     device = torch.device(device)
     if device.type != "cuda" or interpreting():
         return "PDL needs a compiled launch on a CUDA GPU (the interpreter has no grid dependency control)"
-    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    major, minor = capability(device)
     if major < 9:
         return f"PDL needs sm_90 or newer (this GPU is sm_{major}{minor})"
     return None

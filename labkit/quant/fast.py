@@ -16,7 +16,8 @@ Inference (no gradient wanted) on CUDA: each fake quantization is one Triton pas
 (``labkit.quant.fake_quant_triton``, runtime parameters: one compile per family) writing the dtype the
 matmul reads; its first result per format is checked against the reference formula, and a format whose
 kernel differs or fails runs the reference from then on, with a warning. ``LABKIT_TRITON_FAKE_QUANT=0``
-turns the kernels off (the reference formulas, eager or compiled as below).
+(``kernel_check.TRITON_FAKE_QUANT``, shared with the sign GEMM) turns the kernels off (the reference formulas,
+eager or compiled as below).
 """
 from __future__ import annotations
 
@@ -26,18 +27,17 @@ import weakref
 
 import torch
 
-from . import fake_quant_triton
+from . import fake_quant_triton, kernel_check
 from .formats.base import NumberFormat, Quantizer
+from .kernel_check import same_bits
 
 MODES = ("fp32", "bf16")
 _COMPILED: dict = {}
 _VALUES: dict = {}  # format -> compiled quantize_values (inference: no STE mask); None: runs eagerly
-FALLBACKS: dict = {}  # format description -> why its compiled inference path is not used
 # QuantLinear compiles its inference fake quantization only where asked: on an H100 (torch 2.11) compiling
 # one format took ~11 s against a ~1 s Lab 3 trial, and a search meets ~80 formats in every worker
 INFERENCE_COMPILE = os.environ.get("LABKIT_INFERENCE_COMPILE", "0") == "1"
 _REASONS: dict = {}  # (role, format, quantizer type, inference) -> why not bf16; asked on every forward
-TRITON_FAKE_QUANT = os.environ.get("LABKIT_TRITON_FAKE_QUANT", "1") != "0"
 _TRITON_CHECKED: set = set()  # (format, out dtype) whose kernel result matched the reference once
 _TRITON_OFF: dict = {}  # format -> why its kernel is not used (it differed or failed)
 # the last kernel result: (weakref to the input, its version, format, out dtype, result). Query, key and value
@@ -114,9 +114,10 @@ def triton_values(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype) ->
     apply (kernels off, not CUDA, an unsupported format or dtype, or a format whose kernel was found wrong).
 
     The first call per (format, out_dtype) also computes the reference and compares the bits; a difference
-    or a failure turns the kernel off for that format (warning, ``FALLBACKS``) and the reference is returned.
+    or a failure turns the kernel off for that format (warning, ``kernel_check.FALLBACKS``) and the reference is
+    returned.
     """
-    if not (TRITON_FAKE_QUANT and (x.is_cuda or fake_quant_triton.interpreting())) or fmt in _TRITON_OFF:
+    if not (kernel_check.TRITON_FAKE_QUANT and (x.is_cuda or fake_quant_triton.interpreting())) or fmt in _TRITON_OFF:
         return None
     last = _LAST[0]
     if last is not None and last[0]() is x and last[1] == x._version and last[2] == fmt and last[3] == out_dtype:
@@ -128,7 +129,7 @@ def triton_values(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype) ->
     try:
         got = fake_quant_triton.quantize(fmt, x, out_dtype)
     except Exception as err:  # a compiler problem for one family must not stop a search: the reference is exact
-        want, why = fmt.quantize_values(x.detach().float()).to(out_dtype), _failed(err)
+        want, why = fmt.quantize_values(x.detach().float()).to(out_dtype), kernel_check.failed(err)
     else:
         if (fmt, out_dtype) not in _TRITON_CHECKED:
             want = fmt.quantize_values(x.detach().float()).to(out_dtype)
@@ -142,7 +143,7 @@ def triton_values(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype) ->
                 _LAST[0] = (weakref.ref(x), x._version, fmt, out_dtype, got)
             return got
     _TRITON_OFF[fmt] = why
-    FALLBACKS[f"{fmt.describe()} (Triton)"] = why
+    kernel_check.FALLBACKS[f"{fmt.describe()} (Triton)"] = why
     warnings.warn(f"one-pass Triton fake quantization of {fmt.describe()} on {x.device.type} {why}; that "
                   "format runs the reference formula here (the same values, more passes)", RuntimeWarning,
                   stacklevel=3)
@@ -183,7 +184,7 @@ def quantize_values(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) ->
         try:
             return _VALUES[fmt](rows).reshape(x.shape)
         except Exception as err:  # a new shape recompiles, and may fail where the first did not
-            want, why = fmt.quantize_values(rows), _failed(err)
+            want, why = fmt.quantize_values(rows), kernel_check.failed(err)
     else:
         want = fmt.quantize_values(rows)
         try:
@@ -191,27 +192,13 @@ def quantize_values(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) ->
             if not same_bits(got, want):
                 why = f"differs from the reference in {int((got != want).sum())} of {want.numel()} values"
         except Exception as err:  # an inductor bug for one format must not stop a search: eager is exact
-            why = _failed(err)
+            why = kernel_check.failed(err)
     if why:
         _VALUES[fmt] = None
-        FALLBACKS[fmt.describe()] = why
+        kernel_check.FALLBACKS[fmt.describe()] = why
         warnings.warn(f"compiled fake quantization of {fmt.describe()} on {x.device.type} {why}; that format "
                       "runs eagerly here (the same values, more passes)", RuntimeWarning, stacklevel=2)
     return want.reshape(x.shape)
-
-
-def _failed(err: Exception) -> str:
-    return f"failed to compile ({type(err).__name__}: {str(err).strip().splitlines()[0][:200]})"
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal values, dtypes and zero signs, NaN where the other is NaN."""
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    nan = torch.isnan(a)
-    # a NaN's sign and payload carry no value (conversions canonicalise them differently): not compared
-    return bool(torch.equal(nan, torch.isnan(b)) and torch.equal(torch.where(nan, 0, a), torch.where(nan, 0, b))
-                and torch.equal(torch.signbit(a) & ~nan, torch.signbit(b) & ~nan))
 
 
 def why_not(layer, inference: bool = False) -> str | None:

@@ -118,7 +118,8 @@ class QuantLinear(torch.nn.Linear):
     def _apply_quantizer(self, quantizer, t):
         if (torch.is_grad_enabled() and t.requires_grad) or not hasattr(quantizer, "inference"):
             return quantizer(t)  # the STE (or a quantizer with state of its own, e.g. residual sign)
-        return quantizer.inference(t, compile=self.compile and t.is_cuda and fast.INFERENCE_COMPILE)
+        compile = self.compile and t.is_cuda and fast.INFERENCE_COMPILE
+        return quantizer.inference(t, lambda fmt, x: fast.quantize_values(fmt, x, compile))
 
     def train(self, mode: bool = True):
         # Every switch of mode (model.train(), model.eval(): evaluate() calls it) drops the frozen weights:

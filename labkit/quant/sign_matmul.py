@@ -24,7 +24,8 @@ import warnings
 
 import torch
 
-from . import sign_matmul_triton
+from . import kernel_check, sign_matmul_triton
+from .kernel_check import same_bits
 
 EXACT_K = 2048  # fp16 holds every integer of magnitude <= 2^11
 DEVICES = ("cuda",)  # where the fp16 GEMM is fast; the tests add "cpu" to run the dispatch there
@@ -71,18 +72,16 @@ def _sign_table(device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor,
 def row_signs(x: torch.Tensor, scale) -> tuple[torch.Tensor, torch.Tensor]:
     """(``scale(x)``: binary_scaling's mean|x| per row via float64, ``signs(x)``) in one Triton pass where it
     runs; its first result per input dtype must equal the reference's bits (``_checked``)."""
-    from . import fast
-
     def reference():
         return scale(x), signs(x)
 
-    if (not fast.TRITON_FAKE_QUANT or "row signs" in _KERNEL_OFF or x.dim() == 0 or x.shape[-1] == 0
+    if (not kernel_check.TRITON_FAKE_QUANT or "row signs" in _KERNEL_OFF or x.dim() == 0 or x.shape[-1] == 0
             or sign_matmul_triton.why_unsupported(x)):
         return reference()
 
     def differs(got, want):
         for name, g, w in zip(("scales", "signs"), got, want):
-            if not fast.same_bits(g, w):
+            if not same_bits(g, w):
                 return f"row signs: {name} differ from the reference in {int((g != w).sum())} of {w.numel()}"
         return None
 
@@ -101,14 +100,13 @@ def planes_reference(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> 
 def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
     """``planes_reference`` in one Triton pass where it runs (``sign_matmul_triton``); its first result per
     number of planes must equal the reference bit for bit (``_checked``)."""
-    from . import fast  # fast imports the formats, which import this module
-
     x = x.detach()
-    if not fast.TRITON_FAKE_QUANT or "planes" in _KERNEL_OFF or sign_matmul_triton.why_unsupported(x, mids.dtype):
+    if (not kernel_check.TRITON_FAKE_QUANT or "planes" in _KERNEL_OFF
+            or sign_matmul_triton.why_unsupported(x, mids.dtype)):
         return planes_reference(x, mids, lut)
 
     def differs(got, want):
-        if not fast.same_bits(got, want):
+        if not same_bits(got, want):
             return f"planes differ from the reference in {int((got != want).sum())} of {want.numel()} signs"
         return None
 
@@ -119,12 +117,10 @@ def planes(x: torch.Tensor, mids: torch.Tensor, lut: torch.Tensor) -> torch.Tens
 def _checked(kernel: str, key, run, reference, differs):
     """``run()`` (a kernel), compared with ``reference()`` the first time per ``key``: a failure or a difference
     (``differs(got, want)`` says why) turns that kernel off, with a warning, and returns the reference."""
-    from . import fast
-
     try:
         got = run()
     except Exception as err:  # a compiler problem must not stop a search: the reference is exact
-        return _off(kernel, fast._failed(err), reference())
+        return _off(kernel, kernel_check.failed(err), reference())
     if key not in _CHECKED:
         want = reference()
         why = differs(got, want)
@@ -135,10 +131,8 @@ def _checked(kernel: str, key, run, reference, differs):
 
 
 def _off(kernel: str, why: str, want: torch.Tensor) -> torch.Tensor:
-    from . import fast
-
     _KERNEL_OFF[kernel] = why
-    fast.FALLBACKS["sign GEMM (Triton)"] = why
+    kernel_check.FALLBACKS["sign GEMM (Triton)"] = why
     warnings.warn(f"Triton kernel of the sign GEMM: {why}; the binary formats' sign GEMM takes the torch reference "
                   "(the same numbers, more passes)", RuntimeWarning, stacklevel=4)
     return want
@@ -171,9 +165,7 @@ def combine_reference(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
 def combine(prod, xs, ws, bias, rows: int, out: int) -> torch.Tensor:
     """``combine_reference`` in one Triton pass where it runs; its first result must agree with the reference
     within an ulp of the largest term (``_checked``; the kernel may fuse a multiply-add)."""
-    from . import fast
-
-    usable = (fast.TRITON_FAKE_QUANT and "combine" not in _KERNEL_OFF and sign_matmul_triton.triton is not None
+    usable = (kernel_check.TRITON_FAKE_QUANT and "combine" not in _KERNEL_OFF and sign_matmul_triton.triton is not None
               and (prod.is_cuda or sign_matmul_triton.interpreting()) and xs.dtype == ws.dtype == torch.float32
               and (bias is None or bias.dtype == torch.float32))
     if not usable:

@@ -30,7 +30,7 @@ def mode(env: dict | None = None) -> str:
 def worker_env(mps: bool, env: dict | None = None) -> dict:
     """What search workers get unless the user chose: ``block`` under MPS (a dozen or more workers share the
     GPU and the host's cores: Lab 2 full on an H100, 12 workers 36.6 trials/min spinning, 37.7 blocking,
-    benchmarks/search_throughput.json), CUDA's default otherwise (one worker per GPU waits least spinning)."""
+    benchmarks/search/search_throughput.json), CUDA's default otherwise (one worker per GPU waits least spinning)."""
     return {ENV: "block"} if mps and ENV not in (os.environ if env is None else env) else {}
 
 

@@ -85,7 +85,7 @@ def run_all(s: dict, storage: str | None = None, progress=True, workers=None, fi
     """Task 1, then Task 2 from Task 1's best: ``(task1 studies, task2 studies, (best study, best trial))``."""
     from .run import run_studies
 
-    workers = workers if workers is not None else (s["workers"] or "auto")
+    workers = s["workers"] if workers is None else workers  # None: the settings' own ("auto" or a count)
     url = storage or s["storage"] or default_storage(s)
     task1 = run_studies(task1_plans(s), storage=url, workers=workers, progress=progress, desc="Lab 2 task 1",
                         mps=s["mps"], first_worker=first_worker)

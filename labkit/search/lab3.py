@@ -113,7 +113,7 @@ def run_all(s: dict, storage: str | None = None, progress=True, workers=None, fi
     from .precision import linear_layers
     from .run import run_studies
 
-    workers = workers if workers is not None else (s["workers"] or "auto")
+    workers = s["workers"] if workers is None else workers  # None: the settings' own ("auto" or a count)
     url = storage or s["storage"] or default_storage(s)
     base, metrics = recipes.finetuned_model(s)  # trained once here, before any worker needs it
     plans = phase1_plans(s, linear_layers(base))

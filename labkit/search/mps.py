@@ -5,13 +5,13 @@ its multiprocessors, so the turns leave most of it idle. Under MPS the workers' 
 The daemon here uses its own pipe folder, so only this search's workers connect to it, and it is
 stopped when the search ends. It changes no GPU setting (compute mode, clocks) and needs
 ``nvidia-cuda-mps-control`` on the PATH; where that is missing, mps "on" is an error and "auto"
-says so and runs without. Measured (benchmarks/search_throughput.json, H100, Lab 2 full, 8 workers with CUDA
-graphs): 21.7 trials/min without MPS, 31.8 with it, in one run (62d9042).
+says so and runs without. Measured (benchmarks/search/search_throughput.json, H100, Lab 2 full, 8 workers
+with CUDA graphs): 21.7 trials/min without MPS, 31.8 with it, in one run.
 
 Each client may use ``SM_PERCENT`` of the multiprocessors (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``; the
 ``LABKIT_MPS_SM_PERCENT`` variable overrides): a worker's larger kernels (its GEMMs) then no longer spread over
-every SM while the others' small kernels wait, and more workers share the GPU. Measured at 25d2f02 (same
-benchmark, 4 trials per worker): 8 workers 32.5 trials/min with all SMs (6 per worker), 34.8 at 25%, 36.2 at 50%;
+every SM while the others' small kernels wait, and more workers share the GPU. Measured (same benchmark
+and JSON, 4 trials per worker): 8 workers 32.5 trials/min with all SMs (6 per worker), 34.8 at 25%, 36.2 at 50%;
 12 workers at 25% 38.1, 16 at 25% 38.4; so under MPS the launcher starts ``run.WORKERS_PER_GPU_MPS``.
 """
 from __future__ import annotations

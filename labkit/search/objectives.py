@@ -81,7 +81,7 @@ class NASObjective:
         if cuda:  # the peak this trial's tensors reserve: what sizes run.WORKER_GIB
             torch.cuda.reset_peak_memory_stats()
         # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
-        # launch-bound there (benchmarks/lab2_trial_profile.json)
+        # launch-bound there (benchmarks/training/lab2_trial_profile.json)
         fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
                           seed=s["seed"], progress=False, graphs=None)
         acc = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]

@@ -24,10 +24,10 @@ from .storage import default_url, make_storage, requeue_lost
 from .worker import Worker, release_gpu_memory, ensure_study, errors_of, plan_state
 
 # Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
-# (benchmarks/search_throughput.py measures the curve; README states it).
+# (benchmarks/search/search_throughput.py measures the curve; benchmarks/README.md states it).
 WORKERS_PER_GPU = 8
 # Under MPS (each worker limited to mps.SM_PERCENT of the SMs) more workers keep the GPU busier: 16 measured
-# 40.5-40.7 trials/min against 12's 38.6 (Lab 2 full, H100, d9fd658/16f2d7b; benchmarks/search_throughput.json);
+# 40.5-40.7 trials/min against 12's 38.6 (Lab 2 full, H100; measured: benchmarks/search/search_throughput.json);
 # GPU memory still caps it (WORKER_GIB: 14 such workers on an 80 GB card).
 WORKERS_PER_GPU_MPS = 16
 
@@ -76,9 +76,22 @@ def free_gpu_memory() -> list[int]:
     return [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
 
 
-def check_workers(workers) -> None:
-    if workers != "auto" and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers={workers!r}: allowed values are 'auto' or an integer >= 1")
+AUTO = "auto"  # the one spelling of "as many workers as the machine holds"
+
+
+def check_workers(workers, key: str = "workers"):
+    """``workers`` as the search engine takes it: ``"auto"`` or an integer >= 1; else an error naming ``key``."""
+    if workers != AUTO and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"{key}={workers!r}: allowed values are 'auto' or an integer >= 1")
+    return workers
+
+
+def normalise_workers(workers, key: str = "workers"):
+    """A worker count as a person gives it (a profile override, a notebook's OVERRIDES), checked and in the one
+    spelling: 0 and None, which meant "auto" in older profiles and settings, are read as ``"auto"``."""
+    if workers is None or (type(workers) is int and workers == 0):
+        workers = AUTO
+    return check_workers(workers, key)
 
 
 def resolve_workers(workers: int | str = "auto", per_gpu: int = WORKERS_PER_GPU, plans=None) -> int:
@@ -88,11 +101,11 @@ def resolve_workers(workers: int | str = "auto", per_gpu: int = WORKERS_PER_GPU,
     check_workers(workers)
     gpus = visible_gpus()
     if not gpus:
-        return 1 if workers == "auto" else workers
+        return 1 if workers == AUTO else workers
     need = worker_gib(plans)
     free = free_gpu_memory()
     fit = memory_fit(need, free)
-    if workers == "auto":
+    if workers == AUTO:
         n = sum(min(per_gpu, f) for f in fit)
         if n < 1:
             raise RuntimeError(f"not enough free GPU memory for one search worker: each needs about {need:g} GiB "
@@ -181,10 +194,10 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
     if report_only:
         return stored_studies(plans, store)
     check_workers(workers)
-    if objectives and workers not in ("auto", 1):
+    if objectives and workers not in (AUTO, 1):
         raise ValueError("in-process objectives run with workers=1; give plans (registered objectives) for more")
     # more than one: resolved once the launcher has handed its GPU memory back (sized to what is free)
-    n = 1 if objectives or workers == 1 or (workers == "auto" and not visible_gpus()) else None
+    n = 1 if objectives or workers == 1 or (workers == AUTO and not visible_gpus()) else None
     for plan in plans:  # created here, once, before any worker starts
         ensure_study(store, plan)
         if plan.queue_only:

@@ -45,7 +45,7 @@ S = lab_settings("lab2", PROFILE, **OVERRIDES)
 print(S)
 print("device:", provenance()["device"])
 storage = S["storage"] or lab2.default_storage(S)
-workers = S["workers"] or "auto"  # auto: sized by run_studies to the GPUs' free memory (1 on a CPU); quick: 2
+workers = S["workers"]  # "auto": sized by run_studies to the GPUs' free memory (1 on a CPU); quick: 2
 
 # %% [markdown]
 # ## Task 1: Random vs Grid vs TPE

@@ -46,7 +46,7 @@ base, sft = recipes.finetuned_model(S, dl)  # cached after part 1; workers load 
 fp32 = train.evaluate(base, dl.test, device=S["device"], progress=False)["accuracy"]
 layers = search.precision.linear_layers(base)
 storage = S["storage"] or lab3.default_storage(S)
-workers = S["workers"] or "auto"  # auto: sized by run_studies to the GPUs' free memory (1 on a CPU)
+workers = S["workers"]  # "auto": sized by run_studies to the GPUs' free memory (1 on a CPU)
 n_test = dl.sizes["test"]
 say(f"Base: the SFT model (weights sha256 `{sft['sft_digest'][:12]}`), fp32 accuracy **{fp32:.4f}** on {n_test:,} test "
     f"reviews; {len(layers)} Linear layers searched. Studies in `{search.storage.shown_url(storage)}` (tag "

@@ -142,11 +142,11 @@ class Quantizer(torch.nn.Module):
     def observe(self, x) -> None:
         """Look at the tensor about to be quantized (a range check, say); the base quantizer does nothing."""
 
-    def inference(self, x, compile: bool = False):
-        """``forward(x)``'s values when no gradient is needed; ``compile``: in one compiled pass (same bits)."""
-        from ..fast import quantize_values  # fast imports this module
-
-        return quantize_values(self.fmt, x, compile)
+    def inference(self, x, values=None):
+        """``forward(x)``'s values when no gradient is needed. ``values(fmt, x)`` computes
+        ``fmt.quantize_values(x)`` (the same bits in fewer passes: the caller passes
+        ``labkit.quant.fast.quantize_values``, which sits above the formats); None: the format's own formula."""
+        return self.fmt.quantize_values(x) if values is None else values(self.fmt, x)
 
     def extra_repr(self):
         return self.fmt.describe()

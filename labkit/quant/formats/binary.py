@@ -82,10 +82,10 @@ class _BinaryQuantizer(Quantizer):
     def plain(self) -> bool:
         return not self.fmt.stochastic
 
-    def inference(self, x, compile: bool = False):
+    def inference(self, x, values=None):
         if self.fmt.stochastic:  # random while training, another format in eval mode: the module's own forward
             return self(x)
-        return super().inference(x, compile)
+        return super().inference(x, values)
 
 
 @register

@@ -111,9 +111,9 @@ class LogQuantizer(Quantizer):
         self.observe(x)
         return super().forward(x)
 
-    def inference(self, x, compile: bool = False):
+    def inference(self, x, values=None):
         self.observe(x)
-        return super().inference(x, compile)
+        return super().inference(x, values)
 
     def observe(self, x):
         if not self.checked:

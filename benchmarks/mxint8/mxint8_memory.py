@@ -1,6 +1,6 @@
 """fp32 vs MXINT8 memory on a CUDA GPU for labkit's default classifier and a DeBERTa-xlarge-sized BERT.
 
-    python benchmarks/mxint8_memory.py [--profile full]
+    python benchmarks/mxint8/mxint8_memory.py [--profile full]
 
 Measures parameter bytes, resident bytes and the peak of one fp32 inference forward
 (torch.cuda.max_memory_allocated) with labkit.kernels.memory.compare, using the Lab 4 MXINT8 settings
@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 

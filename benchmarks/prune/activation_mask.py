@@ -5,7 +5,7 @@ and above 50% sparsity the current path ranks the n - k kept entries instead of 
 cost grows with what it returns). Both give the same masks (tests/test_prune.py). Printed: the ranking alone
 and the step, measured in one run. (A kthvalue threshold was tried too: no faster inside a step.)
 
-    python benchmarks/activation_mask.py [--out benchmarks/activation_mask.json]
+    python benchmarks/prune/activation_mask.py [--out benchmarks/prune/activation_mask.json]
 """
 from __future__ import annotations
 

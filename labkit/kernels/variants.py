@@ -1,6 +1,7 @@
-"""Compare builds of the fast MXINT8 kernel that differ by compile-time switches, on a GPU.
+"""Compare builds of the fast MXINT8 kernel that differ by compile-time switches, on a GPU: the regeneration
+step behind ``figures/lab4/mxint8_variants.json`` (and the measured choice of csrc's defaults).
 
-    python benchmarks/mxint8_variants.py [--variants base unroll4:LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=4 ...]
+    python -m labkit.kernels.variants [--variants base unroll4:LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=4 ...]
         [--sizes ...] [--group 32] [--out JSON]
 
 A variant is ``name[:DEFINE[=V][,DEFINE...]]``: csrc/ JIT-built with those -D switches (the ones
@@ -10,13 +11,18 @@ each is timed in its own process, one after another (each build registers the sa
 per process), with the method of labkit/kernels/bench.py; outputs are checked bit for bit against the
 reference. Prints one line per (variant, size): GB/s and % of a copy moving the same bytes.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from .. import settings
+
+ROOT = settings.REPO_ROOT
+COMMAND = "python -m labkit.kernels.variants"
 
 CHILD = r'''
 import json, sys, torch
@@ -56,7 +62,8 @@ def parse(spec: str) -> tuple[str, list[str]]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     p.add_argument("--variants", nargs="+", default=[
         "committed", "grid_stride:LABKIT_MXINT8_VEC_GRID_STRIDE", "divide:LABKIT_MXINT8_VEC_DIVIDE",
         "unroll4:LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=4", "unroll16:LABKIT_MXINT8_VEC_UNROLL_OVERRIDE=16"])
@@ -93,15 +100,14 @@ def main(argv=None) -> int:
                           f"{100 * r['fraction_of_copy']:5.1f}% of copy ({r['copy_GBps']:.0f})  exact={r['bit_exact']}",
                           flush=True)
     if args.out:  # the shape of the committed figures/lab4/mxint8_variants.json, provenance included
-        sys.path.insert(0, str(ROOT))
-        from labkit import results
+        from .. import results
 
         what = ("builds of the fast MXINT8 kernel differing only in compile-time switches, each JIT-built by "
-                "benchmarks/mxint8_variants.py and timed in its own process with labkit/kernels/bench.py's method; "
+                f"{COMMAND} and timed in its own process with labkit/kernels/bench.py's method; "
                 "outputs checked bit for bit against the reference")
         prov = results.provenance()
-        Path(args.out).write_text(json.dumps({"what": what, "device": prov["device"], "rows": rows,
-                                              "provenance": prov, "command": " ".join(sys.argv)}, indent=1) + "\n")
+        Path(args.out).write_text(json.dumps({"what": what, "device": prov["device"], "rows": rows, "provenance": prov,
+                                              "command": " ".join([COMMAND, *argv])}, indent=1) + "\n")
     return 0 if rows else 1
 
 

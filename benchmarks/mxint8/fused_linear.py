@@ -1,8 +1,8 @@
 """Fused MXINT8 linear vs bf16 F.linear (cuBLAS) vs dequantize-then-matmul, at small batch, on a CUDA GPU.
 
-    python benchmarks/fused_linear.py [--out figures/lab4/fused_linear.json] [--batches 1 4 16 64]
+    python benchmarks/mxint8/fused_linear.py [--out figures/lab4/fused_linear.json] [--batches 1 4 16 64]
         [--shapes 4096x4096 14336x4096 28672x8192] [--group 32] [--reps 50]
-    python benchmarks/fused_linear.py --dry-run     # CPU, tiny shapes: checks the code path, times nothing real
+    python benchmarks/mxint8/fused_linear.py --dry-run     # CPU, tiny shapes: checks the code path, times nothing real
 
 Shapes are N x K = out_features x in_features, the nn.Linear weight's (N, K) layout: 28672x8192 is a layer
 with 8192 inputs and 28672 outputs. x is (batch, K) bf16; y = x @ W^T is (batch, N).
@@ -24,7 +24,8 @@ exponents) over time for every path, so the paths compare on the same bytes; the
 twice that. Outputs are checked against a float64 reference first. The dequantize-then-matmul path is timed
 last, after every fused and bf16 case: where it runs the eager reference (no CUDA extension), its seconds of
 full-load work came before the next fused timings and left the 28672x8192 ones ~13% slower than the sweep's
-(facf833 on an H100; the fused kernel is partly instruction-bound, so SM clocks matter to it).
+(seen on an H100: benchmarks/mxint8/MXINT8_NOTES.md; the fused kernel is partly instruction-bound, so SM clocks
+matter to it).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_SHAPES = ("4096x4096", "14336x4096", "28672x8192")

@@ -1,12 +1,13 @@
-"""MXINT8 -> bf16 dequantization bandwidth on a CUDA GPU, against a device-to-device copy.
+"""MXINT8 -> bf16 dequantization bandwidth on a CUDA GPU, against a device-to-device copy: the regeneration
+step behind ``figures/lab4/mxint8_bandwidth.json``, which the Lab 4 notebook draws and its answers quote.
 
-    python benchmarks/mxint8_bandwidth.py [--out figures/lab4/mxint8_bandwidth.json] [--sizes ...]
+    python -m labkit.kernels.bandwidth [--out figures/lab4/mxint8_bandwidth.json] [--sizes ...]
         [--groups 16 32 128] [--no-compile] [--reps 50]
 
 Times the CuTe kernels (vectorised fast path and the lab-structure tile kernel), the eager PyTorch
 reference and torch.compile of the same formula, for every size and group size, checks each output
 bit for bit against the reference, prints GB/s and % of copy, and writes the JSON (with the device
-and versions). Method and byte counts: labkit/kernels/bench.py.
+and versions). Method and byte counts: ``labkit.kernels.bench``.
 """
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from .. import results, settings
+from ..report import table
+from . import bench, build_config
 
-from labkit import results  # noqa: E402
-from labkit.kernels import bench, build_config  # noqa: E402
-from labkit.report import table  # noqa: E402
+COMMAND = "python -m labkit.kernels.bandwidth"
+DEFAULT_OUT = settings.REPO_ROOT / "figures" / "lab4" / "mxint8_bandwidth.json"
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "figures" / "lab4" / "mxint8_bandwidth.json"))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--sizes", type=int, nargs="+", default=list(bench.DEFAULT_SIZES))
     p.add_argument("--groups", type=int, nargs="+", default=list(bench.DEFAULT_GROUPS))
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (saves its compile time)")
@@ -54,7 +56,7 @@ def main(argv=None) -> int:
         versions["nvidia-cutlass"] = None
     out.update(device=torch.cuda.get_device_name(0), versions=versions,
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
-               provenance=results.provenance(), command=" ".join(sys.argv))
+               provenance=results.provenance(), command=" ".join([COMMAND, *argv]))
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results._jsonable(out), indent=2) + "\n")

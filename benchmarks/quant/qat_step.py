@@ -3,7 +3,7 @@
 A step is forward + backward + AdamW on one batch (embeddings frozen, as in labkit's fine-tuning).
 The two models alternate, repeat by repeat, so drift in machine load hits both; medians are compared.
 
-    python benchmarks/qat_step.py [--device cpu|cuda] [--batch 32] [--seq 128] [--width 8] [--repeats 20]
+    python benchmarks/quant/qat_step.py [--device cpu|cuda] [--batch 32] [--seq 128] [--width 8] [--repeats 20]
         [--qat-matmul fp32|bf16] [--no-compile]
 
 ``--qat-matmul bf16``: the quantized model's layers feed bf16 matmuls under autocast with fused fake

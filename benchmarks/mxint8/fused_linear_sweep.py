@@ -1,7 +1,7 @@
 """Sweep the fused MXINT8 linear's launch configurations on a CUDA GPU: the measured basis of
 ``fused_triton.pick_config``.
 
-    python benchmarks/fused_linear_sweep.py [--out benchmarks/fused_linear_sweep.json] [--quick]
+    python benchmarks/mxint8/fused_linear_sweep.py [--out benchmarks/mxint8/fused_linear_sweep.json] [--quick]
 
 For every shape (N x K, nn.Linear's weight layout) and batch, every candidate configuration of the kernels named by
 ``--kinds`` (``gemv`` for up to 4 rows, ``dq`` with optional split-K, ``tma``; or the ``--configs`` list) is checked
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 SHAPES = ("4096x4096", "14336x4096", "28672x8192")
@@ -39,8 +39,8 @@ def candidates(M: int, N: int, quick: bool, kinds: tuple) -> list[dict]:
         out += [{"kind": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
                 for bn, bk, (w, s) in itertools.product(bns, bks, ws)]
     if "dq" in kinds:
-        # the leaders of the dd764cf sweep (wider tiles and more splits did not win) plus narrow tiles; the PTX
-        # decode (ASM, the launch default) won every case at 87b471f by 2-4%
+        # the leaders of an earlier sweep (wider tiles and more splits did not win) plus narrow tiles; the PTX
+        # decode (ASM, the launch default) won every case by 2-4% (the dq kernel's steps in MXINT8_NOTES.md)
         if quick:
             tiles, ws = [(16, 256, 1), (64, 256, 2)], ((4, 3),)
         elif M <= 16:
@@ -132,7 +132,7 @@ def _precompile(args) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "fused_linear_sweep.json"))
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "mxint8" / "fused_linear_sweep.json"))
     p.add_argument("--shapes", nargs="+", default=list(SHAPES))
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--group", type=int, default=32)

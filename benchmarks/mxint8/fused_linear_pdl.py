@@ -1,6 +1,6 @@
 """Programmatic dependent launch (PDL) for the fused MXINT8 linear on a CUDA GPU (sm_90+): what it saves, measured.
 
-    python benchmarks/fused_linear_pdl.py [--out benchmarks/fused_linear_pdl.json] [--shapes 4096x4096 ...]
+    python benchmarks/mxint8/fused_linear_pdl.py [--out benchmarks/mxint8/fused_linear_pdl.json] [--shapes 4096x4096 ...]
         [--batches 1 4 16 64] [--prefetch 1024 8192] [--rounds 2]
 
 A weight-only kernel at batch 1-16 reads a 16-470 MB weight in 10-100 us, so the fixed cost of each launch (the
@@ -28,7 +28,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 SHAPES = ("4096x4096", "14336x4096", "28672x8192")
@@ -135,7 +135,7 @@ def run(args) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "fused_linear_pdl.json"))
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "mxint8" / "fused_linear_pdl.json"))
     p.add_argument("--shapes", nargs="+", default=list(SHAPES))
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--prefetch", type=int, nargs="*", default=[1024],

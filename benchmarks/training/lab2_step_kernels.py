@@ -7,7 +7,7 @@ backward in Triton) and one with torch's modules (dropout off for the loss curve
 the two variants interleaved over ``--rounds``. Printed: ms per step, the ratio, and the largest relative
 difference between the two loss curves.
 
-    python benchmarks/lab2_step_kernels.py [--archs 2x128x512,4x256x1024,8x512x2048] [--out FILE]
+    python benchmarks/training/lab2_step_kernels.py [--archs 2x128x512,4x256x1024,8x512x2048] [--out FILE]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def _model(layers: int, hidden: int, inter: int, dropout: bool, seed: int = 0):
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     ap.add_argument("--archs", default="2x128x512,4x256x1024,8x512x2048", help="layers x hidden x intermediate")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default="benchmarks/lab2_step_kernels.json")
+    ap.add_argument("--out", default="benchmarks/training/lab2_step_kernels.json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA device: GPU step timings")

@@ -1,13 +1,14 @@
-"""The small reductions of a Lab 2 training step, each against a GEMM formulation (input for issue 22).
+"""The small reductions of a Lab 2 training step, each against a GEMM formulation (measured before the
+step kernels were written: labkit/step_kernels.py).
 
-A graphed Lab 2 step (benchmarks/lab2_trial_kernels.json) spends a tenth of its kernel time on bias gradients
+A graphed Lab 2 step (benchmarks/training/lab2_trial_kernels.json) spends a tenth of its kernel time on bias gradients
 (``grad.sum(0)`` over batch x tokens rows, bf16, ~13 us each on an H100) and another on LayerNorm's gamma/beta
 gradients. The same sums as a GEMV (``ones @ grad``: cuBLAS, fp32 accumulation, bf16 out) read the same bytes
 in one well-parallelised kernel. This times both (CUDA-graph replay, ``labkit.kernels.timing.graph_ms``) for
 the step's shapes and says how far the two results lie apart (both round an fp32 sum to bf16; the order of the
 sum differs), so a change to the training step can be judged before it is made.
 
-    python benchmarks/lab2_step_pieces.py [--rows 8192] [--widths 128,256,512,768,2048] [--out FILE]
+    python benchmarks/training/lab2_step_pieces.py [--rows 8192] [--widths 128,256,512,768,2048] [--out FILE]
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=32 * 256, help="batch x tokens (Lab 2 full: 32 x 256)")
     ap.add_argument("--widths", default="128,256,512,768,2048")
-    ap.add_argument("--out", default="benchmarks/lab2_step_pieces.json")
+    ap.add_argument("--out", default="benchmarks/training/lab2_step_pieces.json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA device: these are GPU kernel timings")

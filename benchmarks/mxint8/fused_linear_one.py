@@ -1,7 +1,7 @@
 """Launch one fused MXINT8 linear configuration a few times on one shape: a target for Nsight Compute.
 
     ncu -k regex:_dq_kernel --launch-skip 2 --launch-count 1 --section SpeedOfLight \
-        python benchmarks/fused_linear_one.py --shape 14336x4096 --batch 16 --config '{"kind": "dq", ...}'
+        python benchmarks/mxint8/fused_linear_one.py --shape 14336x4096 --batch 16 --config '{"kind": "dq", ...}'
 
 The first launches compile and warm up; profile a later one (``--launch-skip``). ``--config cublas``
 launches F.linear on the dequantized bf16 weight instead (the comparison).
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main(argv=None) -> int:

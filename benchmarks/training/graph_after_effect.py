@@ -1,7 +1,7 @@
 """Does an eager evaluation slow down after a graphed training run in the same process? Times the same
 eager Lab 2 evaluation before, right after, and again after a graphed (or eager) training run.
 
-    python benchmarks/graph_after_effect.py [--profile full] [--out ...json]
+    python benchmarks/training/graph_after_effect.py [--profile full] [--out ...json]
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def timed(fn):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", default="full")
-    ap.add_argument("--out", default="benchmarks/graph_after_effect.json")
+    ap.add_argument("--out", default="benchmarks/training/graph_after_effect.json")
     args = ap.parse_args(argv)
     s = lab_settings("lab2", args.profile)
     dl = recipes.shared_loaders(s)

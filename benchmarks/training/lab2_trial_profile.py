@@ -2,8 +2,8 @@
 architectures, plus a torch.profiler table of steady training steps (host ops by self CPU time, the GPU's
 total kernel time over the same steps, and the kernels that take most of it).
 
-    python benchmarks/lab2_trial_profile.py [--profile full] [--archs 0,2] [--graphs on,off] [--eval-graphs]
-        [--out benchmarks/lab2_trial_profile.json]
+    python benchmarks/training/lab2_trial_profile.py [--profile full] [--archs 0,2] [--graphs on,off] [--eval-graphs]
+        [--out benchmarks/training/lab2_trial_profile.json]
 
 The evaluation runs eagerly unless --eval-graphs (graphed evaluations measured slower on the H100).
 """
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--archs", default="0,1,2", help=f"indices into ARCHS ({len(ARCHS)})")
     ap.add_argument("--graphs", default="on,off")
     ap.add_argument("--eval-graphs", action="store_true", help="graphs=on also graphs the evaluation")
-    ap.add_argument("--out", default="benchmarks/lab2_trial_profile.json")
+    ap.add_argument("--out", default="benchmarks/training/lab2_trial_profile.json")
     args = ap.parse_args(argv)
     s = lab_settings("lab2", args.profile)
     dl = recipes.shared_loaders(s)

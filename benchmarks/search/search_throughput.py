@@ -9,8 +9,8 @@ work), with the result cache off. ``--graphs on,off``: the training and evaluati
 ``wall`` also counts worker start-up (imports, data loading). The serial baseline is timed on the first
 ``--serial-trials`` architectures and compared with the 1-worker lean loop on the same ones.
 
-    python benchmarks/search_throughput.py [--profile full|quick] [--workers 1,2,4,8] [--mps 8]
-        [--serial-trials 4] [--archs 8] [--graphs on,off] [--per-worker 2] [--out benchmarks/search_throughput.json]
+    python benchmarks/search/search_throughput.py [--profile full|quick] [--workers 1,2,4,8] [--mps 8]
+        [--serial-trials 4] [--archs 8] [--graphs on,off] [--per-worker 2] [--out benchmarks/search/search_throughput.json]
 
 Each configuration's numbers are written to ``--out`` as soon as it ends (``--resume`` keeps those
 already there), so a run cut short keeps what it measured.
@@ -106,7 +106,7 @@ def architectures(n: int, space, seed: int = 0) -> list[dict]:
 
 
 def legacy_train(model, loader, epochs, lr, device):
-    """labkit's training loop before the lean loop (commit 41237f2), kept here as the baseline."""
+    """labkit's training loop before the lean loop, kept here as the baseline (the "serial (old loop)" row)."""
     from tqdm.auto import tqdm
 
     train.seed_everything(0)
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     parser.add_argument("--graphs", default="on", help="comma-separated: on (CUDA graphs), off (eager loop)")
     parser.add_argument("--per-worker", type=int, default=2, help="trials queued per worker (at least)")
     parser.add_argument("--commit", default=os.environ.get("LABKIT_COMMIT"), help="the code's git commit")
-    parser.add_argument("--out", default="benchmarks/search_throughput.json")
+    parser.add_argument("--out", default="benchmarks/search/search_throughput.json")
     parser.add_argument("--resume", action="store_true", help="keep configurations already in --out")
     args = parser.parse_args(argv)
 

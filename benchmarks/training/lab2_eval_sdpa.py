@@ -6,7 +6,7 @@ This times, per architecture: the first evaluation (cold), a second one (warm), 
 (cuDNN's SDPA on an H100) and with labkit's evaluation rule (``train.eval_attention``: no cuDNN, so PyTorch
 picks memory-efficient attention), plus how far the two backends' logits lie apart.
 
-    python benchmarks/lab2_eval_sdpa.py [--profile full] [--out benchmarks/lab2_eval_sdpa.json]
+    python benchmarks/training/lab2_eval_sdpa.py [--profile full] [--out benchmarks/training/lab2_eval_sdpa.json]
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def logits(model, batch, dev):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="full")
-    ap.add_argument("--out", default="benchmarks/lab2_eval_sdpa.json")
+    ap.add_argument("--out", default="benchmarks/training/lab2_eval_sdpa.json")
     args = ap.parse_args(argv)
     s = lab_settings("lab2", args.profile)
     dl = recipes.shared_loaders(s)

@@ -16,7 +16,7 @@ format many times). ``unquantized`` evaluates the SFT model itself, eager and (`
 trial evaluates. Accuracies of both paths are kept:
 they differ only by the bf16 rounding of those layers' outputs.
 
-    python benchmarks/lab3_trial.py [--profile full] [--out benchmarks/lab3_trial.json]
+    python benchmarks/quant/lab3_trial.py [--profile full] [--out benchmarks/quant/lab3_trial.json]
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import torch
 
 from labkit import cuda_graphs, recipes, train
 from labkit.profiles import lab_settings
-from labkit.quant import fast
+from labkit.quant import fast, kernel_check
 from labkit.quant.study import STUDY_ORDER, study_params
 from labkit.results import provenance
 from labkit.search.precision import FORMAT_SPACE, PrecisionObjective, linear_layers, uniform
@@ -50,7 +50,7 @@ class Attrs:
 
 def trial(obj: PrecisionObjective, config, kernels: bool = True) -> dict:
     """One trial; ``kernels=False``: the reference (no Triton fake quantization, no CUDA graphs)."""
-    fast.TRITON_FAKE_QUANT = kernels
+    kernel_check.TRITON_FAKE_QUANT = kernels
     os.environ[cuda_graphs.ENV] = "1" if kernels else "0"
     t = Attrs()
     if torch.cuda.is_available():
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="auto")
     ap.add_argument("--formats", default=",".join(STUDY_ORDER))
-    ap.add_argument("--out", default="benchmarks/lab3_trial.json")
+    ap.add_argument("--out", default="benchmarks/quant/lab3_trial.json")
     ap.add_argument("--compile", action="store_true", help="compile each format's fake quantization (fast path)")
     ap.add_argument("--kernels", action="store_true", help="profile one more fast trial per format (CUDA kernels)")
     args = ap.parse_args(argv)
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     quick = PrecisionObjective(dl, s, base, formats=list(FORMAT_SPACE), compile=args.compile)
     fast.INFERENCE_COMPILE = args.compile
     out["compile"] = args.compile
-    out["triton_fake_quant"] = fast.TRITON_FAKE_QUANT
+    out["triton_fake_quant"] = kernel_check.TRITON_FAKE_QUANT
     for name in args.formats.split(","):
         params = {k: v for k, v in study_params(name, 8)["weight"].items() if k in FORMAT_SPACE[name]}
         config = uniform(layers, name, **params)
@@ -145,8 +145,8 @@ def main(argv=None) -> int:
                       "median_fast_vs_unquantized_graphs": statistics.median(r["vs_unquantized_graphs"] for r in out["rows"]),
                       "max_fast_vs_unquantized_graphs": max(r["vs_unquantized_graphs"] for r in out["rows"]),
                       "max_abs_accuracy_diff": max(abs(r["accuracy_diff"]) for r in out["rows"]),
-                      "fallbacks": dict(fast.FALLBACKS),
-                      "goal": "median fast trial <= 1 s, quantized evaluation <= 3x the unquantized (issue 22)"}
+                      "fallbacks": dict(kernel_check.FALLBACKS),
+                      "goal": "median fast trial <= 1 s, quantized evaluation <= 3x the unquantized"}
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(json.dumps(out["summary"], indent=1))
     return 0

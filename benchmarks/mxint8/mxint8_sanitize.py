@@ -1,12 +1,12 @@
 """A small MXINT8 kernel workload for compute-sanitizer (memcheck): both kernels, ragged tiles, tails,
 a misaligned input, group sizes that are and are not multiples of 16; each output checked bit for bit.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python benchmarks/mxint8_sanitize.py
+    compute-sanitizer --tool memcheck --error-exitcode 9 python benchmarks/mxint8/mxint8_sanitize.py
 """
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
