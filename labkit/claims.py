@@ -102,8 +102,9 @@ def lab2_samplers(s: dict, answers: str | None = None) -> list[Claim]:
 def lab3_formats(f: dict) -> list[Claim]:
     worse = [k for k, v in f["formats"].items() if v["qat"]["accuracy"] == v["qat"]["accuracy"]  # NaN: diverged
              and (d := _diff(f, v["qat"], "accuracy", v["ptq"], "accuracy")).established and d.mean < 0]
-    # log and block_log hold powers of two only (no mantissa): at 8 bits their PTQ lost 1.7 points (d213c6d)
-    # and 2.7 (2d1f34a) on two H100 SFT models, so the near-lossless claim covers formats with a mantissa
+    # log and block_log hold powers of two only (no mantissa): at 8 bits their PTQ lost 1.7 and 2.7 points on
+    # two earlier H100 SFT models (figures/lab3/formats.json's history), so the near-lossless claim covers
+    # formats with a mantissa
     eight = {k: v["ptq"]["accuracy"] for k, v in f["formats"].items()
              if v["bits"]["weight_bits"] >= 8 and k not in POWER_OF_TWO}
     far = [k for k, a in eight.items() if f["fp32"]["accuracy"] - a > 0.02]

@@ -152,7 +152,7 @@ _LABS: dict[str, dict[str, dict]] = {
             sdpa_warmup={"cpu": 2, "cuda": 3}, sdpa_causal=False),
     },
     # MXINT8 (Lab 4 part 3). Keeps the IMDb keys: the accuracy check converts the cached SFT model.
-    # bench_*: the notebook's own GPU sweep, every size of benchmarks/mxint8_bandwidth.py (which also sweeps
+    # bench_*: the notebook's own GPU sweep, every size of `python -m labkit.kernels.bandwidth` (which also sweeps
     # the group sizes) so that its figure shows them all;
     # memory_*: the inference batch of the memory measurement; big_*: a DeBERTa-v2-xlarge-sized BERT
     # (hidden 1536, 24 layers; random weights) for the memory table.

@@ -44,7 +44,7 @@ def autocast(device: torch.device, mixed_precision: bool = True):
 # Evaluation attention on CUDA: any SDPA backend but cuDNN's. cuDNN builds a plan for each new batch shape, and
 # an evaluation's batches are trimmed to their longest review (57 shapes over IMDb's test set): a new model's
 # first evaluation spent ~4 s building plans where flash / memory-efficient attention took 0.4-1.5 s in all
-# (Lab 2 trials on an H100, benchmarks/lab2_eval_sdpa.json; warm, both backends ran equally fast and their
+# (Lab 2 trials on an H100, benchmarks/training/lab2_eval_sdpa.json; warm, both backends ran equally fast and their
 # logits agreed within 0.002). Training keeps cuDNN: its batches have one or two shapes.
 EVAL_SDPA = "no-cudnn"  # in the search's cache keys for CUDA trials (labkit.search.objectives.trial_settings)
 

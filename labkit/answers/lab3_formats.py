@@ -25,9 +25,9 @@ NAMES = ("formats", "weight_snr")
 ANSWERS_FILE = "formats_answers.md"
 CHANCE = 0.5  # IMDb is balanced
 # Fixes to a format's code after which results measured earlier no longer describe it: format ->
-# (commit, its date, what changed). A stored result created before the date is flagged, not hidden.
+# (the fix's date, what changed). A stored result created before the date is flagged, not hidden.
 KNOWN_FIXES = {
-    "binary_residual_sign": ("2e53bbf", "2026-11-23T13:28:56+00:00",
+    "binary_residual_sign": ("2026-11-23T13:28:56+00:00",
                              "each value is now encoded to the nearest level sum; the greedy code before it gave "
                              "values the wrong sign wherever a fitted scale did not exceed the sum of the later ones "
                              "(87% of the pretrained minilm-l2 pooler's inputs on 64 IMDb reviews)"),
@@ -318,12 +318,12 @@ def fixes_text(created: str | None, formats: dict) -> str:
         return ""
     when = _dt.datetime.fromisoformat(created)
     out = []
-    for name, (sha, date, what) in KNOWN_FIXES.items():
+    for name, (date, what) in KNOWN_FIXES.items():
         if name in formats and when < _dt.datetime.fromisoformat(date):
             r = formats[name]
             shown = {k: "-" if (a := _acc(r.get(k))) is None else f"{a:.4f}" for k in ("ptq", "qat")}
             out.append(f"- **{name} predates its fix.** These numbers were measured on {created[:10]}, before "
-                       f"{sha} ({date[:10]}): {what}. Its PTQ {shown['ptq']} and QAT {shown['qat']} are the old "
+                       f"the fix of {date[:10]}: {what}. Its PTQ {shown['ptq']} and QAT {shown['qat']} are the old "
                        "code's; not rerun since.")
     return "\n".join(out)
 

@@ -89,7 +89,7 @@ if not EXT:
 # device-to-device copy moving the same bytes, so the figure gives each implementation's bandwidth as a
 # percentage of that copy's, at every size measured and at the group size in its title (GB/s are in the
 # table and the figure's JSON). On a GPU this runs a sweep of the group size in the settings (the one over
-# all group sizes is `benchmarks/mxint8_bandwidth.py`); elsewhere it shows that script's stored results.
+# all group sizes is `python -m labkit.kernels.bandwidth`); elsewhere it shows that step's stored results.
 # Answer 3c below uses these numbers.
 
 # %%

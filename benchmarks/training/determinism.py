@@ -7,8 +7,8 @@ Each job is a new interpreter with its own empty checkpoint cache, so every one 
   sft256/strict x2   Lab 3's SFT model (256 tokens)
   lab2/strict  x2    one Lab 2 trial's training (2 x 128 from random init, CUDA graphs), its model's digest
 
-    python benchmarks/determinism.py --out benchmarks/determinism.json [--profile full] [--jobs sft512 lab2]
-    python benchmarks/determinism.py --profile smoke --device cpu      # the same on the CPU, in seconds
+    python benchmarks/training/determinism.py --out benchmarks/training/determinism.json [--profile full] [--jobs sft512 lab2]
+    python benchmarks/training/determinism.py --profile smoke --device cpu      # the same on the CPU, in seconds
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 # (job, lab whose settings train it, max_length override or None, determinism mode, repeats)
