@@ -81,7 +81,8 @@ def journal_path(url: str, key: str = "storage", create: bool = True) -> Path:
         raise ValueError(f"{key} {shown!r}: no path after 'journal:'; allowed: {STORAGE_FORMS}")
     path = Path(raw).absolute()
     if path.is_dir():
-        raise ValueError(f"{key} {shown!r}: {path} is a folder; give the journal file, e.g. journal:{path}/lab2.journal")
+        raise ValueError(f"{key} {shown!r}: {path} is a folder; give the journal file, e.g. "
+                         f"journal:{path}/lab2.journal")
     if path.suffix == ".xz":
         if not path.is_file():
             raise FileNotFoundError(f"{key} {shown!r}: the compressed journal {path} does not exist; allowed: "

@@ -91,5 +91,6 @@ def test_four_workers_start_together_on_a_new_postgresql_database(postgres_url, 
         for i in range(repeats):
             conn.execute(f"CREATE DATABASE race{i}")
     crashes, wrong = _storage_race.race([f"{base}/race{i}" for i in range(repeats)])
-    assert crashes == [], f"{len(crashes)} of {repeats * _storage_race.N_PROCS} processes crashed; the first:\n{crashes[0]}"
+    n = repeats * _storage_race.N_PROCS
+    assert crashes == [], f"{len(crashes)} of {n} processes crashed; the first:\n{crashes[0]}"
     assert wrong == []

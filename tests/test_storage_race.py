@@ -23,12 +23,11 @@ REPEATS = 20
 
 
 def test_four_workers_start_together_on_a_new_sqlite_storage(tmp_path):
-    start = time.time()
     crashes, wrong = _storage_race.race([f"sqlite:///{tmp_path / f'r{i}.db'}" for i in range(REPEATS)])
-    assert crashes == [], f"{len(crashes)} of {REPEATS * _storage_race.N_PROCS} processes crashed; the first:\n{crashes[0]}"
+    n = REPEATS * _storage_race.N_PROCS
+    assert crashes == [], f"{len(crashes)} of {n} processes crashed; the first:\n{crashes[0]}"
     assert wrong == []
     assert not list(tmp_path.glob("*.lock"))  # the lock is on the folder: nothing left beside the databases
-    print(f"{REPEATS} x {_storage_race.N_PROCS} processes in {time.time() - start:.1f} s")
 
 
 def test_a_study_created_by_another_process_is_used_once_its_plan_is_stored(tmp_path, monkeypatch):
