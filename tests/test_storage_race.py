@@ -9,7 +9,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-from sqlalchemy.exc import OperationalError
 
 from labkit import study_storage
 from labkit.search import StudyPlan, make_storage, worker
@@ -58,6 +57,8 @@ def test_a_study_created_by_another_process_is_used_once_its_plan_is_stored(tmp_
 def test_a_first_open_that_loses_the_schema_race_is_retried(monkeypatch):
     # where no lock serialises the first open (a database other than SQLite and PostgreSQL, a file system
     # without flock), the known schema-creation errors are retried; anything else is one clear error
+    from sqlalchemy.exc import OperationalError  # not at the top: the GPU kit, which collects this file, has none
+
     calls = []
 
     def flaky(url, **kwargs):
