@@ -516,6 +516,10 @@ CLI_CASES = [
                  r"unknown database 'mongodb'; allowed: journal:PATH", id="cli-dashboard-dialect"),
     pytest.param(["dashboard", "--storage", "postgresql://u@127.0.0.1:1/db"], 2, r"labkit: error: dashboard --storage "
                  r"'postgresql://u@127.0.0.1:1/db': cannot open the database", id="cli-dashboard-server-down"),
+    pytest.param(["regenerate", "--budget", "5"], 2, r"labkit: error: regenerate: --budget 5.0: must be > 20 seconds",
+                 id="cli-regenerate-budget"),
+    pytest.param(["regenerate", "--only", "lab9"], 2, r"labkit: error: regenerate: --only \['lab9'\]: allowed "
+                 r"notebooks are lab0_graphs_lora, lab1_quantize", id="cli-regenerate-only"),
     pytest.param(["data", "check"], 1, r"labkit: error: DataNotFoundError: LABKIT_DATA_DIR=/nonexistent/labkit-data "
                  r"is set.*\n\(rerun with --debug for the traceback\)", id="cli-data-dir"),
 ]
