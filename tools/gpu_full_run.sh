@@ -5,7 +5,8 @@
 #   $OUT/results.tgz  figures/, the executed notebooks runs/full/*.ipynb, the calls' logs
 # Between calls, here:  mkdir -p .carry && tar xzf <files_at>/state.tgz -C .carry   (carry ".carry" and
 # ".gpu-kit" in the next call; tools/make_gpu_kit.sh builds the kit, CUTLASS headers included).
-#   LABKIT_COMMIT=$(git rev-parse HEAD) [LABKIT_PARALLEL=1] bash tools/gpu_full_run.sh [--fresh] [--budget 540] [notebook ...]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) [LABKIT_PARALLEL=1] bash tools/gpu_full_run.sh [--fresh] [--budget 540] \
+#     [notebook ...]
 # LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side (labkit.regenerate --parallel).
 # --fresh (the first call of a from-scratch regeneration only): every step pending again, searches from nothing;
 # the state it would have resumed (carried or committed) is kept in the new state's history.
@@ -26,7 +27,8 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8   # reproducible cuBLAS (the SFT model re
 python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 calls() { python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['calls']))" "$1" 2>/dev/null || echo 0; }
 # which regeneration a state belongs to: when its --fresh start began ("-" before any)
-regen() { python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('fresh', {}).get('started', '-'))" "$1" 2>/dev/null || echo none; }
+regen() { python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('fresh', {}).get('started', '-'))" \
+  "$1" 2>/dev/null || echo none; }
 if [[ -d .carry/runs ]]; then
   # a warm machine keeps runs/ from its last call: newer than a carried state of the same regeneration made
   # before that call
