@@ -10,7 +10,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 PROFILE ?= auto
 
-.PHONY: install figures test notebooks lab dashboard
+.PHONY: install figures test test-gpu notebooks lab dashboard
 install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt tools/install.sh
 	VENV=$(VENV) bash tools/install.sh
@@ -23,6 +23,15 @@ figures: install
 # Unit tests and a smoke-profile run of every notebook.
 test: install
 	$(VENV)/bin/python -m pytest -q
+
+# The GPU test set (on a CUDA machine): every test marked `cuda`. No GPU visible is an error, and so is a skipped
+# CUDA test (LABKIT_REQUIRE_CUDA=1), never 0 tests passed. PY=python3 runs it with that Python as it is (e.g.
+# the GPU kit's, with CUDA torch and Triton), installing nothing.
+PY ?=
+test-gpu: $(if $(PY),,install)
+	$(or $(PY),$(VENV)/bin/python) -c "import sys, torch; sys.exit(None if torch.cuda.is_available() else \
+	  f'make test-gpu: torch {torch.__version__} sees no CUDA GPU here (CUDA build: {torch.version.cuda})')"
+	LABKIT_REQUIRE_CUDA=1 $(or $(PY),$(VENV)/bin/python) -m pytest -q -m cuda -rfE tests/
 
 # Rebuild notebooks/*.ipynb from notebooks/src/*.py after editing a source.
 notebooks: install

@@ -1,5 +1,5 @@
-"""``labkit`` command line: run notebooks, open JupyterLab and the study dashboard, run search workers,
-check data, build the CUDA extension.
+"""``labkit`` command line: run notebooks, regenerate every lab's full profile on a GPU, open JupyterLab and
+the study dashboard, run search workers, check data, build the CUDA extension.
 
 Errors print ``labkit: error: ...`` (exit status 2 for bad input, 1 for a failure); ``--debug`` shows the
 Python traceback instead.
@@ -54,6 +54,15 @@ def _cmd_run(args) -> int:
         raise UsageError(_message(err)) from err
     runner.run_labs(labs, args.profile, overrides, progress=not args.no_progress)
     return 0
+
+
+def _cmd_regenerate(args) -> int:
+    from . import regenerate
+
+    try:
+        return regenerate.run(args)
+    except ValueError as err:
+        raise UsageError(f"regenerate: {_message(err)}") from err
 
 
 def _cmd_data_check(args) -> int:
@@ -210,6 +219,14 @@ def main(argv=None) -> int:
     run.add_argument("--set", help='JSON overrides of profile settings, e.g. \'{"train_size": 500}\'')
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(func=_cmd_run)
+
+    from . import regenerate  # its options only: the regeneration itself imports what it runs when it runs
+
+    regen = sub.add_parser("regenerate", help="every lab's full profile on a GPU, in calls of a time budget, "
+                           "resumable (--fresh starts over, --status prints the plan)",
+                           description=regenerate.__doc__.split("\n\n")[0])
+    regenerate.add_arguments(regen)
+    regen.set_defaults(func=_cmd_regenerate)
 
     data_cmd = sub.add_parser("data", help="dataset commands").add_subparsers(dest="action", required=True)
     data_cmd.add_parser("check", help="find IMDb, verify its sha256, print split sizes").set_defaults(

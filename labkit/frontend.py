@@ -111,25 +111,19 @@ def study_storage(lab: str) -> str:
 
 
 def open_storage(url: str, lab: str | None = None):
-    """The storage behind ``url`` (journal:PATH or an RDB URL, as ``labkit.search.make_storage`` takes,
-    opened here without importing the search engine and torch); a journal file that does not exist yet is an
-    error saying where it comes from (never an empty file created behind the student's back)."""
-    import optuna
+    """The storage behind ``url`` (journal:PATH, a committed journal:PATH.xz, or an RDB URL, as
+    ``labkit.search.make_storage`` takes, opened here without importing the search engine and torch). A bad URL
+    or path is one error naming ``--storage`` and the allowed forms; a journal or SQLite file that does not
+    exist yet is an error saying where it comes from (never an empty file created behind the student's back)."""
+    from .study_storage import open_storage as _open
 
-    if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-        path = Path(url[len("journal:"):])
-        if not path.is_file():
-            how = (f"the {lab.replace('lab', 'Lab ')} notebook creates it when it runs its studies "
-                   f"(`labkit run {lab}`)" if lab else "check the path")
-            raise FileNotFoundError(f"dashboard: the study storage {path} does not exist yet: {how}; or "
-                                    "name another with --storage journal:PATH")
-        return JournalStorage(JournalFileBackend(str(path)))
-    if "://" not in url:
-        raise ValueError(f"dashboard: storage {url!r}: give journal:PATH or an RDB URL (postgresql://..., "
-                         "sqlite:///path.db)")
-    return optuna.storages.RDBStorage(url)
+    if not isinstance(url, str):
+        raise TypeError(f"dashboard --storage must be a URL string, got {url!r}")
+    if lab and url.startswith("journal:") and not Path(url[len("journal:"):]).is_file():
+        raise FileNotFoundError(f"dashboard: the study storage {url[len('journal:'):]} does not exist yet: the "
+                                f"{lab.replace('lab', 'Lab ')} notebook creates it when it runs its studies "
+                                f"(`labkit run {lab}`); or name another with --storage journal:PATH")
+    return _open(url, key="dashboard --storage", create=False)
 
 
 def serve_dashboard(storage, host: str = "127.0.0.1", port: int = 8080, announce=print) -> None:

@@ -7,8 +7,15 @@ a step only where its expected time fits what is left (searches start whenever a
 trials are kept). Everything the next call needs lives under ``runs/`` (the state, ``runs/optuna``), which
 ``tools/gpu_full_run.sh`` packs and restores.
 
-    python -m labkit.regenerate --budget 540            # run what fits in 540 s
-    python -m labkit.regenerate --status                # what is done, what is left
+    labkit regenerate --budget 540            # run what fits in 540 s (or python -m labkit.regenerate)
+    labkit regenerate --status                # what is done, what is left
+    labkit regenerate --fresh --budget 540    # start a new regeneration: every step pending again
+
+A machine with no state of its own resumes from the committed record of the last landed call
+(``COMMITTED_STATE``). ``--fresh`` starts over instead: the new state keeps the record it replaces, whole,
+under ``history``, runs every step again (measured times from the history still decide what fits a call)
+and starts the searches from nothing: their journals here are set aside, and no committed studies seed them.
+Only the first call of a regeneration passes ``--fresh``; later calls resume from its state.
 
 The SFT model is trained once per machine and cached (``LABKIT_CACHE_DIR``, kept while the machine stays
 warm between calls); every lab that starts from it there reuses it. Its weights digest is recorded per call:
@@ -78,12 +85,45 @@ def state_path() -> Path:
 COMMITTED_STATE = _settings.REPO_ROOT / "notebooks" / "executed" / "full" / "regen_state.json"
 
 
-def load_state(path: Path | None = None) -> dict:
-    """This machine's state, else (a fresh machine, nothing carried) the committed one, else a new one."""
+def state_file(path: Path | None = None) -> Path | None:
+    """The state file a call resumes from: this machine's, else (a fresh machine, nothing carried) the
+    committed one; None if neither exists."""
     for candidate in (path or state_path(), None if path else COMMITTED_STATE):
         if candidate is not None and candidate.is_file():
-            return json.loads(candidate.read_text())
-    return {"steps": {}, "calls": [], "sft": {}}
+            return candidate
+    return None
+
+
+def load_state(path: Path | None = None) -> dict:
+    found = state_file(path)
+    return json.loads(found.read_text()) if found else {"steps": {}, "calls": [], "sft": {}}
+
+
+def fresh_state(previous: dict, source: Path | None) -> dict:
+    """A new regeneration, every step pending; ``previous`` (read from ``source``) is kept whole as the last
+    entry of ``history`` (after its own history), and ``fresh`` says what it superseded."""
+    earlier = {k: v for k, v in previous.items() if k != "history"}
+    history = list(previous.get("history", [])) + ([earlier] if earlier.get("calls") else [])
+    try:
+        shown = str(source.resolve().relative_to(_settings.REPO_ROOT)) if source else None
+    except ValueError:
+        shown = str(source)
+    done = sorted(name for name, e in earlier.get("steps", {}).items() if e.get("status") == "done")
+    return {"steps": {}, "calls": [], "sft": {}, "history": history,
+            "fresh": {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "supersedes": shown,
+                      "superseded_calls": len(earlier.get("calls", [])), "superseded_done": done}}
+
+
+def _set_aside_journals(stamp: str) -> list[str]:
+    """A fresh regeneration's searches start from nothing: this machine's journals of the plan's searches
+    are renamed (kept), not resumed."""
+    moved = []
+    for step in PLAN:
+        src = _settings.runs_dir() / "optuna" / f"{step.search}.journal"
+        if step.search and src.is_file():
+            src.replace(src.with_name(f"{src.name}.before-fresh-{stamp}"))
+            moved.append(src.name)
+    return moved
 
 
 def save_state(state: dict, path: Path | None = None) -> None:
@@ -95,8 +135,11 @@ def save_state(state: dict, path: Path | None = None) -> None:
 
 
 def expected_seconds(step: Step, state: dict) -> float:
-    """The longest time this step took in an earlier call that finished it, else the plan's estimate."""
-    runs = [r["seconds"] for r in state["steps"].get(step.notebook, {}).get("runs", []) if r["status"] == "done"]
+    """The longest time this step took in an earlier call that finished it (this regeneration's, or one it
+    superseded: ``history``), else the plan's estimate."""
+    records = [state, *state.get("history", [])]
+    runs = [r["seconds"] for rec in records for r in rec["steps"].get(step.notebook, {}).get("runs", [])
+            if r["status"] == "done"]
     return max(runs) if runs else step.estimate
 
 
@@ -230,9 +273,10 @@ def record_sft(state: dict, call: str) -> list[str]:
 
 
 def regenerate(budget: float, only: list[str] | None = None, commit: str | None = None,
-               log_dir: Path | None = None, runner=None, parallel: bool = False) -> dict:
-    """Run pending steps until ``budget`` seconds are spent; returns the state. ``runner(step, timeout,
-    log)`` replaces the notebook runner (tests)."""
+               log_dir: Path | None = None, runner=None, parallel: bool = False, fresh: bool = False) -> dict:
+    """Run pending steps until ``budget`` seconds are spent; returns the state. ``fresh``: start a new
+    regeneration (see the module's docstring). ``runner(step, timeout, log)`` replaces the notebook runner
+    (tests)."""
     from . import results
 
     only = check_only(only)
@@ -240,6 +284,9 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
     start = time.monotonic()
     deadline = start + budget - PACK_MARGIN
     state = load_state()
+    if fresh:
+        state = fresh_state(state, state_file())
+        state["fresh"]["set_aside"] = _set_aside_journals(time.strftime("%Y%m%dT%H%M%S", time.gmtime()))
     call = f"call{len(state['calls']) + 1}"
     commit = commit or results.git_commit()
     state["calls"].append({"call": call, "commit": commit, "device": results.device_name(),
@@ -280,7 +327,7 @@ def _run_parallel(state, steps, call, commit, deadline, runner, log_dir) -> None
 
 def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=False) -> None:
     remaining = deadline - time.monotonic()
-    if step.search:
+    if step.search and "fresh" not in state:  # a fresh regeneration's searches start from nothing
         _seed_journal(step)
     print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left", flush=True)
     log = log_dir / f"{call}-{step.notebook}.log"
@@ -310,7 +357,10 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
 
 
 def status_text(state: dict) -> str:
-    lines = ["[regen] plan:"]
+    fresh = state.get("fresh")
+    lines = [f"[regen] a fresh regeneration (superseding {fresh['supersedes'] or 'no record'}: "
+             f"{fresh['superseded_calls']} call(s), {len(fresh['superseded_done'])} step(s) done); plan:"
+             if fresh else "[regen] plan:"]
     for step in PLAN:
         entry = state["steps"].get(step.notebook, {})
         runs = entry.get("runs", [])
@@ -324,24 +374,41 @@ def status_text(state: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.regenerate", description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``labkit regenerate`` and ``python -m labkit.regenerate``."""
     parser.add_argument("--budget", type=float, default=540, help="seconds this call may spend (default 540)")
     parser.add_argument("--only", nargs="+", help="run only these notebooks (stems), still in plan order")
     parser.add_argument("--parallel", action="store_true",
                         help="first run the untimed steps that fit side by side on the one GPU")
-    parser.add_argument("--status", action="store_true", help="print the state and exit")
-    args = parser.parse_args(argv)
+    parser.add_argument("--fresh", action="store_true",
+                        help="start a new regeneration (every step pending, searches from nothing) instead of "
+                             "resuming; the record it replaces is kept in the new state's history. Only on the "
+                             "first call: later calls resume from it")
+    parser.add_argument("--status", action="store_true",
+                        help="print the plan and exit (with --fresh: the plan a fresh regeneration starts with)")
+
+
+def run(args) -> int:
+    """Run (or, with ``--status``, describe) one call from parsed arguments; 0 when no step is left, 3 when
+    work is left for another call. Bad arguments raise ValueError."""
     if args.status:
-        print(status_text(load_state()))
+        state = load_state()
+        print(status_text(fresh_state(state, state_file()) if args.fresh else state))
         return 0
     if args.budget <= PACK_MARGIN:
-        parser.error(f"--budget {args.budget}: must be > {PACK_MARGIN} seconds")
+        raise ValueError(f"--budget {args.budget}: must be > {PACK_MARGIN} seconds")
+    state = regenerate(args.budget, args.only, parallel=args.parallel, fresh=args.fresh)
+    return 0 if not pending(state, args.only) else 3
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.regenerate", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     try:
-        state = regenerate(args.budget, args.only, parallel=args.parallel)
+        return run(args)
     except ValueError as err:
         parser.error(str(err))
-    return 0 if not pending(state, args.only) else 3  # 3: work is left for another call
 
 
 if __name__ == "__main__":

@@ -5,10 +5,34 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import contextlib  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from _flags import flag  # noqa: E402
+
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture()
+def set_flag():
+    """``set_flag(obj, name, value)``: for this test only, undone at teardown (``_flags.flag``; use it, not
+    monkeypatch, for torch.backends flags)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda obj, name, value: stack.enter_context(flag(obj, name, value))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under ``LABKIT_REQUIRE_CUDA=1`` (``make test-gpu``) a skipped CUDA test fails: on a GPU machine a skip
+    (no triton, a build that sees no GPU) would otherwise read as a pass."""
+    report = yield
+    if report.skipped and os.environ.get("LABKIT_REQUIRE_CUDA") == "1" and item.get_closest_marker("cuda"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"LABKIT_REQUIRE_CUDA=1: this CUDA test was skipped ({reason})"
+    return report
 
 
 @pytest.fixture(scope="session")

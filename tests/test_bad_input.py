@@ -16,7 +16,8 @@ import datasets
 import pytest
 import torch
 
-from labkit import cli, compress, data, models, overrides, profiles, prune, quant, search, select, step_kernels
+from labkit import (cli, compress, data, frontend, models, overrides, profiles, prune, quant, search, select,
+                    step_kernels)
 from labkit.kernels import dequant, mxint8_ref as ref, packed_linear
 from labkit.quant.formats import FORMATS, make_format
 from labkit.search import host_wait, lab2 as lab2_search
@@ -274,6 +275,40 @@ CASES = [
     case(lambda: search.make_storage("postgresql+psycopg2://h/db"), ModuleNotFoundError,
          r"storage 'postgresql\+psycopg2://h/db': the postgresql\+psycopg2 driver is not installed",
          "storage-driver"),
+    case(lambda: search.make_storage("journal:/proc/x.journal"), ValueError, r"storage 'journal:/proc/x.journal': "
+         r"the journal's folder /proc is not writable \(a test file there: .*\); allowed: journal:PATH",
+         "storage-journal-read-only"),
+    case(lambda: search.make_storage("journal:/proc/sub/x.journal"), ValueError,
+         r"storage 'journal:/proc/sub/x.journal': the journal's folder /proc/sub does not exist and cannot be "
+         r"created \(.*\); allowed: journal:PATH \(one host\), sqlite:///PATH", "storage-journal-no-folder"),
+    case(lambda: search.make_storage(f"journal:{os.getcwd()}"), ValueError, r"storage 'journal:.*': .* is a folder; "
+         r"give the journal file, e\.g\. journal:.*/lab2\.journal", "storage-journal-folder"),
+    case(lambda: search.make_storage("journal:"), ValueError, r"storage 'journal:': no path after 'journal:'; "
+         r"allowed: journal:PATH", "storage-journal-empty"),
+    case(lambda: search.make_storage("journal:/nonexistent/studies.journal.xz"), FileNotFoundError,
+         r"storage 'journal:/nonexistent/studies.journal.xz': the compressed journal .* does not exist; allowed: "
+         r"journal:PATH .*\(PATH may end in \.xz\)", "storage-journal-xz-missing"),
+    # -- the dashboard's storage (labkit dashboard --storage) ------------------------------------------------
+    case(lambda: frontend.open_storage("runs/x.db"), ValueError, r"dashboard --storage 'runs/x.db': give journal:PATH "
+         r"\(one host\) or an RDB URL \(postgresql://", "dashboard-url"),
+    case(lambda: frontend.open_storage("notadb://x"), ValueError, r"dashboard --storage 'notadb://x': unknown database "
+         r"'notadb'; allowed: journal:PATH \(one host\), sqlite:///PATH .* or postgresql://", "dashboard-dialect"),
+    case(lambda: frontend.open_storage("journal:/nonexistent/x.journal"), FileNotFoundError,
+         r"dashboard --storage 'journal:/nonexistent/x.journal': the journal /nonexistent/x.journal does not exist; "
+         r"check the path", "dashboard-journal-missing"),
+    case(lambda: frontend.open_storage(f"journal:{os.getcwd()}"), ValueError, r"dashboard --storage 'journal:.*': .* "
+         r"is a folder; give the journal file", "dashboard-journal-folder"),
+    case(lambda: frontend.open_storage("sqlite:////nonexistent/x.db"), FileNotFoundError,
+         r"dashboard --storage 'sqlite:////nonexistent/x.db': the database /nonexistent/x.db does not exist; check "
+         r"the path", "dashboard-sqlite-missing"),
+    case(lambda: frontend.open_storage("postgresql+psycopg2://h/db"), ModuleNotFoundError,
+         r"dashboard --storage 'postgresql\+psycopg2://h/db': the postgresql\+psycopg2 driver is not installed",
+         "dashboard-driver"),
+    case(lambda: frontend.open_storage("postgresql://u:secret@127.0.0.1:1/db"), ValueError,
+         r"dashboard --storage 'postgresql://u:\*\*\*@127.0.0.1:1/db': cannot open the database \(.*\); check the "
+         r"server, user, password and database name; allowed: journal:PATH", "dashboard-server-down"),
+    case(lambda: frontend.open_storage(5), TypeError, r"dashboard --storage must be a URL string, got 5",
+         "dashboard-type"),
     # -- data ---------------------------------------------------------------------------------------------
     case(data.find_imdb_dir, data.DataNotFoundError,
          r"LABKIT_DATA_DIR=/nonexistent/labkit-data is set, but .*imdb lacks imdb_train.parquet, "
@@ -474,6 +509,17 @@ CLI_CASES = [
     pytest.param(["bogus"], 2, r"invalid choice: 'bogus'", id="cli-command"),
     pytest.param([], 2, r"required: command", id="cli-no-command"),
     pytest.param(["data"], 2, r"required: action", id="cli-data-action"),
+    pytest.param(["dashboard", "--storage", "journal:/proc/sub/x.journal"], 2, r"labkit: error: dashboard --storage "
+                 r"'journal:/proc/sub/x.journal': the journal /proc/sub/x.journal does not exist; check the path",
+                 id="cli-dashboard-journal"),
+    pytest.param(["dashboard", "--storage", "mongodb://h/db"], 2, r"labkit: error: dashboard --storage 'mongodb://h/db': "
+                 r"unknown database 'mongodb'; allowed: journal:PATH", id="cli-dashboard-dialect"),
+    pytest.param(["dashboard", "--storage", "postgresql://u@127.0.0.1:1/db"], 2, r"labkit: error: dashboard --storage "
+                 r"'postgresql://u@127.0.0.1:1/db': cannot open the database", id="cli-dashboard-server-down"),
+    pytest.param(["regenerate", "--budget", "5"], 2, r"labkit: error: regenerate: --budget 5.0: must be > 20 seconds",
+                 id="cli-regenerate-budget"),
+    pytest.param(["regenerate", "--only", "lab9"], 2, r"labkit: error: regenerate: --only \['lab9'\]: allowed "
+                 r"notebooks are lab0_graphs_lora, lab1_quantize", id="cli-regenerate-only"),
     pytest.param(["data", "check"], 1, r"labkit: error: DataNotFoundError: LABKIT_DATA_DIR=/nonexistent/labkit-data "
                  r"is set.*\n\(rerun with --debug for the traceback\)", id="cli-data-dir"),
 ]

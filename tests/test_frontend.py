@@ -47,7 +47,7 @@ def test_dashboard_says_when_a_labs_storage_does_not_exist_yet(tmp_path, monkeyp
     assert err.startswith("labkit: error: dashboard: the study storage ") and "lab3.journal does not exist yet" in err
     assert "Lab 3 notebook creates it" in err and not (tmp_path / "optuna" / "lab3.journal").exists()
     assert cli.main(["dashboard", "--storage", "runs/x.db"]) == 2
-    assert "give journal:PATH or an RDB URL" in capsys.readouterr().err
+    assert "--storage 'runs/x.db': give journal:PATH (one host) or an RDB URL" in capsys.readouterr().err
 
 
 def test_dashboard_rejects_a_lab_without_studies():

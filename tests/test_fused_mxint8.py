@@ -426,8 +426,8 @@ def test_op_and_layer_take_the_kernel_in_the_interpreter(interpreter):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("M", [1, 3, 17, 64])
-def test_gpu_kernel_picked_config(no_interpreter, monkeypatch, dtype, M):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # fp32: IEEE products, as the bound
+def test_gpu_kernel_picked_config(no_interpreter, set_flag, dtype, M):
+    set_flag(torch.backends.cuda.matmul, "allow_tf32", False)  # fp32: IEEE products, as the bound
     # ragged N and K for every tile; fp16/fp32 (decoded to fp32 tiles) on the larger one only, bf16 also on a
     # 16-group shape and on 4096x4096 (the tma kernel's pick at 64 rows): fewer cold compilations
     shapes = ((1000, 4160, 32),) + (((77, 96, 16), (4096, 4096, 32)) if dtype == torch.bfloat16 else ())

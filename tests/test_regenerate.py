@@ -187,3 +187,69 @@ def test_a_fresh_machine_resumes_from_the_committed_state(runs, monkeypatch):
     assert [r[0] for r in ran] == ["lab1_quantize"]  # lab0 was done in the committed state
     assert [c["call"] for c in state["calls"]] == ["call1", "call2"]
     assert (runs / "runs" / "regen" / "state.json").is_file()  # from now on this machine's own
+
+
+def test_fresh_status_on_a_clean_clone_shows_every_step_pending(tmp_path, monkeypatch, capsys):
+    # a clean clone: no runs/ of its own, the committed record of the last landed call (every step done there)
+    from labkit import cli
+
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))
+    committed = regenerate.COMMITTED_STATE.read_bytes()
+    assert cli.main(["regenerate", "--status"]) == 0
+    resumed = capsys.readouterr().out
+    assert resumed.strip() == regenerate.status_text(json.loads(committed))  # without --fresh: the record
+    assert cli.main(["regenerate", "--fresh", "--status"]) == 0
+    out = capsys.readouterr().out
+    calls = len(json.loads(committed)["calls"])
+    assert out.startswith(f"[regen] a fresh regeneration (superseding notebooks/executed/full/regen_state.json: "
+                          f"{calls} call(s)")
+    for step in regenerate.PLAN:
+        line = next(li for li in out.splitlines() if li.split()[:1] == [step.notebook])
+        assert line.split()[1] == "pending" and "(not started)" in line, line
+    assert out.rstrip().endswith("left: " + ", ".join(s.notebook for s in regenerate.PLAN))
+    assert regenerate.main(["--fresh", "--status"]) == 0  # python -m labkit.regenerate too
+    assert capsys.readouterr().out == out
+    assert not (tmp_path / "runs").exists() and regenerate.COMMITTED_STATE.read_bytes() == committed  # read only
+
+
+def test_fresh_starts_over_keeps_the_superseded_record_and_the_next_call_resumes_it(runs, monkeypatch):
+    older = {"steps": {}, "calls": [{"call": "call1"}], "sft": {}}
+    committed = {"steps": {"lab0_graphs_lora": {"status": "done", "runs": [{"call": "call1", "status": "done",
+                                                                            "seconds": 70.0}]}},
+                 "calls": [{"call": "call1"}, {"call": "call2"}], "sft": {"sft-x.pt": {"call1": "ab"}},
+                 "history": [older]}
+    regenerate.COMMITTED_STATE.parent.mkdir(parents=True)
+    regenerate.COMMITTED_STATE.write_text(json.dumps(committed))
+    journal = runs / "runs" / "optuna" / "lab3.journal"
+    journal.parent.mkdir(parents=True)
+    journal.write_text("old trials\n")
+    clock = FakeClock(monkeypatch)
+    run, ran = fake_runner(clock, {})
+    only = ["lab0_graphs_lora", "lab2_search"]
+    state = regenerate.regenerate(400, only=only, runner=run, fresh=True)
+    assert [r[0] for r in ran] == only  # lab0 again, though the record had it done
+    assert [c["call"] for c in state["calls"]] == ["call1"] and state["sft"] == {}
+    earlier = {k: v for k, v in committed.items() if k != "history"}
+    assert state["history"] == [older, earlier]  # kept whole, its own history flattened in front
+    fresh = state["fresh"]
+    assert fresh["supersedes"] == str(regenerate.COMMITTED_STATE)  # outside the repository: as given
+    assert fresh["superseded_calls"] == 2 and fresh["superseded_done"] == ["lab0_graphs_lora"]
+    assert not journal.exists() and fresh["set_aside"] == ["lab3.journal"]  # renamed, not deleted
+    assert [p.read_text() for p in journal.parent.glob("lab3.journal.before-fresh-*")] == ["old trials\n"]
+    assert not (runs / "runs" / "optuna" / "lab2.journal").exists()  # no committed studies seeded it
+    assert json.loads(regenerate.COMMITTED_STATE.read_text()) == committed  # the committed record untouched
+    # the next call (no --fresh) resumes the fresh regeneration, not the committed record
+    run2, ran2 = fake_runner(clock, {})
+    state2 = regenerate.regenerate(400, only=["lab0_graphs_lora", "lab1_quantize"], runner=run2)
+    assert [r[0] for r in ran2] == ["lab1_quantize"]
+    assert [c["call"] for c in state2["calls"]] == ["call1", "call2"] and state2["fresh"] == fresh
+    assert state2["history"] == [older, earlier]
+
+
+def test_a_superseded_records_measured_time_still_budgets_a_step():
+    step = next(s for s in regenerate.PLAN if s.notebook == "lab1_prune")
+    old = {"steps": {"lab1_prune": {"runs": [{"status": "done", "seconds": 436.0}]}}, "calls": [{}], "sft": {}}
+    state = regenerate.fresh_state(old, None)
+    assert regenerate.pending(state)[0].notebook == "lab0_graphs_lora" and len(regenerate.pending(state)) == 10
+    assert regenerate.expected_seconds(step, state) == 436.0  # not the plan's estimate of 330
+    assert regenerate.should_start(step, state, 400)[0] is False

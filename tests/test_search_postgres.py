@@ -76,3 +76,21 @@ def test_two_workers_share_one_study_on_postgresql(postgres_url, tmp_path, monke
              for w in (0, 1)}
     assert any(a0 < b1 and b0 < a1 for a0, a1 in spans[0] for b0, b1 in spans[1])
     assert time.time() - start < 120
+
+
+def test_four_workers_start_together_on_a_new_postgresql_database(postgres_url, monkeypatch):
+    # Optuna creates its tables on a database's first open: four processes doing it at once must all start
+    # (labkit takes an advisory lock around the open); each repetition on a new, empty database
+    import psycopg
+
+    monkeypatch.syspath_prepend(str(HERE))  # its spawned process imports _storage_race by name
+    import _storage_race
+
+    repeats, base = 20, postgres_url.rsplit("/", 1)[0]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for i in range(repeats):
+            conn.execute(f"CREATE DATABASE race{i}")
+    crashes, wrong = _storage_race.race([f"{base}/race{i}" for i in range(repeats)])
+    n = repeats * _storage_race.N_PROCS
+    assert crashes == [], f"{len(crashes)} of {n} processes crashed; the first:\n{crashes[0]}"
+    assert wrong == []

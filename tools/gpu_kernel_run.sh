@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fused MXINT8 linear on a GPU machine, one call: the fused MXINT8 kernel's CUDA tests, its launch-config sweep and the
 # QAT step benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests] [gputests]
+# gputests: the whole GPU test set, as `make test-gpu PY=python3` runs it (a skipped CUDA test fails).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -18,6 +19,8 @@ for step in $steps; do
     bench) timeout 200 python3 benchmarks/mxint8/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
     dequant) timeout 300 python3 -m labkit.kernels.variants --out "$OUT/mxint8_variants.json" ${VARIANT_ARGS:-} \
                2>&1 | grep -v Warning | tail -60 ;;
+    gputests) LABKIT_REQUIRE_CUDA=1 timeout 500 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE tests/ --durations=8 \
+                >"$OUT/pytest_gpu.log" 2>&1; echo "gputests rc=$?"; tail -25 "$OUT/pytest_gpu.log" ;;
     dtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_mxint8.py --durations=5 \
               >"$OUT/pytest_mxint8.log" 2>&1; echo "dequant tests rc=$?"; tail -8 "$OUT/pytest_mxint8.log" ;;
     qat) IFS=, read -ra variants <<<"${QAT_VARIANTS:-fp32,bf16,fp32 --compile-model,bf16 --no-compile --compile-model}"

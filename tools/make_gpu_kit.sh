@@ -9,6 +9,9 @@ dest=${1:-.gpu-kit}
 # pydot: torch.fx draws graphs through it (Lab 0), and the GPU image lacks it
 bash ../shared/gpu/make-kit.sh "$dest" --extra-wheel "$(grep -i "^pydot==" constraints.txt || echo pydot==4.0.1)"
 rm -f "$dest"/wheels/{sqlalchemy,alembic,mako}-*.whl
+# gemlite, the peer of benchmarks/fused_linear.py (pyproject's bench extra): PyPI has only its sdist, so a
+# pure-Python wheel built here (its dependencies numpy, tqdm and triton are the GPU image's)
+python3 -m pip wheel -q --no-deps -w "$dest/wheels" "$(grep -i "^gemlite==" constraints.txt)"
 tmp=$(mktemp -d)
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$(python3 -c 'import sys; sys.path.insert(0, "labkit/kernels"); import build_config; print(build_config.CUTLASS_PIN)')"
 (cd "$tmp" && python3 -m zipfile -e nvidia_cutlass-*.whl x >/dev/null && cd x/cutlass_library/source/include &&

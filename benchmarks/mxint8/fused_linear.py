@@ -1,7 +1,7 @@
 """Fused MXINT8 linear vs bf16 F.linear (cuBLAS) vs dequantize-then-matmul, at small batch, on a CUDA GPU.
 
     python benchmarks/mxint8/fused_linear.py [--out figures/lab4/fused_linear.json] [--batches 1 4 16 64]
-        [--shapes 4096x4096 14336x4096 28672x8192] [--group 32] [--reps 50]
+        [--shapes 4096x4096 14336x4096 28672x8192] [--group 32] [--reps 50] [--no-gemlite]
     python benchmarks/mxint8/fused_linear.py --dry-run     # CPU, tiny shapes: checks the code path, times nothing real
 
 Shapes are N x K = out_features x in_features, the nn.Linear weight's (N, K) layout: 28672x8192 is a layer
@@ -12,7 +12,16 @@ Timed, each on the same packed weight:
 - ``bf16``: ``F.linear`` with the weight already dequantized to bf16 (cuBLAS; reads 2 bytes per weight);
 - ``dequant``: ``dequant.dequantize`` (the CUDA extension where it loads, else the eager reference; the JSON
   says which) then ``F.linear``: what ``MXINT8Linear(impl="dequant")`` does.
-- ``copy``: a device copy of the packed bytes, the bandwidth roofline (its GB/s counts read + write).
+- ``copy``: a device copy of the packed bytes, the bandwidth roofline (its GB/s counts read + write);
+- ``gemlite``: the peer, gemlite's A16W8 INT8 layer (``gemlite.helper.A16W8_INT8``, a maintained Triton
+  low-bit GEMM library; ``pip install 'labkit[bench]'``): the same bf16 weight quantized channel-wise to int8 as
+  gemlite does it (scale = row amax / 127), handed to gemlite pre-quantized, run with gemlite's own launch
+  choices (its autotune mode and per-GPU config file, recorded). Its output is checked against its own int8
+  weight (``gemlite_ok``); ``gemlite_mxint8_rel_err`` is how far that channel-wise format lands from the MXINT8
+  weight's product (the formats differ, so no tolerance applies). Its weight GB/s also counts the MXINT8 packed
+  bytes (it reads N*K + 4N). It is timed after every fused and bf16 case (its autotuning is a burst of full-load
+  work, see below) and before the dequantize-then-matmul path. A GPU run without gemlite is an error unless
+  ``--no-gemlite`` says so; the dry run (CPU) records why it was not timed.
 
 Method: the GPU's time per call, from ``labkit.kernels.timing.graph_ms``: the calls captured in a CUDA graph
 and replayed (no Python launch cost), each call on its own copy of the weight, enough copies to exceed the L2
@@ -78,7 +87,10 @@ def run(args) -> dict:
     timer = CpuTimer() if args.dry_run else bench.Timer(dev, reps=args.reps)
     l2 = 0 if args.dry_run else torch.cuda.get_device_properties(dev).L2_cache_size
     gen = torch.Generator(device=dev).manual_seed(0)
-    rows, later = [], []
+    gl = gemlite_peer(dev, args.no_gemlite)
+    if not gl["timed"]:
+        print(f"gemlite A16W8 peer: not timed: {gl['reason']}", flush=True)
+    rows, later, peer = [], [], []
     for shape in args.shapes:
         N, K = parse_shape(shape)
         g = args.group
@@ -90,6 +102,7 @@ def run(args) -> dict:
         src = torch.empty(packed, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)
         copy_ms = timer(lambda: dst.copy_(src))
+        layers = [gemlite_layer(w, dev) for _, _, w in sets] if gl["timed"] else None  # one per weight copy
         for M in args.batches:
             x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
             makers = {
@@ -113,9 +126,13 @@ def run(args) -> dict:
             row["bf16_over_fused"] = row["bf16_ms"] / row["fused_ms"]  # > 1: the fused kernel is faster
             row["fused_fraction_of_copy"] = row["fused_weight_GBps"] / row["copy_GBps"]
             rows.append(row)
+            if layers:
+                peer.append((row, x, w_bf16, layers))
             print(f"{N}x{K} M={M:>3}: fused {1e3 * row['fused_ms']:9.1f} us ({row['fused_weight_GBps']:7.1f} GB/s, "
                   f"{100 * row['fused_fraction_of_copy']:5.1f}% of copy; path {fused_path})  "
                   f"bf16 {1e3 * row['bf16_ms']:9.1f} us  bf16/fused {row['bf16_over_fused']:.2f}x", flush=True)
+    for row, x, w_bf16, layers in peer:
+        _time_gemlite(row, x, w_bf16, layers, timer, args.dry_run)
     for row, fn, graphed in later:
         _time(row, "dequant", fn, graphed, timer, args.dry_run)
         row["dequant_over_fused"] = row["dequant_ms"] / row["fused_ms"]
@@ -129,6 +146,7 @@ def run(args) -> dict:
                        "GPU's time; *_eager_ms: eager calls, CUDA events, L2 flushed before each (host included "
                        "where it exceeds the flush)"),
             "fused_configs": {} if args.dry_run else fused_configs(rows, dev),
+            "gemlite": gl,
             "weight_GBps": "packed bytes (N*K + N*K/group) / time, for every path",
             "rel_tol": REL_TOL}
 
@@ -141,6 +159,61 @@ def _time(row: dict, name: str, fn, graphed: list, timer, dry_run: bool) -> None
     row[f"{name}_weight_GBps"] = row["packed_bytes"] / ms / 1e6
     if not dry_run:
         row[f"{name}_eager_ms"] = timer(fn)
+
+
+def gemlite_peer(dev, skip: bool) -> dict:
+    """Whether the gemlite peer runs here, and what it is: version, autotune mode, the per-GPU config file it
+    loaded; else why not (the reason goes into the JSON: a peer is never left out silently)."""
+    if skip:
+        return {"timed": False, "reason": "--no-gemlite"}
+    if dev.type != "cuda":
+        return {"timed": False, "reason": "gemlite's kernels need a CUDA GPU (it asks torch for the device "
+                "when imported); this is a CPU run"}
+    try:
+        import gemlite
+        from gemlite.triton_kernels.config import AUTOTUNE
+    except Exception as err:  # not installed, or failing on import: either way the reason is recorded
+        return {"timed": False, "reason": f"gemlite does not import ({type(err).__name__}: {err}); pip install "
+                                          "'labkit[bench]' (gemlite==0.6.0)"}
+    return {"timed": True, "version": gemlite.__version__, "layer": "gemlite.helper.A16W8_INT8 (pre-quantized)",
+            "autotune": {k: v for k, v in vars(AUTOTUNE).items() if not k.startswith("_")},
+            "config_file": Path(gemlite.core.selected_tag).name if gemlite.core.selected_tag else None}
+
+
+def channelwise_int8(w):
+    """gemlite's A16W8 INT8 quantization of ``w`` (N, K): per-row scale = amax / 127 (at least 1e-6), int8
+    values rounded and clamped to [-128, 127]; returns (int8 weight, float32 scales (N, 1))."""
+    import torch
+
+    w = w.float()
+    scales = (w.abs().amax(dim=1, keepdim=True) / 127).clamp_(min=1e-6)
+    return (w / scales).round_().clamp_(-128, 127).to(torch.int8), scales
+
+
+def gemlite_layer(w_bf16, dev):
+    """gemlite's A16W8 INT8 layer on ``w_bf16``, quantized here as gemlite would and handed over pre-quantized,
+    so the check knows the exact int8 weight it multiplies."""
+    import torch
+    from gemlite.helper import A16W8_INT8
+
+    q, scales = channelwise_int8(w_bf16)
+    return A16W8_INT8(device=str(dev), dtype=torch.bfloat16).from_weights(q, bias=None, scales=scales)
+
+
+def _time_gemlite(row: dict, x, w_bf16, layers, timer, dry_run: bool) -> None:
+    from labkit.kernels.timing import rel_error
+
+    fn = lambda layer=layers[0]: layer(x)  # noqa: E731  (the first call also autotunes)
+    y = fn()
+    q, scales = channelwise_int8(w_bf16)  # the weight layers[0] holds
+    row["gemlite_rel_err"] = rel_error(y, x, q.float() * scales)
+    row["gemlite_ok"] = row["gemlite_rel_err"] <= REL_TOL
+    row["gemlite_mxint8_rel_err"] = rel_error(y, x, w_bf16)
+    _time(row, "gemlite", fn, [lambda layer=layer: layer(x) for layer in layers], timer, dry_run)
+    row["gemlite_over_fused"] = row["gemlite_ms"] / row["fused_ms"]  # > 1: the fused kernel is faster
+    row["bf16_over_gemlite"] = row["bf16_ms"] / row["gemlite_ms"]
+    print(f"{row['N']}x{row['K']} M={row['batch']:>3}: gemlite A16W8 {1e3 * row['gemlite_ms']:9.1f} us  "
+          f"bf16/gemlite {row['bf16_over_gemlite']:.2f}x  gemlite/fused {row['gemlite_over_fused']:.2f}x", flush=True)
 
 
 def fused_configs(rows, dev) -> dict:
@@ -164,6 +237,8 @@ def main(argv=None) -> int:
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--no-gemlite", action="store_true",
+                   help="time without the gemlite peer (a GPU run otherwise needs it: pip install 'labkit[bench]')")
     p.add_argument("--dry-run", action="store_true",
                    help="CPU, tiny shapes, the Triton interpreter if triton is installed: exercises the code only")
     args = p.parse_args(argv)
@@ -182,6 +257,10 @@ def main(argv=None) -> int:
     for s in args.shapes:
         if parse_shape(s)[1] % args.group:
             p.error(f"--group {args.group} does not divide K of --shapes {s}")
+    if not args.dry_run and not args.no_gemlite:
+        peer = gemlite_peer(torch.device("cuda"), False)
+        if not peer["timed"]:
+            p.error(f"the gemlite peer: {peer['reason']}; or pass --no-gemlite")
     out = run(args)
     versions = results.versions()
     try:
@@ -197,9 +276,12 @@ def main(argv=None) -> int:
                              else ROOT / "figures" / "lab4" / "fused_linear.json"))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results._jsonable(out), indent=2) + "\n")
-    bad = [(r["N"], r["K"], r["batch"], name) for r in out["rows"] for name in ("fused", "bf16", "dequant")
-           if not r[f"{name}_ok"]]
-    print(f"\n{out['describe']}\n{out['dequant_path']}\nwrote {path}"
+    bad = [(r["N"], r["K"], r["batch"], name) for r in out["rows"] for name in ("fused", "bf16", "dequant", "gemlite")
+           if not r.get(f"{name}_ok", name == "gemlite")]  # gemlite: only where it ran
+    peer = out["gemlite"]
+    print(f"\n{out['describe']}\n{out['dequant_path']}\ngemlite A16W8 peer: "
+          + (f"gemlite {peer['version']}, autotune {peer['autotune']}, config {peer['config_file']}" if peer["timed"]
+             else f"not timed ({peer['reason']})") + f"\nwrote {path}"
           + ("  (dry run: the times are CPU/interpreter times, not measurements)" if args.dry_run else ""))
     print(f"outputs outside rel. error {REL_TOL:.4g} of the float64 reference: {bad or 'none'}")
     return 1 if bad else 0

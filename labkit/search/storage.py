@@ -14,17 +14,19 @@ never touched.
 from __future__ import annotations
 
 import datetime
-import lzma
 import os
 import socket
 import warnings
 from pathlib import Path
 
 import optuna
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from .. import settings
+# the URL checks and the race-safe open live in labkit.study_storage (no torch: the dashboard uses them)
+from ..study_storage import (STORAGE_FORMS, check_rdb_url, open_storage, shown_url,  # noqa: F401
+                             unpacked_journal)
 
 WORKER_ATTR = "labkit_worker"
 UNCLAIMED_GRACE_S = 60  # a trial gets its worker record within milliseconds of being created
@@ -48,121 +50,27 @@ def absolute_url(url, base: Path | None = None):
     return url
 
 
-def shown_url(url) -> str:
-    """A storage URL as prose shows it: paths inside the project relative to its root (no machine's
-    absolute path in committed answers), and no password of an RDB URL."""
-    text = str(url)
-    root = str(settings.REPO_ROOT) + "/"
-    text = text.replace("journal:" + root, "journal:").replace("sqlite:///" + root, "sqlite:///")
-    if "://" in text and "@" in text.split("://", 1)[1]:
-        scheme, rest = text.split("://", 1)
-        cred, host = rest.rsplit("@", 1)
-        text = f"{scheme}://{cred.split(':')[0]}:***@{host}" if ":" in cred else text
-    return text
-
-
-def unpacked_journal(path: Path) -> Path:
-    """``path``, or for a committed ``*.journal.xz`` (studies published beside a lab's figures, compressed: a
-    journal is ~40x its xz) its text unpacked once under ``runs/optuna/unpacked/``, where Optuna can lock and
-    append to it; the committed file itself is never written."""
-    if path.suffix != ".xz":
-        return path
-    out = settings.runs_dir() / "optuna" / "unpacked" / f"{path.parent.name}-{path.stem}"
-    if not out.is_file() or out.stat().st_mtime < path.stat().st_mtime:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".part")
-        tmp.write_bytes(lzma.decompress(path.read_bytes()))
-        tmp.replace(out)  # whole or absent: a concurrent reader never sees half a journal
-    return out
-
-
 def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_period: int = 90,
                  max_retry: int = MAX_RETRIES):
+    """The storage behind ``url`` (default: Lab 2's journal), checked (one clear error per bad URL or path)
+    and safe to open from several processes at once, also a new database (``labkit.study_storage``)."""
     url = url or default_url()
     if isinstance(url, optuna.storages.BaseStorage):
         return url
     if not isinstance(url, str):
         raise TypeError(f"storage must be a URL string (journal:PATH, postgresql://..., sqlite:///...) or an "
                         f"Optuna storage, got {url!r}")
-    if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-        path = unpacked_journal(Path(url[len("journal:"):]))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
-    if "://" not in url:
-        raise ValueError(f"storage {url!r}: give journal:PATH (one host) or an RDB URL (postgresql://..., "
-                         "sqlite:///path.db)")
-    check_rdb_url(url)
+    if url.startswith("journal:") or "://" not in url:
+        return open_storage(url)
     kwargs = {}
     if url.startswith("sqlite"):
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}  # concurrent writers wait, not fail
     with warnings.catch_warnings():
         # Optuna marks heartbeats "experimental" (since v2.8); labkit relies on them deliberately
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return RDBStorage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
-                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
-                          **kwargs)
-
-
-STORAGE_FORMS = ("journal:PATH (one host), sqlite:///PATH (one host; sqlite:////PATH for an absolute path) or "
-                 "postgresql://USER:PASSWORD@HOST/DB (several machines)")
-# SQLAlchemy's own dialects: what an RDB URL can name when SQLAlchemy is not there to ask
-BUILTIN_DIALECTS = ("postgresql", "sqlite", "mysql", "mariadb", "oracle", "mssql")
-
-
-def check_rdb_url(url: str) -> None:
-    """An RDB URL that names a known database, whose driver imports and, for SQLite, whose folder exists
-    and is writable: otherwise one error naming the storage setting and the allowed forms (not a
-    SQLAlchemy traceback from the first connection)."""
-    shown, scheme = shown_url(url), url.split("://", 1)[0]
-    dialect = scheme.split("+", 1)[0]
-    try:
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-    except ImportError:
-        if dialect not in BUILTIN_DIALECTS:
-            raise ValueError(f"storage {shown!r}: unknown database {dialect!r}; allowed: {STORAGE_FORMS}") from None
-        raise ModuleNotFoundError(f"storage {shown!r}: an RDB storage needs the sqlalchemy package (pip install "
-                                  f"sqlalchemy; 'labkit[postgres]' for PostgreSQL), or use journal:PATH") from None
-    try:
-        dialect_cls = make_url(url).get_dialect()
-    except NoSuchModuleError:
-        raise ValueError(f"storage {shown!r}: unknown database {scheme!r}; allowed: {STORAGE_FORMS}") from None
-    except (ArgumentError, ValueError) as err:
-        raise ValueError(f"storage {shown!r} is not a valid database URL ({err}); allowed: {STORAGE_FORMS}") from None
-    try:
-        dialect_cls.import_dbapi()
-    except ImportError as err:
-        extra = " (pip install 'labkit[postgres]')" if scheme in ("postgresql", "postgresql+psycopg") else ""
-        raise ModuleNotFoundError(f"storage {shown!r}: the {scheme} driver is not installed ({err}){extra}; "
-                                  "or use journal:PATH") from None
-    if dialect == "sqlite":
-        _check_sqlite_path(url, shown)
-
-
-def _check_sqlite_path(url: str, shown: str) -> None:
-    """SQLite creates its file on first use: a missing or read-only folder fails there as 'unable to open
-    database file', which names neither the setting nor the folder."""
-    path = url.split("://", 1)[1].split("?", 1)[0][1:]  # sqlite:///rel.db -> rel.db, sqlite:////abs -> /abs
-    if path in ("", ":memory:"):
-        return
-    db = Path(path).absolute()
-    if db.is_dir():
-        raise ValueError(f"storage {shown!r}: {db} is a folder; give the database file, e.g. sqlite:///{db}/lab2.db")
-    folder = db.parent
-    if not folder.is_dir():
-        raise ValueError(f"storage {shown!r}: the database's folder {folder} does not exist (create it first); "
-                         f"allowed: {STORAGE_FORMS}")
-    try:  # a real write (os.access says yes to root on /proc), also where SQLite puts its journal
-        import tempfile
-
-        tempfile.TemporaryFile(dir=folder).close()
-    except OSError as err:
-        raise ValueError(f"storage {shown!r}: the database's folder {folder} is not writable (a test file "
-                         f"there: {err.strerror or err}); allowed: {STORAGE_FORMS}") from None
-    if db.exists() and not os.access(db, os.W_OK):
-        raise ValueError(f"storage {shown!r}: the database file {db} is read-only; allowed: {STORAGE_FORMS}")
+        return open_storage(url, heartbeat_interval=heartbeat_interval, grace_period=grace_period,
+                            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+                            **kwargs)
 
 
 def is_journal(storage) -> bool:

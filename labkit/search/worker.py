@@ -26,6 +26,7 @@ from .samplers import grid_order
 
 log = logging.getLogger("labkit.search")
 READY_TIMEOUT_S = 120
+PLAN_GRACE_S = 20  # a new study's creator stores its plan within milliseconds, unless the storage is busy
 
 
 class QueueEmpty(Exception):
@@ -43,11 +44,15 @@ def ensure_study(storage, plan: StudyPlan) -> optuna.Study:
         study = optuna.create_study(study_name=plan.name, storage=storage, directions=plan.directions)
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=plan.name, storage=storage)
-        deadline = time.time() + READY_TIMEOUT_S
-        while "plan" in study.user_attrs and not study.user_attrs.get("ready"):
-            if time.time() > deadline:
+        start = time.time()
+        while not study.user_attrs.get("ready"):
+            # its creator (another process that started with us) may not have stored the plan yet; a study
+            # with trials, or still without a plan after a grace, was made by other code: used as it is
+            if "plan" not in study.user_attrs and (study.trials or time.time() > start + PLAN_GRACE_S):
+                break
+            if time.time() > start + READY_TIMEOUT_S:
                 raise RuntimeError(f"study {plan.name!r}: its creator never finished queueing its points")
-            time.sleep(0.5)
+            time.sleep(0.2)
             study = optuna.load_study(study_name=plan.name, storage=storage)
         stored = study.user_attrs.get("plan")
         if stored is not None:
