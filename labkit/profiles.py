@@ -49,12 +49,13 @@ _LABS: dict[str, dict[str, dict]] = {
         "quick": dict(widths=[4, 6, 8, 12, 16, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], test_size=500,
                       qat_epochs=0.25, prune_epochs=0.25, finetune_lr=1e-4, prune_scope="local",
                       global_sparsities=[0.5, 0.9], seeds=SEEDS["quick"]),
-        # full: half an epoch of QAT / post-pruning training per point (28 points x 25k reviews) keeps
-        # the notebook inside a 10-minute GPU slot; the sheet trains 1 epoch (QAT) and 5 (pruning)
-        "full": dict(widths=[4, 6, 8, 10, 12, 16, 20, 24, 28, 32],
-                     sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], qat_epochs=0.5,
+        # full: half an epoch of QAT / post-pruning training per point; the sheet trains 1 epoch (QAT) and 5
+        # (pruning). Three training seeds of every point fit two ~9-minute calls on two H100s only with 7 widths
+        # (denser where PTQ and QAT part) and 5 sparsities per curve: one seed of 10 widths took 223 s and
+        # of 27 pruning points 436 s (notebooks/executed/full/regen_state.json's history)
+        "full": dict(widths=[4, 6, 8, 12, 16, 24, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], qat_epochs=0.5,
                      prune_epochs=0.5, finetune_lr=5e-5, prune_scope="local",
-                     global_sparsities=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], seeds=SEEDS["full"]),
+                     global_sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], seeds=SEEDS["full"]),
     },
     # Lab 2: models from random init (so a higher lr than fine-tuning); `trials` per sampler and seed
     # (`seeds`: one study per sampler per seed), `compression_trials` per compression mode (first seed);
@@ -87,8 +88,8 @@ _LABS: dict[str, dict[str, dict]] = {
     },
     # Lab 3 (formats): every registered Linear format at format_width bits (fixed-width formats at their
     # own), PTQ then qat_epochs of QAT at qat_lr from the SFT model; weight SNR swept over snr_widths.
-    # full: 256 tokens and a quarter epoch of QAT per format keep 11 formats x (2 evals of 25k + QAT) at an
-    # estimated 3-4 minutes on an H100 (from memory traffic; not yet timed); the SFT model is trained at
+    # full: 256 tokens and a quarter epoch of QAT per format keep 11 formats x (2 evals of 25k + QAT) at 181 s a
+    # training seed on an H100 (SFT included; notebooks/executed/full/regen_state.json); the SFT model is trained at
     # 256 tokens too, so the fp32 baseline matches. quick: ~8 min measured on 2 busy CPU cores.
     # Lab 3 search (labkit.search.lab3): trials of the per-layer integer search and of the all-formats search
     # (search_trials), of each per-format search (format_trials), of each cost search (one per lambda, in

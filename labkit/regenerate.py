@@ -17,10 +17,16 @@ under ``history``, runs every step again (measured times from the history still 
 and starts the searches from nothing: their journals here are set aside, and no committed studies seed them.
 Only the first call of a regeneration passes ``--fresh``; later calls resume from its state.
 
-The SFT model is trained once per machine and cached (``LABKIT_CACHE_DIR``, kept while the machine stays
-warm between calls); every lab that starts from it there reuses it. Its weights digest is recorded per call:
-a fresh machine retrains it, and on H100s that gave different weights each time (see recipes.deterministic),
-so a warning names the labs' calls whose SFT models differ.
+Notebooks that train one model per training seed keep each finished seed (``labkit.per_seed``, under
+``runs/seeds``): they too resume where a call's deadline stopped them, so they start whenever a slot is worth
+it rather than only when their whole expected time fits.
+
+On a host with several GPUs (``--gpus``, default: all visible) the steps run in lanes, one per GPU (each
+notebook sees its lane's GPU alone), longest expected first; each lane takes the next step that fits.
+
+The SFT models are trained once per machine and seed, and cached (``LABKIT_CACHE_DIR``, kept while the
+machine stays warm between calls). Training is deterministic (``labkit.determinism``), so another call or
+machine retrains the same weights; each call's digests are recorded, and a differing one is warned about.
 """
 from __future__ import annotations
 
@@ -48,21 +54,22 @@ class Step:
     timed: bool = False     # measures speed: never beside another notebook (--parallel leaves it alone)
     min_slot: float | None = None  # a search: the least time worth starting it with (MIN_SEARCH_SLOT)
     script: tuple[str, ...] | None = None  # a benchmark that writes figures/ JSON: its argv after python
+    per_seed: bool = False  # keeps each finished training seed (labkit.per_seed): resumes like a search
 
     @property
     def resumable(self) -> bool:
-        return self.search is not None
+        return self.search is not None or self.per_seed
 
 
-# The order: the four notebooks on the 512-token SFT model first (one training serves them all in one
-# call), then Lab 3 on its 256-token SFT model, then Lab 4's timings (the GPU to themselves), then Lab 2's
-# search, which resumes from the committed studies.
+# The order: the four notebooks on the 512-token SFT models first (one training per seed serves them all in
+# one call), then Lab 3 on its 256-token SFT models, then Lab 4's timings (the GPU to themselves), then Lab 2's
+# search, which resumes from the committed studies. Estimates are for the full profile's three seeds.
 PLAN = (
-    Step("lab0_graphs_lora", 150),
-    Step("lab1_quantize", 230),
-    Step("lab1_prune", 330),
-    Step("lab4_mxint8", 160, timed=True),
-    Step("lab3_formats", 450),
+    Step("lab0_graphs_lora", 220, per_seed=True, min_slot=120),
+    Step("lab1_quantize", 420, per_seed=True, min_slot=180),
+    Step("lab1_prune", 660, per_seed=True, min_slot=240),
+    Step("lab4_mxint8", 230, timed=True, per_seed=True, min_slot=200),
+    Step("lab3_formats", 450, per_seed=True, min_slot=200),
     Step("lab3_search", 600, search="lab3"),
     Step("lab4_perf", 300, timed=True),
     # the MXINT8 kernel benchmarks whose JSON the Lab 4 notebook and answers read (figures/lab4/)
@@ -135,12 +142,15 @@ def save_state(state: dict, path: Path | None = None) -> None:
 
 
 def expected_seconds(step: Step, state: dict) -> float:
-    """The longest time this step took in an earlier call that finished it (this regeneration's, or one it
-    superseded: ``history``), else the plan's estimate."""
-    records = [state, *state.get("history", [])]
-    runs = [r["seconds"] for rec in records for r in rec["steps"].get(step.notebook, {}).get("runs", [])
-            if r["status"] == "done"]
-    return max(runs) if runs else step.estimate
+    """The longest time this step took in a call of this regeneration that finished it; else the larger of the
+    plan's estimate and what it took in a regeneration this one superseded (``history``: maybe other settings,
+    e.g. fewer seeds, so only a floor)."""
+    def done(rec: dict) -> list[float]:
+        return [r["seconds"] for r in rec["steps"].get(step.notebook, {}).get("runs", []) if r["status"] == "done"]
+
+    if now := done(state):
+        return max(now)
+    return max([step.estimate] + [t for rec in state.get("history", []) for t in done(rec)])
 
 
 def pending(state: dict, only: list[str] | None = None) -> list[Step]:
@@ -205,8 +215,9 @@ def _set_aside(step: Step, call: str) -> Path:
     return dest
 
 
-def _run_notebook(step: Step, timeout: float, log: Path) -> tuple[str, float]:
-    """Run one notebook in its own process group under ``timeout``; ("done" | "timeout" | "failed", s)."""
+def _run_notebook(step: Step, timeout: float, log: Path, gpu: int | None = None) -> tuple[str, float]:
+    """Run one notebook in its own process group under ``timeout`` (on GPU ``gpu`` alone, where given);
+    ("done" | "timeout" | "failed", s)."""
     code = ("from pathlib import Path; from labkit import runner; "
             f"runner.run_notebook(Path({str(_settings.REPO_ROOT / 'notebooks' / (step.notebook + '.ipynb'))!r}), "
             "'full', progress=False)")
@@ -214,8 +225,10 @@ def _run_notebook(step: Step, timeout: float, log: Path) -> tuple[str, float]:
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
+        env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": _lane_device(gpu)}
+        # its own group: a timeout stops its kernel and workers
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=_settings.REPO_ROOT,
-                                start_new_session=True)  # its own group: a timeout stops its kernel and workers
+                                start_new_session=True, env=env)
         deadline = start + timeout
         status = None
         assert proc.stdout is not None
@@ -237,6 +250,12 @@ def _run_notebook(step: Step, timeout: float, log: Path) -> tuple[str, float]:
             else:
                 time.sleep(0.5)
     return status, time.monotonic() - start
+
+
+def _lane_device(gpu: int) -> str:
+    """The device lane ``gpu`` pins a notebook to, counted among the devices this process was given."""
+    given = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return given[gpu] if given else str(gpu)
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
@@ -272,11 +291,21 @@ def record_sft(state: dict, call: str) -> list[str]:
     return warnings
 
 
+def visible_gpus() -> int:
+    """How many CUDA devices this process sees (0 without CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def regenerate(budget: float, only: list[str] | None = None, commit: str | None = None,
-               log_dir: Path | None = None, runner=None, parallel: bool = False, fresh: bool = False) -> dict:
+               log_dir: Path | None = None, runner=None, parallel: bool = False, fresh: bool = False,
+               gpus: int | None = None) -> dict:
     """Run pending steps until ``budget`` seconds are spent; returns the state. ``fresh``: start a new
-    regeneration (see the module's docstring). ``runner(step, timeout, log)`` replaces the notebook runner
-    (tests)."""
+    regeneration (see the module's docstring). ``gpus``: lanes, one per GPU (default: every visible GPU).
+    ``runner(step, timeout, log[, gpu=i])`` replaces the notebook runner (tests)."""
     from . import results
 
     only = check_only(only)
@@ -293,9 +322,13 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "budget_s": budget})
     save_state(state)
     log_dir = log_dir or _settings.runs_dir() / "regen" / "logs"
-    if parallel:
+    gpus = visible_gpus() if gpus is None else gpus
+    if gpus > 1:
+        state["calls"][-1]["gpus"] = gpus
+        _run_lanes(state, pending(state, only), call, commit, deadline, runner, log_dir, gpus)
+    elif parallel:
         _run_parallel(state, pending(state, only), call, commit, deadline, runner, log_dir)
-    for step in pending(state, only):
+    for step in pending(state, only) if gpus <= 1 else []:
         remaining = deadline - time.monotonic()
         go, why = should_start(step, state, remaining)
         if not go:
@@ -325,13 +358,41 @@ def _run_parallel(state, steps, call, commit, deadline, runner, log_dir) -> None
             future.result()
 
 
-def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=False) -> None:
+def _run_lanes(state, steps, call, commit, deadline, runner, log_dir, gpus: int) -> None:
+    """One lane per GPU: each takes the longest pending step that fits what is left (expected time, or a
+    resumable step's slot) and runs it on its GPU alone, until nothing fits."""
+    queue = sorted(steps, key=lambda s: -expected_seconds(s, state))
+    lock = threading.Lock()
+
+    def lane(gpu: int) -> None:
+        while True:
+            with lock:
+                remaining = deadline - time.monotonic()
+                step = next((s for s in queue if should_start(s, state, remaining)[0]), None)
+                if step is None:
+                    return
+                queue.remove(step)
+            _run_step(state, step, call, commit, deadline, runner, log_dir, gpu=gpu)
+
+    print(f"[regen] {gpus} lanes, one per GPU: {', '.join(s.notebook for s in queue)}", flush=True)
+    threads = [threading.Thread(target=lane, args=(g,)) for g in range(gpus)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for step in queue:
+        print(f"[regen] {step.notebook}: left for the next call "
+              f"({should_start(step, state, deadline - time.monotonic())[1]})", flush=True)
+
+
+def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=False, gpu: int | None = None) -> None:
     remaining = deadline - time.monotonic()
     if step.search and "fresh" not in state:  # a fresh regeneration's searches start from nothing
         _seed_journal(step)
-    print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left", flush=True)
+    where = f" on GPU {gpu}" if gpu is not None else ""
+    print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left{where}", flush=True)
     log = log_dir / f"{call}-{step.notebook}.log"
-    status, seconds = runner(step, remaining, log)
+    status, seconds = runner(step, remaining, log) if gpu is None else runner(step, remaining, log, gpu=gpu)
     if status == "failed" and step.search and _measured_on_other_sft(log):
         # this call's SFT model is not the one the stored trials were measured on: start that search over
         moved = _set_aside(step, call)
@@ -340,15 +401,19 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
         with _STATE_LOCK:
             state.setdefault("warnings", []).append(f"{call}: {step.notebook} restarted (stored trials from another "
                                                     f"SFT model, moved to {moved.name})")
-        more, spent = runner(step, deadline - time.monotonic(), log)
+        more, spent = (runner(step, deadline - time.monotonic(), log) if gpu is None else
+                       runner(step, deadline - time.monotonic(), log, gpu=gpu))
         status, seconds = more, seconds + spent
     if status == "done" and step.search:
         _publish_journal(step)
     with _STATE_LOCK:  # side-by-side steps share the state: never one saving while another changes it
         entry = state["steps"].setdefault(step.notebook, {"runs": []})
         entry["runs"].append({"call": call, "status": status, "seconds": round(seconds, 1), "commit": commit,
-                              **({"side_by_side": True} if parallel else {})})
-        entry["status"] = status if status == "done" else ("partial" if step.resumable else status)
+                              **({"side_by_side": True} if parallel else {}),
+                              **({"gpu": gpu} if gpu is not None else {})})
+        # a stopped search or per-seed notebook kept what it finished; a per-seed notebook that failed did not
+        partial = step.resumable and (step.search is not None or status == "timeout")
+        entry["status"] = status if status == "done" else ("partial" if partial else status)
         for warning in record_sft(state, call):
             print(f"[regen] WARNING: {warning}", flush=True)
             state.setdefault("warnings", []).append(warning)
@@ -380,6 +445,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", nargs="+", help="run only these notebooks (stems), still in plan order")
     parser.add_argument("--parallel", action="store_true",
                         help="first run the untimed steps that fit side by side on the one GPU")
+    parser.add_argument("--gpus", type=int, default=None,
+                        help="lanes, one per GPU (default: every visible GPU; 1 runs the steps one by one)")
     parser.add_argument("--fresh", action="store_true",
                         help="start a new regeneration (every step pending, searches from nothing) instead of "
                              "resuming; the record it replaces is kept in the new state's history. Only on the "
@@ -397,7 +464,9 @@ def run(args) -> int:
         return 0
     if args.budget <= PACK_MARGIN:
         raise ValueError(f"--budget {args.budget}: must be > {PACK_MARGIN} seconds")
-    state = regenerate(args.budget, args.only, parallel=args.parallel, fresh=args.fresh)
+    if args.gpus is not None and args.gpus < 1:
+        raise ValueError(f"--gpus {args.gpus}: must be an int >= 1")
+    state = regenerate(args.budget, args.only, parallel=args.parallel, fresh=args.fresh, gpus=args.gpus)
     return 0 if not pending(state, args.only) else 3
 
 

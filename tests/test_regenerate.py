@@ -59,11 +59,15 @@ def test_budget_splits_the_plan_and_the_next_call_resumes(runs, monkeypatch):
 
 
 def test_a_measured_time_replaces_the_estimate(runs, monkeypatch):
-    state = {"steps": {"lab1_prune": {"runs": [{"status": "done", "seconds": 420.0}]}}, "calls": [], "sft": {}}
-    step = next(s for s in regenerate.PLAN if s.notebook == "lab1_prune")
+    state = {"steps": {"lab4_perf": {"runs": [{"status": "done", "seconds": 420.0}]}}, "calls": [], "sft": {}}
+    step = next(s for s in regenerate.PLAN if s.notebook == "lab4_perf")
     assert regenerate.expected_seconds(step, state) == 420.0
     assert regenerate.should_start(step, state, 400)[0] is False
     assert "400 s left < 420 s" in regenerate.should_start(step, state, 400)[1]
+    # a notebook that keeps its finished seeds starts whenever its slot fits, like a search
+    prune = next(s for s in regenerate.PLAN if s.notebook == "lab1_prune")
+    assert prune.resumable and regenerate.should_start(prune, state, prune.min_slot)[0]
+    assert not regenerate.should_start(prune, state, prune.min_slot - 1)[0]
 
 
 def test_search_interrupted_is_partial_and_resumes(runs, monkeypatch):
@@ -247,9 +251,37 @@ def test_fresh_starts_over_keeps_the_superseded_record_and_the_next_call_resumes
 
 
 def test_a_superseded_records_measured_time_still_budgets_a_step():
-    step = next(s for s in regenerate.PLAN if s.notebook == "lab1_prune")
-    old = {"steps": {"lab1_prune": {"runs": [{"status": "done", "seconds": 436.0}]}}, "calls": [{}], "sft": {}}
+    step = next(s for s in regenerate.PLAN if s.notebook == "lab4_perf")
+    old = {"steps": {"lab4_perf": {"runs": [{"status": "done", "seconds": 436.0}]}}, "calls": [{}], "sft": {}}
     state = regenerate.fresh_state(old, None)
     assert regenerate.pending(state)[0].notebook == "lab0_graphs_lora" and len(regenerate.pending(state)) == 10
-    assert regenerate.expected_seconds(step, state) == 436.0  # not the plan's estimate of 330
+    assert regenerate.expected_seconds(step, state) == 436.0  # not the plan's estimate of 300
     assert regenerate.should_start(step, state, 400)[0] is False
+    # a superseded time below the estimate (fewer seeds then) is only a floor: the estimate stands
+    old["steps"]["lab4_perf"]["runs"][0]["seconds"] = 100.0
+    assert regenerate.expected_seconds(step, regenerate.fresh_state(old, None)) == step.estimate
+
+
+def test_lanes_run_one_step_per_gpu_longest_first(runs, monkeypatch):
+    import threading
+    import time as _t
+
+    active, gpus_used, lock = {}, [], threading.Lock()
+
+    def run(step, timeout, log, gpu):
+        with lock:
+            assert gpu not in active.values()  # one notebook per GPU at a time
+            active[step.notebook] = gpu
+            gpus_used.append((step.notebook, gpu))
+        _t.sleep(0.05)
+        with lock:
+            del active[step.notebook]
+        return "done", 1.0
+
+    only = ["lab0_graphs_lora", "lab1_prune", "lab3_formats", "lab4_perf"]
+    state = regenerate.regenerate(3000, only=only, runner=run, gpus=2)
+    assert {g for _, g in gpus_used} == {0, 1} and not regenerate.pending(state, only)
+    assert [n for n, _ in gpus_used][:2] == ["lab1_prune", "lab3_formats"]  # the two longest start first
+    assert state["calls"][-1]["gpus"] == 2 and state["steps"]["lab1_prune"]["runs"][0]["gpu"] in (0, 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert regenerate._lane_device(1) == "5"  # a lane counts among the devices this process was given

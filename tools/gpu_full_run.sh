@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One full-profile regeneration on an offline GPU machine, in calls of at most ~9 minutes, resumable
 # (labkit/regenerate.py): each call runs the plan's unfinished notebooks that fit its budget and packs
-#   $OUT/state.tgz    runs/regen (what is done, per-call timings, SFT digests) + runs/optuna journals
+#   $OUT/state.tgz    runs/regen (what is done, per-call timings, SFT digests) + runs/optuna journals +
+#                     runs/seeds (each finished training seed of a per-seed notebook)
 #   $OUT/results.tgz  figures/, the executed notebooks runs/full/*.ipynb, the calls' logs
 # Between calls, here:  mkdir -p .carry && tar xzf <files_at>/state.tgz -C .carry   (carry ".carry" and
 # ".gpu-kit" in the next call; tools/make_gpu_kit.sh builds the kit, CUTLASS headers included).
 #   LABKIT_COMMIT=$(git rev-parse HEAD) [LABKIT_PARALLEL=1] bash tools/gpu_full_run.sh [--fresh] [--budget 540] \
 #     [notebook ...]
 # LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side (labkit.regenerate --parallel).
+# On a host with several GPUs the notebooks run in lanes, one per GPU (labkit.regenerate --gpus).
 # --fresh (the first call of a from-scratch regeneration only): every step pending again, searches from nothing;
 # the state it would have resumed (carried or committed) is kept in the new state's history.
 set -uo pipefail
@@ -43,7 +45,8 @@ python3 -m labkit.regenerate --budget "$budget" $fresh ${LABKIT_PARALLEL:+--para
 status=$?
 # a timed-out notebook can leave search workers behind: stop them before packing their journal
 pkill -f "labkit.search" 2>/dev/null; sleep 1
-tar czf "$OUT/state.tgz" runs/regen/state.json $(ls runs/optuna/*.journal 2>/dev/null)
+tar czf "$OUT/state.tgz" runs/regen/state.json $(ls runs/optuna/*.journal 2>/dev/null) \
+  $(ls -d runs/seeds 2>/dev/null)
 tar czf "$OUT/results.tgz" figures runs/full runs/regen/logs 2>/dev/null
 ls -la "$OUT"
 exit $status

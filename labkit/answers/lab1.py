@@ -134,9 +134,10 @@ def pruning(p: dict, settings: dict) -> list[str]:
     err = max(abs(r["achieved_weight_sparsity"] - r["sparsity"]) for r in rows)
     epochs, lr = settings["prune_epochs"], settings["finetune_lr"]
     out = [f"**Base.** {PRUNE_BASE_NOTE} Unpruned: {sd.spread(p, 'fp32')} (one test-set SE {se(fp32, n):.4f}). "
-           f"{sd.intro(settings.get('profile'))} Achieved weight sparsity is within {100 * err:.2f} points of the request everywhere (exact "
-           "counts per layer)."]
-    pairs = [(s, get[("l1-norm", s)], get[("random", s)]) for s in sps if ("l1-norm", s) in get and ("random", s) in get]
+           f"{sd.intro(settings.get('profile'))} Achieved weight sparsity is within {100 * err:.2f} points of the request "
+           "everywhere (exact counts per layer)."]
+    pairs = [(s, get[("l1-norm", s)], get[("random", s)]) for s in sps
+             if ("l1-norm", s) in get and ("random", s) in get]
     parts = []
     for stage, label in (("pruned", "right after pruning"), ("finetuned", f"after {epochs:g} epoch of fine-tuning")):
         d = {s: sd.diff(l1, stage, rnd, stage) for s, l1, rnd in pairs}

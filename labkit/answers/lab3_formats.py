@@ -4,8 +4,9 @@
 Results hold one model per training seed (``labkit.seeds``): every comparison of two accuracies is a
 difference over seeds whose uncertainty combines the seed spread with the test-set standard error
 (sqrt(p(1-p)/n), n the stored test-set size); a difference that is not established (within 2 SE, or of
-another sign in some seed) is a tie, and a group is named instead of a single best. ``render`` builds the whole answers file from the stored JSON alone (``tools/render_answers.py
-lab3_formats``); nothing is measured.
+another sign in some seed) is a tie, and a group is named instead of a single best. ``render`` builds the
+whole answers file from the stored JSON alone (``tools/render_answers.py lab3_formats``); nothing is
+measured.
 """
 from __future__ import annotations
 
@@ -260,7 +261,8 @@ def chance_bullet(ptq: dict[str, list[float]], n: int, near: float = 0.55) -> st
             f"{se:.4f}): {names_list(at)}.")
     if close:
         text += (f" Not at chance in every seed but with a mean at or below {near}: "
-                 + ", ".join(f"{k} {_m(ptq[k]):.4f} (seeds {'/'.join(f'{v:.4f}' for v in ptq[k])})" for k in close) + ".")
+                 + ", ".join(f"{k} {_m(ptq[k]):.4f} (seeds {'/'.join(f'{v:.4f}' for v in ptq[k])})"
+                             for k in close) + ".")
     return text
 
 

@@ -20,12 +20,12 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"train_size": 1000, "mode
 
 # %%
 import base64
-import copy
 
 import torch
 from IPython.display import HTML, display
 
-from labkit import graph, lora, models, progress, recipes, seeds, train
+from labkit import graph, models, per_seed as per_seed_runs, recipes, seeds, train
+from labkit.finetune import lab0_seed
 from labkit.profiles import lab_settings
 from labkit.answers import lab0 as answers
 from labkit.answers import measured
@@ -128,44 +128,12 @@ say(answers.topology_text(no_labels, no_mask))
 # %%
 dl = recipes.loaders(S)
 SEEDS = recipes.train_seeds(S)
-per_seed = []
 dev = train.pick_device(S["device"])
 batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
-for seed in progress.bar(SEEDS, desc="seeds", unit="seeds"):
-    untrained = train.evaluate(models.load_model(S["model"], seed=seed), dl.test, device=S["device"],
-                               desc="untrained", progress=False)
-    sft_model, sft = recipes.finetuned_model(S, dl, seed=seed)
-    recipes.freeze_embeddings(sft_model)  # the SFT setting, for the parameter count
-    sft_params = lora.trainable_parameters(sft_model)
-    control_model = copy.deepcopy(sft_model)  # the equal-training control: one more epoch of full SFT
-    train.train(control_model, dl.train, epochs=S["epochs"], lr=S["lr"], device=S["device"], seed=seed,
-                desc=f"SFT + 1 epoch (seed {seed})")
-    control = train.evaluate(control_model, dl.test, device=S["device"], desc="control eval", progress=False)
-    del control_model
-    peft_model = lora.add_lora(sft_model, rank=S["lora_rank"], alpha=S["lora_alpha"], dropout=S["lora_dropout"],
-                               seed=seed)
-    lora_params = lora.trainable_parameters(peft_model)
-    fit = train.train(peft_model, dl.train, epochs=S["epochs"], lr=S["lora_lr"], device=S["device"], seed=seed,
-                      desc=f"LoRA (seed {seed})")
-    lora_eval = train.evaluate(peft_model, dl.test, device=S["device"], desc="LoRA eval", progress=False)
-    with torch.no_grad():
-        peft_model.eval()
-        logits_lora = peft_model(**batch).logits.float()
-    merged = lora.merge_lora(peft_model)
-    merged_eval = train.evaluate(merged, dl.test, device=S["device"], desc="merged eval", progress=False)
-    with torch.no_grad():
-        logits_merged = merged(**batch).logits.float()
-    per_seed.append({
-        "accuracy": {"untrained": untrained["accuracy"], "SFT": sft["accuracy"],
-                     "SFT + 1 epoch": control["accuracy"], "LoRA": lora_eval["accuracy"],
-                     "LoRA merged": merged_eval["accuracy"]},
-        "sft": recipes.sft_record(sft), "control": control,
-        "lora": {**lora_eval, **lora_params, "train_seconds": fit["train_seconds"]}, "merged": merged_eval,
-        "merge_max_logit_diff": (logits_lora - logits_merged).abs().max().item(),
-        "linear_biases": all(m.bias is not None for n, m in merged.named_modules() if isinstance(m, torch.nn.Linear)),
-        "sft_trainable": sft_params})
-    print(f"seed {seed}: SFT {sft['accuracy']:.4f}, SFT + 1 epoch {control['accuracy']:.4f}, "
-          f"LoRA {lora_eval['accuracy']:.4f}, merged {merged_eval['accuracy']:.4f}")
+# one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
+per_seed = per_seed_runs.run("lab0", "accuracy", S, SEEDS, lambda seed: lab0_seed(S, dl, seed, batch))
+for seed, r in zip(SEEDS, per_seed):
+    print(f"seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in r["accuracy"].items()))
 tuned = seeds.combine(per_seed, SEEDS)
 say(answers.data_text(dl.sizes, S["max_length"], tuned["accuracy"]["untrained"], tuned["sft"],
                       tuned["sft_trainable"], len(SEEDS)))

@@ -24,13 +24,12 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"format_width": 6, "qat_epochs": 0.5}
 
 # %%
-import copy
 import inspect
 
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import progress, recipes, seeds, train
+from labkit import per_seed as per_seed_runs, recipes, seeds, train
 from labkit.answers import lab3_formats as answers
 from labkit.answers import measured
 from labkit.profiles import lab_settings
@@ -102,20 +101,8 @@ if log_small:
 # estimators carry the gradients), evaluate again (QAT).
 
 # %%
-per_seed = []
-for seed in progress.bar(SEEDS, desc="seeds", unit="seeds"):
-    base, sft = recipes.finetuned_model(S, dl, seed=seed)
-    fp32 = train.evaluate(base, dl.test, device=S["device"], desc="fp32", progress=False)
-    at = {**S, "seed": seed}  # this seed's QAT (the data stay S["seed"]'s)
-    results = {}
-    for n in names:
-        results[n] = study.ptq_qat(lambda: copy.deepcopy(base), study.flat_config(n, configs[n]), dl, at,
-                                   freeze=recipes.freeze_embeddings)
-        r = results[n]
-        print(f"seed {seed} {n:22s} PTQ {r['ptq']['accuracy']:.4f}  QAT {r['qat']['accuracy']:.4f}  "
-              f"({r['seconds']:.0f} s{', ' + r['qat_error'] if r['qat_error'] else ''})")
-    per_seed.append({"fp32": fp32, "sft": recipes.sft_record(sft),
-                     "formats": {n: {"params": configs[n], **results[n]} for n in names}})
+# one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
+per_seed = per_seed_runs.run("lab3", "formats", S, SEEDS, lambda seed: study.formats_seed(S, dl, seed, configs))
 numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes, "plan": plan, "linears": linears}
 say(answers.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))
 

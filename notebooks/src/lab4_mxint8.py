@@ -16,13 +16,13 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"group_size": 16}
 
 # %%
-import copy
 import json
 
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import models, progress, recipes, seeds, train
+from labkit import models, per_seed as per_seed_runs, recipes, seeds, train
+from labkit.kernels.accuracy import mxint8_accuracy_seed
 from labkit.answers import lab4_mxint8 as answers
 from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, figures, memory, tiling
 from labkit.profiles import lab_settings
@@ -215,19 +215,9 @@ say(answers.memory_answer(measured, param_rows, G))
 dl = recipes.loaders(S)
 dev = train.pick_device(S["device"])
 batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
-per_seed = []
-for seed in progress.bar(recipes.train_seeds(S), desc="seeds", unit="seeds"):
-    sft_model, sft_metrics = recipes.finetuned_model(S, dl, seed=seed)
-    fp32_eval = train.evaluate(sft_model, dl.test, device=S["device"], desc="fp32 eval", progress=False)
-    q_model = copy.deepcopy(sft_model).cpu()
-    conv = convert_to_mxint8(q_model, G, keep)
-    q_eval = train.evaluate(q_model, dl.test, device=S["device"], desc="MXINT8 eval", progress=False)
-    with torch.no_grad():
-        gap = (sft_model.to(dev)(**batch).logits.float() - q_model.to(dev)(**batch).logits.float()).abs().max().item()
-    per_seed.append({"fp32": fp32_eval, "mxint8": q_eval, "converted": conv["converted"], "skipped": conv["skipped"],
-                     "weight_saving": conv["weight_saving"], "max_logit_gap": gap,
-                     "sft_digest": sft_metrics["sft_digest"]})
-    del sft_model, q_model
+# one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
+per_seed = per_seed_runs.run("lab4", "mxint8_accuracy", S, recipes.train_seeds(S),
+                             lambda seed: mxint8_accuracy_seed(S, dl, seed, G, keep, batch))
 acc_numbers = {**seeds.combine(per_seed, recipes.train_seeds(S)), "dataset_sizes": dl.sizes,
                "kernel_path": extension.describe()}
 fig = figures.plot_accuracy(acc_numbers, S)
