@@ -40,11 +40,11 @@ def plot_pruning(numbers: dict, settings: dict):
     series = [("random", main, "#c44e52", "o"), ("l1-norm", main, "#4c72b0", "s"),
               ("l1-norm", "global" if main == "local" else "local", "#55a868", "^")]
     fig, ax = plt.subplots(figsize=(7, 4.8))
-    for k, (method, scope, color, marker) in enumerate(series):
+    for i, (method, scope, color, marker) in enumerate(series):
         sel = [r for r in rows if r["method"] == method and r.get("scope", main) == scope]
         if not sel:
             continue
-        xs = [r["sparsity"] + (k - 1) * 0.008 for r in sel]
+        xs = [r["sparsity"] + (i - 1) * 0.008 for r in sel]
         ax.plot(xs, [r["pruned"] for r in sel], marker + "--", color=color, alpha=0.55, mfc="none",
                 label=f"{method} ({scope}), pruned")
         ax.plot(xs, [r["finetuned"] for r in sel], marker + "-", color=color,

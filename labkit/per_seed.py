@@ -1,10 +1,14 @@
 """Run a lab's per-seed work once per training seed, keeping each finished seed's numbers on disk.
 
-A GPU lent ~10 minutes a call cannot always finish every seed of a lab (Lab 1's pruning sweep trains 28
+A GPU lent ~10 minutes a call cannot always finish every seed of a lab (Lab 1's pruning sweep trains 16
 models per seed). ``run`` saves each seed's numbers under ``runs/seeds/`` as soon as it finishes, so the
 same notebook started again (the next call, or after an interruption) resumes after the last finished
 seed instead of starting over. A saved seed is reused only for the same settings and the same clean
 commit; a tree with uncommitted changes (a developer's) never reuses one, since its code may differ.
+Each result records the commit that measured it (``measured_at``).
+
+``LABKIT_SEEDS_FROM=<commit>`` also reuses seeds an earlier clean commit saved with the same settings: for a
+change that cannot alter a seed's numbers (a figure, the prose); the results then name both commits.
 """
 from __future__ import annotations
 
@@ -33,16 +37,22 @@ def _clean_commit() -> str | None:
 def run(lab: str, name: str, settings: dict, seeds: list[int], one: Callable[[int], dict]) -> list[dict]:
     """``[one(seed) for seed in seeds]``, each seed's result read back from ``runs/seeds`` where an earlier
     run of the same settings and clean commit saved it."""
+    import os
+
     commit = _clean_commit()
+    earlier = os.environ.get("LABKIT_SEEDS_FROM") or None
     folder = _settings.runs_dir() / "seeds" / lab / name
     out = []
     for seed in _progress.bar(seeds, desc=f"{name}: seeds", unit="seeds"):
         path = folder / f"seed{seed}-{_key(lab, name, settings, seed, commit)}.json" if commit else None
-        if path is not None and path.is_file():
-            print(f"seed {seed}: numbers from {path.name} (saved by an earlier run of this commit)", flush=True)
-            out.append(json.loads(path.read_text()))
+        old = folder / f"seed{seed}-{_key(lab, name, settings, seed, earlier)}.json" if earlier else None
+        found = next((p for p in (path, old) if p is not None and p.is_file()), None)
+        if found is not None:
+            print(f"seed {seed}: numbers from {found.name} (saved by an earlier run"
+                  + (" of this commit)" if found == path else f" at {earlier[:12]}, LABKIT_SEEDS_FROM)"), flush=True)
+            out.append({**json.loads(found.read_text()), "measured_at": commit if found == path else earlier})
             continue
-        result = one(seed)
+        result = {**one(seed), "measured_at": commit}
         if path is not None:
             from .results import _jsonable
 

@@ -39,3 +39,17 @@ def test_a_tree_with_uncommitted_changes_never_reuses_a_seed(runs, monkeypatch):
     for _ in range(2):
         per_seed.run("lab1", "x", {}, [0], lambda s: calls.append(s) or {"v": 1.0})
     assert calls == [0, 0] and not (runs / "seeds").exists()
+
+
+def test_seeds_of_a_named_earlier_commit_are_reused_and_say_so(runs, monkeypatch):
+    monkeypatch.setattr(results, "git_commit", lambda: "a" * 40)
+    calls = []
+    first = per_seed.run("lab1", "x", {"a": 1}, [0], lambda s: calls.append(s) or {"v": 1.0})
+    assert first[0]["measured_at"] == "a" * 40
+    monkeypatch.setattr(results, "git_commit", lambda: "b" * 40)  # a later commit: not reused by default
+    per_seed.run("lab1", "x", {"a": 1}, [0], lambda s: calls.append(s) or {"v": 2.0})
+    assert calls == [0, 0]
+    monkeypatch.setattr(results, "git_commit", lambda: "c" * 40)
+    monkeypatch.setenv("LABKIT_SEEDS_FROM", "a" * 40)  # asked for: the seed measured at a is reused
+    again = per_seed.run("lab1", "x", {"a": 1}, [0], lambda s: calls.append(s) or {"v": 3.0})
+    assert calls == [0, 0] and again[0] == {"v": 1.0, "measured_at": "a" * 40}

@@ -18,14 +18,25 @@ PRUNE_BASE_NOTE = ("The sheet prunes the best model of its Task 1 (the quantizat
                    "compression-aware search combines the two).")
 
 
-def chance_note(acc: float, share: float | None, n: int) -> str:
-    """Why an accuracy sits at chance: one class predicted for (almost) every review."""
-    if share is None or abs(acc - 0.5) > 2 * se(0.5, n):
+def chance_note(acc: float, share, n: int) -> str:
+    """Why an accuracy sits at chance: one class predicted for (almost) every review. ``share``: the share of
+    positive predictions, or one per training seed."""
+    shares = [share] if share is None or isinstance(share, (int, float)) else list(share)
+    if None in shares or abs(acc - 0.5) > 2 * se(0.5, n):
         return ""
-    if share <= 0.01 or share >= 0.99:
-        return (f"predicts {'positive' if share >= 0.99 else 'negative'} for {max(share, 1 - share):.1%} of reviews: "
-                "the logits no longer depend on the input, so accuracy is the class balance, 0.500")
-    return f"is at chance with {share:.1%} positive predictions (guessing, not a constant answer)"
+    constant = [x <= 0.01 or x >= 0.99 for x in shares]
+    if all(constant):
+        if len(shares) > 1:
+            pos = sum(x >= 0.99 for x in shares)
+            return (f"predicts one class for every review in each of its {len(shares)} seeds (positive in {pos}, "
+                    "negative in the others): the logits no longer depend on the input, so accuracy is the class "
+                    "balance, 0.500")
+        return (f"predicts {'positive' if shares[0] >= 0.99 else 'negative'} for {max(shares[0], 1 - shares[0]):.1%} "
+                "of reviews: the logits no longer depend on the input, so accuracy is the class balance, 0.500")
+    if len(shares) > 1:
+        return (f"is at chance with {'/'.join(f'{x:.1%}' for x in shares)} positive predictions over its seeds"
+                + (" (a constant answer in some seeds, not all)" if any(constant) else " (guessing)"))
+    return f"is at chance with {shares[0]:.1%} positive predictions (guessing, not a constant answer)"
 
 
 class _Seeds:
@@ -39,6 +50,10 @@ class _Seeds:
 
     def diff(self, a: dict, ka: str, b: dict, kb: str) -> _seeds.Difference:
         return _seeds.difference(self.of(a, ka), self.of(b, kb), self.n)
+
+    def shares(self, d: dict, key: str):
+        """Per-seed positive-prediction shares of ``key`` (None where the run did not record them)."""
+        return None if d.get(key) is None else self.of(d, key)
 
     def at_chance(self, d: dict, key: str) -> bool:
         """Every seed within two test-set SE of 0.5."""
@@ -90,7 +105,7 @@ def quantization(q: dict, settings: dict) -> list[str]:
              "no width came within 1 point of fp32. ")
     low = rows[0]
     text += f"At {low['width']} bits PTQ gives {low['ptq']:.4f}"
-    note = chance_note(low["ptq"], low.get("ptq_positive_share"), n)
+    note = chance_note(low["ptq"], sd.shares(low, "ptq_positive_share"), n)
     text += f": the model {note}." if note else "."
     out.append(text)
     text = f"**QAT** ({settings['qat_epochs']:g} epoch at lr {settings['finetune_lr']:g}). "
@@ -150,7 +165,7 @@ def pruning(p: dict, settings: dict) -> list[str]:
         flat = [s for s in sps if ("random", s) in get and sd.at_chance(get[("random", s)], stage)]
         if flat:
             r = get[("random", flat[0])]
-            note = chance_note(r[stage], r.get(f"{stage}_positive_share"), n)
+            note = chance_note(r[stage], sd.shares(r, f"{stage}_positive_share"), n)
             text += (f"Random pruning {label} is at chance at sparsities {flat}"
                      + (f" (at {flat[0]:g} the model {note})" if note else "") + ". ")
         else:
@@ -159,13 +174,16 @@ def pruning(p: dict, settings: dict) -> list[str]:
     stuck = [s for s in sps if ("random", s) in get and sd.at_chance(get[("random", s)], "finetuned")]
     if stuck:
         r = get[("random", stuck[0])]
-        constant = r.get("finetuned_positive_share") is not None and not 0.01 < r["finetuned_positive_share"] < 0.99
+        def always_one_class(key):  # every seed answers one class for (almost) every review
+            got = sd.shares(r, key)
+            return got is not None and all(not 0.01 < x < 0.99 for x in got)
+
+        constant = always_one_class("finetuned_positive_share")
         out.append(f"**Why fine-tuning does not recover random pruning from {stuck[0]:g} up.** A random mask zeroes "
                    f"{stuck[0]:.0%} of every Linear's weights and of its input features regardless of their size, in "
                    "every layer at once, the classifier's input included; " + (
                        "right after pruning the model already answers one class for every review, and " if
-                       r.get("pruned_positive_share") is not None
-                       and not 0.01 < r["pruned_positive_share"] < 0.99 else "")
+                       always_one_class("pruned_positive_share") else "")
                    + f"{epochs:g} epoch at lr {lr:g} (the masks stay in place) ends "
                    + ("at a constant answer, a cheap minimum of the loss on balanced data" if constant else
                       "at chance") + ". Whether longer or faster training would rebuild the features was not "
@@ -175,7 +193,7 @@ def pruning(p: dict, settings: dict) -> list[str]:
              and get[("l1-norm", s)]["finetuned"] < get[("l1-norm", s)]["pruned"]]
     if worse:
         r = get[("l1-norm", worse[0])]
-        note = chance_note(r["finetuned"], r.get("finetuned_positive_share"), n)
+        note = chance_note(r["finetuned"], sd.shares(r, "finetuned_positive_share"), n)
         text = (f"**Fine-tuning can hurt.** L1 at {worse[0]:g} falls from {r['pruned']:.4f} to {r['finetuned']:.4f} "
                 "with fine-tuning (established over seeds)")
         if r.get("finetuned_positive_share") is None:
