@@ -162,6 +162,21 @@ def same_sft(payloads: dict[str, dict]) -> list[Claim]:
     return out
 
 
+SEEDED = (("lab0", "accuracy"), ("lab1", "quantization"), ("lab1", "pruning"), ("lab3", "formats"),
+          ("lab4", "mxint8_accuracy"))
+MIN_SEEDS = 3
+
+
+def seeded(figures: Path) -> list[Claim]:
+    """The full-profile results whose verdicts compare trained models rest on at least ``MIN_SEEDS`` training
+    seeds (a one-seed result cannot say how much of a difference is the seed)."""
+    counts = {f"{lab}/{name}": _seeds.count(n) for lab, name in SEEDED
+              if (n := _numbers(Path(figures) / lab / f"{name}.json")) is not None}
+    few = {k: v for k, v in counts.items() if v < MIN_SEEDS}
+    return [Claim("all", f"trained-model verdicts rest on >= {MIN_SEEDS} training seeds", not few,
+                  f"fewer: {few}" if few else ", ".join(f"{k} {v}" for k, v in counts.items()))] if counts else []
+
+
 def _numbers(path: Path) -> dict | None:
     return json.loads(path.read_text())["numbers"] if path.is_file() else None
 
@@ -189,6 +204,7 @@ def check_all(figures: Path) -> list[Claim]:
             holder, key = get(d["numbers"])
             sft[f"{lab}/{name}"] = (_seeds.values(holder, key, _seeds.count(d["numbers"])), d.get("provenance") or {})
     out += same_sft(sft)
+    out += seeded(figures)
     bw = figures / "lab4" / "mxint8_bandwidth.json"
     out += lab4(json.loads(bw.read_text()) if bw.is_file() else None, _numbers(figures / "lab4" / "mxint8_memory.json"),
                 _numbers(figures / "lab4" / "compile_cuda.json"), _numbers(figures / "lab4" / "sdpa_cuda.json"))

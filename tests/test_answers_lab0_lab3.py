@@ -100,9 +100,12 @@ def test_committed_lab0_answers_are_the_render():
 
 
 def doctored_lab0(**numbers):
+    from _results import one_seed
+
     p = copy.deepcopy(stored("lab0", "accuracy"))
     for key, value in numbers.items():
         p["numbers"][key] = value
+    p["numbers"] = one_seed(p["numbers"])
     return p
 
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from labkit.answers import lab1
 
+from _results import one_seed
+
 FIG = Path(__file__).resolve().parent.parent / "figures" / "lab1"
 S = {"qat_epochs": 0.5, "prune_epochs": 0.5, "finetune_lr": 5e-5, "prune_scope": "local"}
 
@@ -13,7 +15,8 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def _numbers(name):
-    return json.loads((FIG / f"{name}.json").read_text())["numbers"]
+    """The committed result's means, as one seed (the doctored tests change means)."""
+    return one_seed(json.loads((FIG / f"{name}.json").read_text())["numbers"])
 
 
 def _h200(name):
@@ -40,7 +43,7 @@ def test_quantization_reads_qat_against_the_equal_training_control():
     assert "extra training, not quantization" in text
     q["control"]["accuracy"] = q["fp32"]  # extra training bought nothing: now QAT beats it
     text = " ".join(lab1.quantization(q, S))
-    assert "QAT minus the control is established above zero at widths [8, 10" in text
+    assert "QAT minus the control is established above zero at widths [8, 12" in text
     assert "extra training, not quantization" not in text
 
 
@@ -87,7 +90,9 @@ def test_pruning_answers_follow_the_numbers():
 
 
 def test_pruning_says_where_random_stays_at_chance_after_fine_tuning_and_why():
-    p = _numbers("pruning")
+    p = json.loads((FIG / "pruning.json").read_text())["numbers"]
+    at = [r["sparsity"] for r in p["rows"] if r["method"] == "random" and all(abs(v - 0.5) < 0.0064 for v in
+                                                                            r.get("finetuned_seeds", [r["finetuned"]]))]
     text = " ".join(lab1.pruning(p, {**S, "profile": "full"}))
-    assert "Random pruning after fine-tuning is at chance at sparsities [0.5" in text
-    assert "Why fine-tuning does not recover random pruning from 0.5 up" in text and "5 epochs" in text
+    assert f"Random pruning after fine-tuning is at chance at sparsities {at}" in text
+    assert f"Why fine-tuning does not recover random pruning from {at[0]:g} up" in text and "5 epochs" in text

@@ -9,6 +9,8 @@ import pytest
 
 from labkit import claims
 
+from _results import one_seed as _one_seed
+
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
 
@@ -23,12 +25,13 @@ def _numbers(lab, name):
     return json.loads((FIGURES / lab / f"{name}.json").read_text())["numbers"]
 
 
+
 def _failing(found):
     return {c.name for c in found if not c.holds}
 
 
 def test_doctored_quantization_fails_its_claims():
-    q = copy.deepcopy(_numbers("lab1", "quantization"))
+    q = _one_seed(_numbers("lab1", "quantization"))
     for r in q["rows"]:
         if r["width"] == 8:
             r["ptq"], r["qat"] = q["fp32"] - 0.05, q["fp32"] - 0.08
@@ -51,7 +54,7 @@ def _three_seeds(numbers, keys, shifts):
 
 
 def test_a_qat_loss_that_changes_sign_between_seeds_is_not_established():
-    q = _numbers("lab1", "quantization")
+    q = _one_seed(_numbers("lab1", "quantization"))
     for r in q["rows"]:
         r["qat"] = r["ptq"] - 0.03  # QAT well below PTQ at every width
     assert "QAT is established below PTQ at no width" in _failing(claims.lab1_quantization(q))
@@ -61,7 +64,7 @@ def test_a_qat_loss_that_changes_sign_between_seeds_is_not_established():
 
 
 def test_doctored_pruning_fails_when_random_beats_l1_above_chance():
-    p = copy.deepcopy(_numbers("lab1", "pruning"))
+    p = _one_seed(_numbers("lab1", "pruning"))
     for r in p["rows"]:
         if r["method"] == "random" and r["sparsity"] == 0.5:
             r["pruned"] = 0.9
@@ -137,6 +140,7 @@ def test_the_command_prints_verdicts_and_fails_on_a_broken_claim(tmp_path, capsy
     assert claims.main([str(FIGURES)]) == 0 and "ok   lab1: QAT is established below PTQ at no width" in capsys.readouterr().out
     shutil.copytree(FIGURES / "lab1", tmp_path / "lab1")
     q = json.loads((tmp_path / "lab1" / "quantization.json").read_text())
+    q["numbers"] = _one_seed(q["numbers"])
     for r in q["numbers"]["rows"]:
         r["qat"] = r["ptq"] - 0.05
     (tmp_path / "lab1" / "quantization.json").write_text(json.dumps(q))
@@ -144,7 +148,7 @@ def test_the_command_prints_verdicts_and_fails_on_a_broken_claim(tmp_path, capsy
 
 
 def test_merged_lora_may_flip_a_few_boundary_reviews_not_more():
-    acc = copy.deepcopy(_numbers("lab0", "accuracy"))
+    acc = _one_seed(_numbers("lab0", "accuracy"))
     n = acc["sft"]["n"]
     assert claims.merge_flips(25_000) == 12 and claims.merge_flips(64) == 1
     claim = "merging LoRA keeps the model in every seed"
@@ -171,3 +175,12 @@ def test_sft_accuracies_are_compared_within_each_commit():
     found = claims.same_sft({"lab0": (0.86512, {"git_commit": a}), "lab1p": (0.86496, {"git_commit": a}),
                              "lab4": (0.86512, {"git_commit": b})})
     assert [c.holds for c in found] == [False]  # commit b has one result: nothing to compare there
+
+
+def test_a_one_seed_result_fails_the_seed_count(tmp_path):
+    shutil.copytree(FIGURES / "lab1", tmp_path / "lab1")
+    assert all(c.holds for c in claims.seeded(tmp_path))
+    q = json.loads((tmp_path / "lab1" / "quantization.json").read_text())
+    q["numbers"].pop("seeds")  # stored before seeds were kept: one seed
+    (tmp_path / "lab1" / "quantization.json").write_text(json.dumps(q))
+    assert _failing(claims.seeded(tmp_path)) == {"trained-model verdicts rest on >= 3 training seeds"}
