@@ -11,7 +11,8 @@ from __future__ import annotations
 import optuna
 
 from ..quant.study import STUDY_ORDER
-from .plan import StudyPlan, study_settings, study_tag
+from . import plan as _plan_mod
+from .plan import StudyPlan
 from .storage import default_url
 from .precision import FORMAT_SPACE, params_of, uniform
 
@@ -20,6 +21,20 @@ PARETO = ["maximize", "minimize"]  # accuracy, average weight bits
 
 def default_storage(s: dict) -> str:
     return default_url("lab3")
+
+
+def _search_settings(s: dict) -> dict:
+    """The settings the search's studies depend on: Lab 3's ``seeds`` are the formats notebook's training
+    seeds; the search measures the SFT model of ``seed`` alone, so they neither name nor change its studies."""
+    return {k: v for k, v in s.items() if k != "seeds"}
+
+
+def study_settings(s: dict) -> dict:
+    return _plan_mod.study_settings(_search_settings(s))
+
+
+def study_tag(s: dict) -> str:
+    return _plan_mod.study_tag(_search_settings(s))
 
 
 def _name(s: dict, what: str) -> str:
