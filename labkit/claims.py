@@ -99,6 +99,36 @@ def lab2_samplers(s: dict, answers: str | None = None) -> list[Claim]:
     return out
 
 
+def lab2_collapse(s: dict, answers: str) -> list[Claim]:
+    """Trials that ended at chance are reported by depth when any depth lost a tenth of its trials or more."""
+    from .answers.lab2 import collapse_by_depth
+
+    trials = [t for ts in s["trials"].values() for t in ts]
+    n = next((t["n_test"] for t in trials if "n_test" in t), 25_000)
+    by = collapse_by_depth(s["trials"], n)
+    bad = {d: r for d, r in by.items() if r["at_chance"] >= 0.1 * r["trials"]}
+    said = "ended at chance" in answers
+    return [Claim("lab2", "the answers report the trials that ended at chance, per depth", said or not bad,
+                  f"at chance by depth: {by}; the answers {'say' if said else 'do not say'} so")]
+
+
+def lab3_search(integer: dict, pareto: dict, answers: str) -> list[Claim]:
+    """A search answer may not read a search as a finding when a baseline inside its space scores higher, nor
+    read the cost searches as each picking its point when one loses under its own objective."""
+    from .answers.lab3 import lambda_text
+
+    uniform = next((u["accuracy"] for u in pareto["uniform"] if u["format"] == "integer"), None)
+    below = uniform is not None and integer["best"] < uniform
+    out = [Claim("lab3", "Task 1 is read against its uniform baseline", not below or
+                 "did not reach its own baseline" in answers,
+                 f"best {integer['best']:.4f} vs uniform int8 {uniform}")]
+    beaten = "do not each pick" in lambda_text(pareto.get("cost", []))
+    out.append(Claim("lab3", "the lambdas are not read as a trade-off when one loses under its own objective",
+                     not beaten or "Each lambda picks one point" not in answers,
+                     "a lambda's best loses under its own objective" if beaten else "each lambda's best is its own"))
+    return out
+
+
 def lab3_formats(f: dict) -> list[Claim]:
     worse = [k for k, v in f["formats"].items() if v["qat"]["accuracy"] == v["qat"]["accuracy"]  # NaN: diverged
              and (d := _diff(f, v["qat"], "accuracy", v["ptq"], "accuracy")).established and d.mean < 0]
@@ -193,6 +223,11 @@ def check_all(figures: Path) -> list[Claim]:
     if (s := _numbers(figures / "lab2" / "samplers.json")) is not None:
         answers = figures / "lab2" / "answers.md"
         out += lab2_samplers(s, answers.read_text() if answers.is_file() else None)
+    if s is not None and (figures / "lab2" / "answers.md").is_file():
+        out += lab2_collapse(s, (figures / "lab2" / "answers.md").read_text())
+    integer, pareto = _numbers(figures / "lab3" / "search_integer.json"), _numbers(figures / "lab3" / "search_pareto.json")
+    if integer is not None and pareto is not None and (figures / "lab3" / "search_answers.md").is_file():
+        out += lab3_search(integer, pareto, (figures / "lab3" / "search_answers.md").read_text())
     if (f := _numbers(figures / "lab3" / "formats.json")) is not None:
         out += lab3_formats(f)
     sft = {}

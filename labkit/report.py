@@ -17,7 +17,7 @@ def say(markdown: str) -> None:
 
 
 def show(fig) -> None:
-    """Show a matplotlib Figure made outside pyplot (e.g. by labkit.kernels.figures) in a notebook, as a PNG,
+    """Show a matplotlib Figure made outside pyplot (e.g. by labkit.plots.lab4_mxint8) in a notebook, as a PNG,
     whatever the backend; elsewhere do nothing (scripts save figures instead)."""
     try:
         from IPython import get_ipython

@@ -287,7 +287,7 @@ def test_lab3_chance_uses_a_standard_error():
 
 @pytest.mark.parametrize("lab, start", [("lab0", "# Lab 0:"), ("lab3_formats", "# Lab 3 (part 1)")])
 def test_render_tool_prints_without_measuring(lab, start):
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "render_answers.py"), lab, "--stdout"],
+    out = subprocess.run([sys.executable, "-m", "labkit.redraw", lab, "--answers", "--stdout"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(start) and "re-rendered" in out.stdout

@@ -294,7 +294,7 @@ def test_committed_answers_are_the_committed_json_rendered(module, stem):
     path = FIG / f"{stem}_answers.md"
     assert path.is_file(), f"{path} is not committed"
     assert path.read_text() == module.render({n: stored(n) for n in module.NAMES}), \
-        f"{path.name} is stale: python tools/render_answers.py lab4"
+        f"{path.name} is stale: python -m labkit.redraw lab4 --answers"
     head = path.read_text().split("\n\n")[2]
     for name in module.NAMES:
         p = stored(name)
@@ -304,7 +304,7 @@ def test_committed_answers_are_the_committed_json_rendered(module, stem):
 
 def test_render_tool_measures_nothing_and_prints_the_same():
     env = {k: v for k, v in os.environ.items() if k != "LABKIT_FIGURES_DIR"}  # the committed figures/
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "render_answers.py"), "lab4_perf", "--stdout"],
+    out = subprocess.run([sys.executable, "-m", "labkit.redraw", "lab4_perf", "--answers", "--stdout"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout == lab4_perf.render({n: stored(n) for n in lab4_perf.NAMES})

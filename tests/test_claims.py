@@ -184,3 +184,18 @@ def test_a_one_seed_result_fails_the_seed_count(tmp_path):
     q["numbers"].pop("seeds")  # stored before seeds were kept: one seed
     (tmp_path / "lab1" / "quantization.json").write_text(json.dumps(q))
     assert _failing(claims.seeded(tmp_path)) == {"trained-model verdicts rest on >= 3 training seeds"}
+
+
+def test_search_readings_fail_when_the_answers_misread_their_data():
+    integer, pareto = _numbers("lab3", "search_integer"), _numbers("lab3", "search_pareto")
+    answers = (FIGURES / "lab3" / "search_answers.md").read_text()
+    assert not _failing(claims.lab3_search(integer, pareto, answers))
+    misread = answers.replace("did not reach its own baseline", "found the best widths") + " Each lambda picks one point."
+    assert _failing(claims.lab3_search(integer, pareto, misread)) == {
+        "Task 1 is read against its uniform baseline",
+        "the lambdas are not read as a trade-off when one loses under its own objective"}
+    s = _numbers("lab2", "samplers")
+    lab2_answers = (FIGURES / "lab2" / "answers.md").read_text()
+    assert not _failing(claims.lab2_collapse(s, lab2_answers))
+    assert _failing(claims.lab2_collapse(s, lab2_answers.replace("ended at chance", "did fine"))) == {
+        "the answers report the trials that ended at chance, per depth"}

@@ -1,7 +1,6 @@
-"""Lab 4 part 3's figures (labkit.kernels.figures): drawn from the committed JSON and from small inputs,
+"""Lab 4 part 3's figures (labkit.plots.lab4_mxint8): drawn from the committed JSON and from small inputs,
 readable (no text overlaps another), the bandwidth plot in % of copy with every stored size, and the
 re-draw script keeps the stored numbers and provenance."""
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +10,8 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from labkit.kernels import figures, tiling
+from labkit.kernels import tiling
+from labkit.plots import lab4_mxint8 as figures
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB4 = ROOT / "figures" / "lab4"
@@ -194,17 +194,12 @@ def test_bandwidth_legend_gives_gbps_at_the_largest_size():
             assert f"{100 * r['fraction_of_copy']:.0f}% = {r['GBps']:,.0f} GB/s" in text
 
 
-# --- the re-draw script ----------------------------------------------------------------------------------
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location("redraw_figures", ROOT / "tools" / "redraw_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+# --- the re-draw tool -------------------------------------------------------------------------------------
 
 def test_redraw_keeps_numbers_and_provenance(tmp_path, monkeypatch):
-    names = ("mxint8_tiling", "mxint8_memory", "mxint8_bandwidth_plot", "mxint8_bandwidth")
+    from labkit import redraw
+
+    names = ("mxint8_tiling", "mxint8_memory", "mxint8_bandwidth_plot")
     for n in names:
         committed(n)
     (tmp_path / "lab4").mkdir()
@@ -212,26 +207,21 @@ def test_redraw_keeps_numbers_and_provenance(tmp_path, monkeypatch):
         shutil.copy(LAB4 / f"{n}.json", tmp_path / "lab4")
     before = {n: json.loads((LAB4 / f"{n}.json").read_text()) for n in names}
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
-    assert load_tool().main(["lab4"]) == 0
-    for n in names[:3]:
+    assert redraw.main(["lab4_mxint8", "--figures", *sum((["--only", n] for n in names), [])]) == 0
+    for n in names:
         after = json.loads((tmp_path / "lab4" / f"{n}.json").read_text())
         assert (tmp_path / "lab4" / f"{n}.png").stat().st_size > 0
         assert (tmp_path / "lab4" / f"{n}.svg").stat().st_size > 0
         drawn = after.pop("drawn")
         before[n].pop("drawn", None)  # a committed figure may carry an earlier drawing's block
         assert after == before[n]  # numbers, settings and the measured provenance untouched
-        assert drawn["by"] == "tools/redraw_figures.py lab4" and drawn["created"] and "git_commit" in drawn
+        assert drawn["by"] == "python -m labkit.redraw lab4_mxint8" and drawn["created"] and "git_commit" in drawn
     bw_drawn = json.loads((tmp_path / "lab4" / "mxint8_bandwidth_plot.json").read_text())["drawn"]
-    if before["mxint8_bandwidth_plot"]["numbers"].get("rows"):  # as the notebook now writes it: its own rows
-        assert bw_drawn["from"] == "numbers.rows of this file"
-    else:  # an older stored summary without rows: the benchmark's are drawn
-        assert "mxint8_bandwidth.json" in bw_drawn["from"]
-        assert bw_drawn["from_provenance"] == before["mxint8_bandwidth"]["provenance"]
-    assert json.loads((tmp_path / "lab4" / "mxint8_bandwidth.json").read_text()) == before["mxint8_bandwidth"]
+    assert bw_drawn["from"] == "numbers.rows of this file"
 
 
-def test_redraw_prefers_the_figures_own_rows(tmp_path, monkeypatch):
-    """A payload as the notebook now writes it (rows in the figure's JSON) is drawn from those rows."""
+def test_redraw_draws_the_figures_own_rows(tmp_path, monkeypatch):
+    """A payload as the notebook writes it (rows in the figure's JSON) is drawn from those rows."""
     rows = synthetic_rows(groups=(32,))
     payload = {"lab": "lab4", "name": "mxint8_bandwidth_plot", "figure": "mxint8_bandwidth_plot.png",
                "numbers": {"source": "synthetic", "group_size": 32, "rows": rows, "summary": []},
@@ -239,7 +229,9 @@ def test_redraw_prefers_the_figures_own_rows(tmp_path, monkeypatch):
     (tmp_path / "lab4").mkdir()
     (tmp_path / "lab4" / "mxint8_bandwidth_plot.json").write_text(json.dumps(payload))
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
-    fig, drawn = load_tool().lab4_bandwidth("full")
+    from labkit import redraw
+
+    fig, drawn = redraw._lab4_bandwidth(redraw.payloads_of("lab4_mxint8"))
     assert drawn["from"] == "numbers.rows of this file"
     check_bandwidth(fig, rows, 32)
     assert "a test GPU" in fig.get_axes()[0].get_title()

@@ -2,7 +2,7 @@
 
 Each function takes what the notebook stores and returns Markdown; ``render`` builds the whole answers
 file from the stored JSON alone, so it can be re-rendered without measuring anything
-(``tools/render_answers.py lab0``).
+(``python -m labkit.redraw lab0 --answers``).
 """
 from __future__ import annotations
 

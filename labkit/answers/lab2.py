@@ -79,7 +79,7 @@ def compression_answer(best: dict[str, float], effects: dict[str, dict], start: 
         text += (f"Post-training {'raised' if r['mean'] > 0 else 'lowered'} accuracy on average by more than one "
                  "standard error" + (": at this learning rate and length it moved the compressed models away from "
                                      "what they had learnt rather than adapting them to compression. "
-                                     if r["mean"] < 0 else ", recovering what compression cost. "))
+                                     if r["mean"] < 0 else " (read against its missing control below). "))
     if abs(c["mean"]) < se:
         text += ("On average that is within one standard error: compression costs these models little, so "
                  "objectives measured before and after it rank architectures alike, and the compression-aware "
@@ -87,8 +87,8 @@ def compression_answer(best: dict[str, float], effects: dict[str, dict], start: 
     elif c["mean"] < 0:
         text += ("Compression costs accuracy, and unevenly across architectures (the per-trial range), so an "
                  "objective measured after compression rewards the architectures that tolerate it, which the "
-                 "uncompressed search does not look for; post-training recovers part of the loss, and "
-                 "searching with it in the loop ranks architectures by what they recover to.")
+                 "uncompressed search does not look for; with post-training in the loop, architectures are ranked "
+                 "by their accuracy after it.")
     else:
         text += ("Compression raised accuracy on average, beyond one standard error: at this width and sparsity "
                  "it acts on these briefly trained models more as a regulariser than as a loss of information.")
@@ -168,3 +168,109 @@ def studies_header(storage: str, tag: str, prov: dict, s: dict) -> str:
              f"Search space narrowed by this profile to {restrict(s['space'])}.")
     return (f"Studies in `{storage}` (tag `{tag}`); {s['trials']} trials per sampler and seed, seeds {s['seeds']}. "
             f"{space} {how_trials_ran(prov)}")
+
+
+def collapse_by_depth(trials: dict[str, list[dict]], n_test: int) -> dict[int, dict]:
+    """Per depth (``num_hidden_layers``): trials and how many ended at chance (within two test-set standard
+    errors of 0.5: the model answers one class), over every study's completed trials."""
+    out: dict[int, dict] = {}
+    for ts in trials.values():
+        for t in ts:
+            depth = t["params"].get("num_hidden_layers")
+            row = out.setdefault(depth, {"trials": 0, "at_chance": 0})
+            row["trials"] += 1
+            row["at_chance"] += abs(t["value"] - 0.5) <= 2 * accuracy_se(0.5, n_test)
+    return dict(sorted(out.items()))
+
+
+def collapse_text(by_depth: dict[int, dict], lr: float, best_params: dict) -> str:
+    """What the collapsed trials mean for the search's winner."""
+    total = sum(r["trials"] for r in by_depth.values())
+    flat = sum(r["at_chance"] for r in by_depth.values())
+    per = "; ".join(f"{d} layers: {r['at_chance']} of {r['trials']} ({r['at_chance'] / r['trials']:.0%})"
+                    for d, r in by_depth.items())
+    if not flat:
+        return f"No trial ended at chance ({total} trials; per depth: {per})."
+    fine = [d for d, r in by_depth.items() if r["at_chance"] == 0]
+    deepest_best = best_params.get("num_hidden_layers")
+    return (f"**{flat} of {total} trials ended at chance** (a model that answers one class), by depth: {per}. "
+            f"These models did not train at lr {lr:g} from random initialisation in one epoch"
+            + (f"; every {'/'.join(map(str, fine))}-layer one did" if fine else "") + ". "
+            f"So the winner ({deepest_best} layers) reflects which depths train at this learning rate as much as "
+            "which architecture is better: the deeper models were not given a setting they train in (warm-up, a "
+            "learning rate scaled with depth, or the learning rate searched), and until they are, this search "
+            "cannot say that the small architecture is the better one.")
+
+
+def post_training_text(trials: list[dict], start_value: float, n_test: int, post_epochs: float) -> str:
+    """Post-training's within-trial change with its median and spread, and why it cannot be called recovery
+    without an equal-training control."""
+    d = sorted(t["accuracy_post_trained"] - t["accuracy_compressed"] for t in trials
+               if "accuracy_post_trained" in t and "accuracy_compressed" in t)
+    if not d:
+        return ""
+    k = len(d)
+    median = d[k // 2] if k % 2 else (d[k // 2 - 1] + d[k // 2]) / 2
+    both = [t for t in trials if "accuracy_post_trained" in t and "accuracy_trained" in t]
+    above = sum(t["accuracy_post_trained"] > t["accuracy_trained"] for t in both)
+    clearly = sum(t["accuracy_post_trained"] > t["accuracy_trained"] + 2 * accuracy_se(t["accuracy_trained"], n_test)
+                  for t in both)
+    big = max(d)
+    return (f"Post-training's change per trial: mean {sum(d) / k:+.4f}, **median {median:+.4f}**, range {d[0]:+.4f} "
+            f"to {big:+.4f} over {k} trials"
+            + (f" (the largest, {big:+.4f}, carries the mean)" if big > 3 * abs(median) and k > 2 else "") + ". "
+            f"{above} of {len(both)} post-trained models end above their own uncompressed accuracy ({clearly} by more "
+            f"than two test-set standard errors): the {post_epochs:g} epoch of extra training helps on its own, which no equal-training "
+            "control (the uncompressed model trained as long) separates here, so this search does not show that "
+            "post-training recovers what compression cost (Lab 1 measures that control: extra training alone "
+            "raised its fp32 model too).")
+
+
+NAMES = ("samplers", "compression_aware")
+ANSWERS_FILE = "answers.md"
+
+
+def render(payloads: dict[str, dict | None]) -> str:
+    """``figures/lab2/answers.md`` from the stored ``samplers`` and ``compression_aware`` results."""
+    from ..search import grid_points, grid_space
+    from .sources import header
+
+    parts = [header("Lab 2: architecture search with Optuna, then compression-aware search", payloads,
+                    "notebooks/lab2_search.ipynb")]
+    s_p, c_p = payloads.get("samplers"), payloads.get("compression_aware")
+    if s_p is not None:
+        s, num = s_p["settings"], s_p["numbers"]
+        trials = [t for ts in num["trials"].values() for t in ts]
+        n_test = next((t["n_test"] for t in trials if "n_test" in t), s.get("test_size") or 25_000)
+        planned = s["trials"]
+        done = num.get("completed") or {k: len(v) for k, v in num["trials"].items()}
+        grid = len(grid_points(grid_space(s["space"])))
+        best = num["best"]
+        by_depth = collapse_by_depth(num["trials"], n_test)
+        params = {k: v for k, v in best["params"].items() if "." not in k}
+        parts += ["## Task 1: Random vs Grid vs TPE", table_md(sampler_rows(num["bands"])),
+                  *([drawn_from(num["trials_from"])] if num.get("report_only") and num.get("trials_from") else []),
+                  "- **Samplers.** " + shortfall(done, planned) + sampler_verdict(num["bands"], n_test, grid),
+                  f"- **Best architecture.** {best['study']} trial {best['trial']}, accuracy {best['value']:.4f}: "
+                  f"`{params}`, {sum(v == 'identity' for k, v in best['params'].items() if '.' in k)} Linear "
+                  f"layers replaced by Identity. " + collapse_text(by_depth, s["lr"], params)]
+    if c_p is not None:
+        c, num = c_p["settings"], c_p["numbers"]
+        effects = num["within_trial"]
+        n_test = next((t["n_test"] for ts in num["trials"].values() for t in ts if "n_test" in t), 25_000)
+        parts += ["## Task 2: compression-aware search",
+                  "- **Compression-aware search.** " + shortfall(num["completed"], c["compression_trials"])
+                  + compression_answer(num["best"], effects, num["start"], c["quant_width"], c["prune_sparsity"],
+                                       c["post_epochs"], n_test),
+                  "- **Post-training, read with its spread.** "
+                  + post_training_text(num["trials"]["compressed + post-training"], num["start"]["value"], n_test,
+                                       c["post_epochs"])]
+    if s_p is None and c_p is None:
+        parts.append("No stored numbers: nothing to render.")
+    return "\n\n".join(parts) + "\n"
+
+
+def table_md(rows: list[dict]) -> str:
+    from ..report import table
+
+    return table(rows)

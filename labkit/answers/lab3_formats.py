@@ -5,7 +5,7 @@ Results hold one model per training seed (``labkit.seeds``): every comparison of
 difference over seeds whose uncertainty combines the seed spread with the test-set standard error
 (sqrt(p(1-p)/n), n the stored test-set size); a difference that is not established (within 2 SE, or of
 another sign in some seed) is a tie, and a group is named instead of a single best. ``render`` builds the
-whole answers file from the stored JSON alone (``tools/render_answers.py lab3_formats``); nothing is
+whole answers file from the stored JSON alone (``python -m labkit.redraw lab3_formats --answers``); nothing is
 measured.
 """
 from __future__ import annotations

@@ -28,7 +28,7 @@ def header(title: str, payloads: dict[str, dict | None], notebook: str) -> str:
             for name, p in payloads.items() if p is not None]
     missing = [name for name, p in payloads.items() if p is None]
     return (f"# {title}\n\n_Rendered by `labkit.answers` from the stored numbers below (the JSON beside this "
-            f"file), not measured while rendering (`tools/render_answers.py`); `{notebook}` writes this file the "
+            f"file), not measured while rendering (`python -m labkit.redraw`); `{notebook}` writes this file the "
             f"same way from the numbers of its run._\n\n"
             + table(rows) + (f"\n\nNot stored: {', '.join(f'`{m}`' for m in missing)}." if missing else "")
             + (f"\n\n{note}" if (note := _measured.notes({f"{k}.json": v for k, v in payloads.items()})) else ""))

@@ -321,38 +321,3 @@ def profile_rows(study: dict, which: str, part: str = "top") -> list[dict]:
 
 def sweep_point(study: dict | None, seq: int) -> dict | None:
     return next((r for r in (study or {}).get("sweep", []) if r["seq"] == seq), None)
-
-
-def plot(study: dict):
-    """Time and peak memory vs sequence length (naive vs fused), and the forced backends."""
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.5))
-    for name, style in (("naive", "o-"), ("fused", "s-")):
-        pts = [(r["seq"], r[name]) for r in study["sweep"] if r[name]["status"] == "ok"]
-        ax1.plot([s for s, _ in pts], [1e3 * m["timing"]["steady_median_s"] for _, m in pts], style, label=name)
-        ax1.fill_between([s for s, _ in pts], [1e3 * m["timing"]["steady_q25_s"] for _, m in pts],
-                         [1e3 * m["timing"]["steady_q75_s"] for _, m in pts], alpha=0.3)
-        mem = [(s, m["peak_bytes"]) for s, m in pts if m["peak_bytes"] is not None]
-        ax2.plot([s for s, _ in mem], [b / 2**20 for _, b in mem], style, label=f"{name} (measured peak)")
-    ax2.plot([r["seq"] for r in study["sweep"]], [r["attention_matrix_bytes"] / 2**20 for r in study["sweep"]],
-             "k--", label="one attention matrix (analytic)")
-    ax1.set(yscale="log", ylabel="ms per call (median, IQR)", title="time")
-    ax2.set(yscale="log", ylabel="MiB", title="peak memory")
-    seqs = [r["seq"] for r in study["sweep"]]
-    for ax in (ax1, ax2):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(seqs, [str(s) for s in seqs])
-        ax.set_xlabel("sequence length")
-        ax.legend(fontsize=7)
-    ok = [b for b in study["backends"] if b["status"] == "ok"]
-    ax3.bar([b["backend"] for b in ok], [1e3 * b["timing"]["steady_median_s"] for b in ok])
-    missing = [b["backend"] for b in study["backends"] if b["status"] != "ok"]
-    ax3.set(ylabel="ms per call", title=f"forced backends at seq {study['profile_seq']}"
-            + (f" (unavailable: {', '.join(missing)})" if missing else ""))
-    ax3.title.set_fontsize(8)
-    fig.suptitle(f"attention, batch {study['batch']} x {study['heads']} heads x head dim {study['head_dim']}, "
-                 f"{study['dtype']}, causal={study['is_causal']} on {study['device_name']}; "
-                 f"default backend: {study['default_backend']}", fontsize=9)
-    fig.tight_layout()
-    return fig

@@ -15,15 +15,16 @@ def show_stored_figure(lab: str, name: str) -> None:
         display(Image(filename=str(png)))
 
 
-def measure_or_load(name: str, study_module, settings: dict, devices: list[str], lab: str = "lab4") -> dict:
-    """Run ``study_module`` on each of ``devices`` (saving its figure and JSON); for the other device take the
-    stored full-profile result. Returns {device: payload as saved, or None when nothing is stored}."""
+def measure_or_load(name: str, study_module, settings: dict, devices: list[str], draw, lab: str = "lab4") -> dict:
+    """Run ``study_module`` on each of ``devices`` (saving its figure, ``draw(study)``, and JSON); for the other
+    device take the stored full-profile result. Returns {device: payload as saved, or None when nothing is
+    stored}."""
     import matplotlib.pyplot as plt
 
     payloads = {}
     for dev in devices:
         study = study_module.run_study(settings, dev)
-        fig = study_module.plot(study)
+        fig = draw(study)
         save_figure(fig, lab, f"{name}_{dev}", study, settings)
         plt.show()
         plt.close(fig)

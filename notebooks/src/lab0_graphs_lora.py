@@ -12,7 +12,7 @@
 #
 # Every sentence below that quotes a number prints it from this run's variables, through
 # `labkit.answers.lab0`; the answers file beside the results (`answers.md`) is rendered by the same
-# functions from the JSON this run saves, so `tools/render_answers.py lab0` can render it again later.
+# functions from the JSON this run saves, so `python -m labkit.redraw lab0 --answers` can render it again later.
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
@@ -151,7 +151,7 @@ print({k: measured.shown_path(p) for k, p in paths.items()})
 # %% [markdown]
 # ## Answers
 #
-# Rendered from the JSON just saved (read back), as `tools/render_answers.py lab0` renders them later.
+# Rendered from the JSON just saved (read back), as `python -m labkit.redraw lab0 --answers` renders them later.
 
 # %%
 stored = load_results("lab0", "accuracy", S["profile"])

@@ -20,7 +20,7 @@ from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import load_results, provenance, save_answers, save_figure
 from labkit.answers import lab1 as answers
-from labkit.compression_figures import plot_pruning
+from labkit.plots.lab1 import plot_pruning
 from labkit.sweeps import pruning_seed
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
@@ -56,7 +56,7 @@ save_figure(plot_pruning(numbers, S), "lab1", "pruning", numbers, S)
 # ## Answers from the numbers
 #
 # Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
-# the numbers beside it cannot disagree); `tools/render_answers.py lab1` re-renders it without measuring.
+# the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
 
 # %%
 text = answers.render_prune({n: load_results("lab1", n, S["profile"]) for n in answers.PRUNE_NAMES})

@@ -30,7 +30,7 @@ from labkit.report import say, table
 from labkit.results import load_results, provenance, save_answers, save_figure
 from labkit.quant.calibrate import calibrated_fixed_point
 from labkit.answers import lab1 as answers
-from labkit.compression_figures import plot_quantization
+from labkit.plots.lab1 import plot_quantization
 from labkit.sweeps import quantization_seed
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
@@ -82,7 +82,7 @@ save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 # ## Answers from the numbers
 #
 # Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
-# the numbers beside it cannot disagree); `tools/render_answers.py lab1` re-renders it without measuring.
+# the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
 
 # %%
 text = answers.render_quantize({n: load_results("lab1", n, S["profile"]) for n in answers.QUANTIZE_NAMES})

@@ -30,11 +30,11 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"trials": 10, "workers": 
 # %%
 import time
 
-import matplotlib.pyplot as plt
 import optuna
 
-from labkit import search
+from labkit import redraw, search
 from labkit.answers import lab2 as answers
+from labkit.plots.lab2_search import plot_compression_aware, plot_samplers
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
@@ -71,23 +71,14 @@ say(f"Best architecture overall: {best_study} trial {best.number}, accuracy {bes
     f"{sum(v == 'identity' for k, v in best.params.items() if '.' in k)} Linear layers replaced by Identity.")
 
 # %%
-fig, ax = plt.subplots(figsize=(6.5, 4))
-for (sampler, b), style in zip(bands.items(), ("--", "-", "-.")):
-    x = range(1, b["trials"] + 1)
-    line, = ax.plot(x, b["mean"], ls=style, marker="o", ms=3, label=f"{sampler} (mean of {len(b['final'])} seeds)")
-    ax.fill_between(x, b["min"], b["max"], color=line.get_color(), alpha=0.15)
-ax.set_xlabel("trial")
-ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-ax.set_ylabel("best accuracy so far")
-ax.set_title(f"NAS on IMDb: mean and min-max over seeds (profile {S['profile']})")
-ax.legend(loc="lower right")
-save_figure(fig, "lab2", "samplers", {
+samplers = {
     "bands": bands, "curves": curves, "rows": answers.sampler_rows(bands), "search_seconds": task1_seconds,
     "completed": task1_done, "trials_from": task1_from, "report_only": S["report_only"],
     "best": {"study": best_study, "trial": best.number, "value": best.value, "params": best.params},
     "trials": {name: [{"number": t.number, "value": t.value, "params": t.params, **t.user_attrs}
                       for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-               for name, st in task1.items()}}, S)
+               for name, st in task1.items()}}
+save_figure(plot_samplers(samplers, S), "lab2", "samplers", samplers, S)
 
 # %% [markdown]
 # ## Task 2: compression-aware search from Task 1's best architecture
@@ -123,30 +114,25 @@ say(table([{"objective": label, "best": comp_best[label], "first trial (Task 1's
 say(table([{"within-trial change": k, **v} for k, v in effects.items()]))
 
 # %%
-fig, ax = plt.subplots(figsize=(6.5, 4))
-for (label, ys), style in zip(comp_curves.items(), ("-", "--", "-.")):
-    ax.plot(range(1, len(ys) + 1), ys, ls=style, marker="o", ms=3, label=label)
-ax.set_xlabel("trial")
-ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-ax.set_ylabel("best accuracy so far")
-ax.set_title(f"Compression-aware search: int{S['quant_width']} + {S['prune_sparsity']:.0%} L1 pruning")
-ax.legend(loc="lower right")
 quant, prune = lab2.compression_configs(S)
-save_figure(fig, "lab2", "compression_aware", {
+compression = {
     "best_so_far": comp_curves, "best": comp_best, "within_trial": effects, "trials": comp_trials,
     "start": {"study": best_study, "trial": best.number, "value": best.value}, "search_seconds": task2_seconds,
     "quant": quant, "prune": prune, "completed": comp_done, "trials_from": task2_from,
-    "report_only": S["report_only"]}, S)
+    "report_only": S["report_only"]}
+save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware", compression, S)
 
 # %% [markdown]
 # ## Answers from the numbers
+#
+# Rendered by `labkit.answers.lab2` from the JSON just saved (read back), as `python -m labkit.redraw lab2
+# --answers` renders them later: the samplers' verdict with its uncertainty, how many trials of each depth
+# ended at chance, and post-training's change read with its median and spread.
 
 # %%
-grid_size = len(search.grid_points(search.grid_space(S["space"])))
-say("- **Samplers.** " + answers.shortfall(task1_done, S["trials"]) + answers.sampler_verdict(bands, n_test, grid_size))
-say("- **Compression-aware search.** " + answers.shortfall(comp_done, S["compression_trials"]) + answers.compression_answer(
-    comp_best, effects, {"study": best_study, "value": best.value}, S["quant_width"], S["prune_sparsity"],
-    S["post_epochs"], n_test))
+answers_path, text = redraw.render_answers("lab2_search", S["profile"])
+answers_path.write_text(text)
+say(text.split("\n\n", 3)[-1])
 trials_run = sum(len(st.trials) for st in list(task1.values()) + list(task2.values()))
 cached = sum(bool(t.user_attrs.get("cached")) for st in list(task1.values()) + list(task2.values()) for t in st.trials)
 if S["report_only"]:

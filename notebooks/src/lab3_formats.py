@@ -16,7 +16,7 @@
 # `labkit.answers.lab3_formats`. PTQ and QAT run once per training seed (`seeds`: an SFT model each, and
 # each QAT with that seed); each comparison states an uncertainty combining the spread over seeds with the
 # test-set error (`labkit.seeds`) and calls a difference that is not established a tie. The answers file beside the results (`formats_answers.md`)
-# is rendered by the same functions from the JSON this run saves (`tools/render_answers.py lab3_formats`
+# is rendered by the same functions from the JSON this run saves (`python -m labkit.redraw lab3_formats --answers`
 # renders it again later).
 
 # %% tags=["parameters"]
@@ -114,7 +114,7 @@ plt.show()
 # %% [markdown]
 # ## What the numbers say
 #
-# Rendered from the JSON just saved (read back), as `tools/render_answers.py lab3_formats` renders them later.
+# Rendered from the JSON just saved (read back), as `python -m labkit.redraw lab3_formats --answers` renders them later.
 
 # %%
 stored = {name: load_results("lab3", name, S["profile"]) for name in answers.NAMES}

@@ -26,12 +26,12 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"pareto_trials": 200, "wo
 # %%
 import time
 
-import matplotlib.pyplot as plt
 import optuna
 
-from labkit import recipes, search, train
+from labkit import recipes, redraw, search, train
 from labkit.answers import lab3 as answers
 from labkit.answers.lab2 import how_trials_ran
+from labkit.plots.lab3_search import plot_formats, plot_integer, plot_pareto
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
@@ -84,19 +84,10 @@ widths = {answers.short(layer): best_int.params[f"{layer}:integer.width"] for la
 fracs = {answers.short(layer): best_int.params[f"{layer}:integer.frac_width"] for layer in layers}
 uniform_trials = {next(iter(t.user_attrs["formats"])): t for t in completed(studies["uniform"])}  # one format each
 say(table([{"layer": k, "width": widths[k], "frac": fracs[k]} for k in widths]))
-fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.plot(range(1, len(int_curve) + 1), int_curve, marker="o", ms=3, label="per-layer integer (TPE)")
-ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
-if "integer" in uniform_trials:
-    ax.axhline(uniform_trials["integer"].values[0], color="grey", ls="--", label="int8, frac 4, every layer")
-ax.set_xlabel("trial")
-ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-ax.set_ylabel("best accuracy so far")
-ax.set_title("Task 1: per-layer integer width and frac width")
-ax.legend(loc="lower right")
-save_figure(fig, "lab3", "search_integer", {
-    "best_so_far": int_curve, "best": best_int.user_attrs["accuracy"], "widths": widths, "fracs": fracs,
-    "fp32": fp32, "trials": [{"number": t.number, **t.user_attrs} for t in completed(int_study)]}, S)
+integer = {"best_so_far": int_curve, "best": best_int.user_attrs["accuracy"], "widths": widths, "fracs": fracs,
+           "fp32": fp32, "trials": [{"number": t.number, **t.user_attrs} for t in completed(int_study)],
+           "uniform_int8": uniform_trials["integer"].values[0] if "integer" in uniform_trials else None}
+save_figure(plot_integer(integer, S), "lab3", "search_integer", integer, S)
 
 # %% [markdown]
 # ## Task 2: one search per format, and all formats together
@@ -116,18 +107,8 @@ all_formats = {"best": all_best.user_attrs["accuracy"], "bits": all_best.user_at
 curves["all formats"] = search.best_so_far(studies["all"], key="accuracy", limit=S["search_trials"])
 rows = answers.format_rows(per_format, fp32)
 say(table(rows))
-fig, ax = plt.subplots(figsize=(7.5, 4.5))
-for name, ys in curves.items():
-    ax.plot(range(1, len(ys) + 1), ys, marker="o" if len(ys) > 1 else "s", ms=3,
-            lw=2.5 if name == "all formats" else 1.2, label=name)
-ax.axhline(fp32, color="k", ls=":", label="fp32")
-ax.set_xlabel("trial")
-ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-ax.set_ylabel("best accuracy so far")
-ax.set_title("Task 2: per-format searches (fixed-width formats: one configuration)")
-ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
-save_figure(fig, "lab3", "search_formats", {"best_so_far": curves, "rows": rows, "all_formats": all_formats,
-                                            "fp32": fp32}, S)
+formats = {"best_so_far": curves, "rows": rows, "all_formats": all_formats, "fp32": fp32}
+save_figure(plot_formats(formats, S), "lab3", "search_formats", formats, S)
 
 # %% [markdown]
 # ## Cost: accuracy - lambda x bits, and the Pareto front
@@ -157,44 +138,27 @@ def point(t):
 front = [point(t) for t in lab3.front(studies["pareto"])]
 uniform = [{"format": name, **point(t)} for name, t in uniform_trials.items()]
 qat = [point(t) for t in completed(qat_study)]
-fig, ax = plt.subplots(figsize=(7.5, 4.8))
-cloud = [point(t) for t in completed(studies["pareto"])]
-ax.scatter([p["bits"] for p in cloud], [p["accuracy"] for p in cloud], s=8, color="0.75", label="trials (PTQ)")
-ax.step([p["bits"] for p in front], [p["accuracy"] for p in front], where="post", marker="o", ms=4,
-        label="Pareto front (PTQ)")
-for i, u in enumerate(sorted(uniform, key=lambda u: (u["bits"], u["accuracy"]))):
-    ax.scatter(u["bits"], u["accuracy"], marker="x", color="C3", zorder=3)
-    # neighbours at the same width alternate sides and heights, so their labels stay readable
-    ax.annotate(u["format"], (u["bits"], u["accuracy"]), fontsize=6, ha="left" if i % 2 else "right",
-                xytext=(5 if i % 2 else -5, -9 + 6 * (i % 3)), textcoords="offset points")
-for q in qat:
-    ax.annotate("", xy=(q["bits"], q["accuracy"]), xytext=(q["bits"], q["ptq"]),
-                arrowprops=dict(arrowstyle="->", color="C2"))
-ax.scatter([q["bits"] for q in qat], [q["accuracy"] for q in qat], marker="*", s=80, color="C2", zorder=4,
-           label="front after QAT")
-ax.scatter([], [], marker="x", color="C3", label="one format in every layer")
-ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
-ax.set_xscale("log", base=2)
-ax.set_xlabel("average weight bits (log scale)")
-ax.set_ylabel("accuracy")
-ax.set_title("Accuracy vs average weight bits: mixed formats (front) and uniform formats (x)")
-ax.legend(fontsize=7, loc="lower right")
-save_figure(fig, "lab3", "search_pareto", {
-    "front": front, "uniform": uniform, "qat": qat, "cost": crows, "fp32": fp32, "search_seconds": search_seconds,
-    "qat_seconds": qat_seconds, "front_configs": [t.params for t in lab3.front(studies["pareto"])]}, S)
+# every configuration any phase-1 study measured (PTQ), and the front over all of them
+cloud = [{"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"]}
+         for st in studies.values() for t in completed(st)]
+pareto = {"front": front, "front_all": answers.front_of(cloud), "cloud": cloud, "uniform": uniform, "qat": qat,
+          "cost": crows, "fp32": fp32, "search_seconds": search_seconds, "qat_seconds": qat_seconds,
+          "front_configs": [t.params for t in lab3.front(studies["pareto"])]}
+save_figure(plot_pareto(pareto, S), "lab3", "search_pareto", pareto, S)
 say(table([{"bits": p["bits"], "accuracy": p["accuracy"],
             "formats": ", ".join(f"{k} x{v}" for k, v in p["formats"].items())} for p in front]))
 
 # %% [markdown]
 # ## Answers from the numbers
+#
+# Rendered by `labkit.answers.lab3` from the JSON just saved (read back), as `python -m labkit.redraw
+# lab3_search --answers` renders them later: each search read against the baselines inside its own space,
+# each lambda's best under every lambda's objective, and the front over every configuration measured.
 
 # %%
-say("- **Task 1.** " + answers.integer_answer(best_int.user_attrs["accuracy"], fp32, len(int_curve),
-                                              uniform_trials["integer"].values[0] if "integer" in uniform_trials
-                                              else None, n_test, widths))
-say("- **Task 2.** " + answers.formats_answer(rows, fp32, n_test, all_formats))
-say("- **Cost.** " + answers.cost_answer(crows))
-say("- **Pareto front.** " + answers.pareto_answer(front, uniform, qat, fp32, n_test))
+answers_path, text = redraw.render_answers("lab3_search", S["profile"])
+answers_path.write_text(text)
+say(text.split("\n\n", 3)[-1])
 trials = sum(len(st.trials) for st in list(studies.values()) + [qat_study])
 cached = sum(bool(t.user_attrs.get("cached")) for st in list(studies.values()) + [qat_study] for t in st.trials)
 say(f"- **Cost of the search.** {search_seconds / 60:.1f} min for the searches and {qat_seconds / 60:.1f} min for "

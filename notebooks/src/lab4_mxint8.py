@@ -24,7 +24,8 @@ import torch
 from labkit import models, per_seed as per_seed_runs, recipes, seeds, train
 from labkit.kernels.accuracy import mxint8_accuracy_seed
 from labkit.answers import lab4_mxint8 as answers
-from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, figures, memory, tiling
+from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, memory, tiling
+from labkit.plots import lab4_mxint8 as figures
 from labkit.profiles import lab_settings
 from labkit.report import say, show, table
 from labkit.results import load_results, provenance, result_dir, save_answers, save_figure, save_results
@@ -138,7 +139,7 @@ g_draw, groups_draw = 32, 80  # a (32, 80) view: tiles of 32 groups in k, the th
 tm = tiling.lab_tile_map(g_draw, groups_draw)
 tiling_numbers = {"constants": K, "drawn": {"group_size": g_draw, "num_groups": groups_draw,
                                             **{k: tm[k] for k in ("BLK_M", "BLK_K", "THR_M", "THR_K")}}}
-fig = figures.plot_tiling(tiling_numbers)  # the maps are recomputed from these numbers (labkit.kernels.figures)
+fig = figures.plot_tiling(tiling_numbers)  # the maps are recomputed from these numbers (labkit.plots.lab4_mxint8)
 save_figure(fig, "lab4", "mxint8_tiling", tiling_numbers, S)
 show(fig)
 PAYLOADS["mxint8_tiling"] = saved("mxint8_tiling")
@@ -227,8 +228,8 @@ PAYLOADS["mxint8_accuracy"] = saved("mxint8_accuracy")
 say(answers.accuracy_text(acc_numbers, G))
 
 # %% [markdown]
-# The answers file beside the results is rendered from the same stored JSON (`tools/render_answers.py
-# lab4_mxint8` re-renders it without measuring).
+# The answers file beside the results is rendered from the same stored JSON (`python -m labkit.redraw
+# lab4_mxint8 --answers` re-renders it without measuring).
 
 # %%
 print("wrote", save_answers("lab4", "mxint8", answers.render(PAYLOADS), S["profile"]))

@@ -29,6 +29,7 @@ import torch
 from labkit.answers import lab4_perf as answers
 from labkit.perf import compile_study, resolve_devices, sdpa
 from labkit.perf.stored import measure_or_load
+from labkit.plots import lab4_perf as plots
 from labkit.profiles import lab_settings
 from labkit.report import say
 from labkit.results import save_answers
@@ -56,7 +57,7 @@ for dev in DEVICES:
 # see where the time goes.
 
 # %%
-COMPILE = measure_or_load("compile", compile_study, S, DEVICES)
+COMPILE = measure_or_load("compile", compile_study, S, DEVICES, draw=plots.plot_compile)
 
 # %%
 for dev in ("cpu", "cuda"):
@@ -87,7 +88,7 @@ if answers.tf32_note(COMPILE["cuda"]):
 # with `torch.nn.attention.sdpa_kernel`, and the sequence length is swept.
 
 # %%
-ATTN = measure_or_load("sdpa", sdpa, S, DEVICES)
+ATTN = measure_or_load("sdpa", sdpa, S, DEVICES, draw=plots.plot_sdpa)
 
 # %%
 for dev in ("cpu", "cuda"):
@@ -106,7 +107,7 @@ say("**2a. Profile naive and fused attention (CPU).**\n\n" + answers.attention_a
 say("**2b. And on CUDA?**\n\n" + answers.attention_answer(ATTN["cuda"], "cuda"))
 
 # %% [markdown]
-# The answers file beside the results is rendered from the same stored JSON (`tools/render_answers.py lab4_perf`
+# The answers file beside the results is rendered from the same stored JSON (`python -m labkit.redraw lab4_perf --answers`
 # re-renders it without measuring).
 
 # %%

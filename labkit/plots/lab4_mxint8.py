@@ -1,11 +1,11 @@
-"""Lab 4 part 3's figures, drawn from exactly the numbers the notebook stores in their JSON.
+"""Lab 4 part 3's figures (notebook lab4_mxint8), drawn from exactly the numbers the notebook stores in their JSON.
 
 ``plot_tiling(numbers)`` takes the ``mxint8_tiling`` numbers (kernel constants and the drawn view; the
 maps are layout arithmetic, recomputed by ``labkit.kernels.tiling``), ``plot_memory(measured)`` the
 ``mxint8_memory`` ``measured`` dict, ``plot_bandwidth(rows)`` the bandwidth rows of ``bench.sweep``
 (``n``, ``group_size``, ``impl``, ``GBps``, ``fraction_of_copy``). Each returns a matplotlib Figure, so
 the committed GPU figures can be re-drawn from the committed JSON without measuring again
-(``tools/redraw_figures.py lab4``). ``overlapping_texts(fig)`` lists text that collides, for the tests.
+(``python -m labkit.redraw lab4_mxint8 --figures``). ``overlapping_texts(fig)`` lists text that collides, for the tests.
 """
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from matplotlib.ticker import FixedLocator, NullLocator, PercentFormatter
 
-from . import tiling
+from ..kernels import tiling
 
 IMPLS = ("cute_vec", "cute_tile", "compile", "eager")  # drawing order; others follow in the rows' order
 IMPL_LABELS = {"cute_vec": "cute_vec (CuTe, vectorised)", "cute_tile": "cute_tile (CuTe, lab-structure tile)",

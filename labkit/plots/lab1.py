@@ -1,10 +1,10 @@
 """Lab 1's figures, drawn from the numbers its JSON stores (so a committed figure can be re-drawn without
-re-measuring: tools/redraw_figures.py lab1)."""
+re-measuring: python -m labkit.redraw lab1 --figures)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from . import seeds as _seeds
+from .. import seeds as _seeds
 
 
 def seed_points(ax, xs, rows, key: str, k: int, color, marker="o") -> None:

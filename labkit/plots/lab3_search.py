@@ -1,0 +1,87 @@
+"""Lab 3's search figures (notebook lab3_search): Task 1's best-so-far curve against its baselines, the
+per-format curves, and accuracy against average weight bits (trials, front, uniform formats, QAT), from their
+stored numbers."""
+from __future__ import annotations
+
+import itertools
+
+import matplotlib.pyplot as plt
+
+LINES = ("-", "--", "-.", ":")
+
+
+def plot_integer(numbers: dict, settings: dict, uniform_int8: float | None = None):
+    """Task 1's best accuracy so far, beside fp32 and the uniform int8 configuration (a point of its space)."""
+    curve, fp32 = numbers["best_so_far"], numbers["fp32"]
+    uniform_int8 = numbers.get("uniform_int8", uniform_int8)
+    fig, ax = plt.subplots(figsize=(6.8, 4.2))
+    ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3, label="per-layer integer (TPE): best so far")
+    trials = [t["accuracy"] for t in numbers.get("trials", [])][: len(curve)]
+    ax.scatter(range(1, len(trials) + 1), trials, s=10, color="C0", alpha=0.35, linewidths=0, label="each trial")
+    ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
+    if uniform_int8 is not None:
+        ax.axhline(uniform_int8, color="C3", ls="--", label=f"int8, frac 4, every layer {uniform_int8:.4f}")
+    ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"Task 1: per-layer integer width and frac width (profile {settings['profile']})", fontsize=10)
+    ax.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_formats(numbers: dict, settings: dict):
+    """Best accuracy so far of every per-format search and of the all-formats search: each series its own
+    colour and line style (tab10 has 10 colours for 12 series), the legend beside the axes."""
+    curves, fp32 = numbers["best_so_far"], numbers["fp32"]
+    colors = plt.get_cmap("tab10").colors
+    fig, ax = plt.subplots(figsize=(8.2, 4.6))
+    for i, (name, ys) in enumerate(curves.items()):  # past 10 series the colours repeat with another line style
+        ls, color = LINES[i // len(colors) % len(LINES)], colors[i % len(colors)]
+        ax.plot(range(1, len(ys) + 1), ys, ls=ls, color="k" if name == "all formats" else color,
+                marker="o" if len(ys) > 1 else "s", ms=3, lw=2.5 if name == "all formats" else 1.3, label=name)
+    ax.axhline(fp32, color="0.4", ls=":", label=f"fp32 {fp32:.4f}")
+    ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.set_ylabel("best accuracy so far")
+    ax.set_title(f"Task 2: per-format searches (fixed-width formats: one configuration; profile "
+                 f"{settings['profile']})", fontsize=9)
+    ax.legend(fontsize=7, ncol=1, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def plot_pareto(numbers: dict, settings: dict):
+    """Accuracy against average weight bits: every measured configuration (grey, where stored), the front
+    (a step line), each uniform format its own marker in the legend (no labels on the data to overprint),
+    and the QAT'd front configurations (stars, arrows from their PTQ accuracy)."""
+    fp32 = numbers["fp32"]
+    fig, ax = plt.subplots(figsize=(8.6, 5.0))
+    cloud = numbers.get("cloud") or []
+    if cloud:
+        ax.scatter([p["bits"] for p in cloud], [p["accuracy"] for p in cloud], s=7, color="0.78",
+                   label=f"every configuration measured ({len(cloud)})")
+    front = numbers.get("front_all") or numbers["front"]
+    ax.step([p["bits"] for p in front], [p["accuracy"] for p in front], where="post", marker="o", ms=4, color="C0",
+            label="Pareto front (PTQ)" + (", every study's trials" if numbers.get("front_all") else
+                                          ", the multi-objective study's trials"))
+    markers = itertools.cycle("xP^vsD<>pHd*")
+    colors = itertools.cycle(plt.get_cmap("tab10").colors)
+    for u in sorted(numbers["uniform"], key=lambda u: (u["bits"], u["accuracy"])):
+        ax.scatter(u["bits"], u["accuracy"], marker=next(markers), color=next(colors), s=36, zorder=3,
+                   label=f"{u['format']} in every layer ({u['accuracy']:.3f})")
+    qat = numbers.get("qat") or []
+    for q in qat:
+        ax.annotate("", xy=(q["bits"], q["accuracy"]), xytext=(q["bits"], q["ptq"]),
+                    arrowprops=dict(arrowstyle="->", color="C2"))
+    if qat:
+        ax.scatter([q["bits"] for q in qat], [q["accuracy"] for q in qat], marker="*", s=90, color="C2", zorder=4,
+                   label="front configurations after QAT")
+    ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("average weight bits (log scale)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"Accuracy vs average weight bits (profile {settings['profile']})", fontsize=10)
+    ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    return fig

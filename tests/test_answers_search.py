@@ -1,0 +1,49 @@
+"""Lab 2's and Lab 3 search's answers read their data right: collapsed depths, post-training without a control,
+a search below its own baseline, lambdas beaten under their own objective, the front over every study."""
+from labkit.answers import lab2, lab3
+from labkit.results import load_results
+
+
+def test_collapse_is_counted_per_depth_and_read_against_the_winner():
+    trials = {"s": [{"params": {"num_hidden_layers": 2}, "value": 0.86}, {"params": {"num_hidden_layers": 8}, "value": 0.5},
+                    {"params": {"num_hidden_layers": 8}, "value": 0.84}, {"params": {"num_hidden_layers": 4}, "value": 0.501}]}
+    by = lab2.collapse_by_depth(trials, 25_000)
+    assert by == {2: {"trials": 1, "at_chance": 0}, 4: {"trials": 1, "at_chance": 1}, 8: {"trials": 2, "at_chance": 1}}
+    text = lab2.collapse_text(by, 5e-4, {"num_hidden_layers": 2})
+    assert "**2 of 4 trials ended at chance**" in text and "8 layers: 1 of 2 (50%)" in text
+    assert "cannot say that the small architecture is the better one" in text
+    assert lab2.collapse_text({2: {"trials": 3, "at_chance": 0}}, 5e-4, {}).startswith("No trial ended at chance")
+
+
+def test_post_training_gives_median_and_spread_and_names_the_missing_control():
+    trials = [{"accuracy_trained": 0.86, "accuracy_compressed": 0.85, "accuracy_post_trained": 0.85 + d}
+              for d in (0.01, 0.012, 0.015, 0.02, 0.19)]
+    text = lab2.post_training_text(trials, 0.86, 25_000, 0.5)
+    assert "median +0.0150" in text and "range +0.0100 to +0.1900" in text and "carries the mean" in text
+    assert "4 of 5 post-trained models end above their own uncompressed accuracy" in text
+    assert "no equal-training control" in text and "does not show that post-training recovers" in text
+
+
+def test_a_search_below_its_own_baseline_says_so():
+    text = lab3.baseline_text(0.80, [0.5] * 37 + [0.8, 0.79, 0.7], 0.8356, 25_000)
+    assert "**The search did not reach its own baseline**" in text and "37 of 40 trials sit at chance" in text
+    assert "beats its obvious baseline" in lab3.baseline_text(0.84, [0.84], 0.8356, 25_000)
+
+
+def test_a_lambda_beaten_under_its_own_objective_is_not_read_as_a_trade_off():
+    rows = [{"lambda": 0.001, "accuracy": 0.7998, "weight bits": 5.88}, {"lambda": 0.03, "accuracy": 0.8309,
+                                                                         "weight bits": 5.33}]
+    text = lab3.lambda_text(rows)
+    assert "lambda 0.001's best (0.7998 at 5.88 bits) loses under its own objective to lambda 0.03's" in text
+    fine = [{"lambda": 0.001, "accuracy": 0.84, "weight bits": 8.0}, {"lambda": 0.1, "accuracy": 0.80, "weight bits": 2.0}]
+    assert "each lambda picks its own point" in lab3.lambda_text(fine)
+
+
+def test_the_front_over_every_study_and_the_ptq_point_above_the_qat_headline():
+    assert [p["bits"] for p in lab3.front_of([{"bits": 2, "accuracy": 0.6}, {"bits": 3, "accuracy": 0.59},
+                                              {"bits": 4, "accuracy": 0.8}])] == [2, 4]
+    payloads = {n: load_results("lab3", n) for n in lab3.NAMES}
+    text = lab3.render(payloads)
+    assert "**The search did not reach its own baseline**" in text  # the committed Task 1: 0.8027 < 0.8356
+    assert "block_fp search 0.8433 at 5.91 bits" in text and "above the QAT'd 5.47-bit configuration" in text
+    assert "Each lambda picks one point" not in text

@@ -1,0 +1,48 @@
+"""One tool redraws every lab's figures and re-renders every lab's answers from the committed JSON, for all eight
+notebooks, without measuring."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from labkit import redraw
+from labkit.runner import lab_notebooks
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "figures"
+
+
+def test_every_notebook_has_an_entry():
+    books = {p.stem for entry in lab_notebooks().values() for p in (entry if isinstance(entry, list) else [entry])}
+    assert set(redraw.NOTEBOOKS) == books and len(books) == 8
+
+
+@pytest.mark.parametrize("notebook", list(redraw.NOTEBOOKS))
+def test_committed_answers_are_the_render_of_the_committed_json(notebook):
+    path, text = redraw.render_answers(notebook)
+    assert path.is_file(), f"{path} is not committed"
+    assert path.read_text() == text, f"{path.name} is stale: python -m labkit.redraw {notebook} --answers"
+
+
+def test_redraw_all_draws_every_figure_from_its_json(tmp_path, monkeypatch):
+    shutil.copytree(FIGURES, tmp_path / "figures", ignore=shutil.ignore_patterns("*.journal*", "gpu_logs", "quick",
+                                                                                  "smoke"))
+    monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
+    for png in (tmp_path / "figures").rglob("*.png"):
+        png.unlink()
+    assert redraw.main(["all"]) == 0
+    for notebook, nb in redraw.NOTEBOOKS.items():
+        for name in nb.figures:
+            folder = tmp_path / "figures" / nb.lab
+            assert (folder / f"{name}.png").stat().st_size > 0, (notebook, name)
+            payload = json.loads((folder / f"{name}.json").read_text())
+            committed = json.loads((FIGURES / nb.lab / f"{name}.json").read_text())
+            assert payload["drawn"]["by"] == f"python -m labkit.redraw {notebook}"
+            assert payload["numbers"] == committed["numbers"] and payload["provenance"] == committed["provenance"]
+        assert (tmp_path / "figures" / nb.lab / nb.answers).is_file()
+
+
+def test_a_bad_name_names_the_allowed_values():
+    with pytest.raises(ValueError, match="allowed values are 'all', a lab .*lab0_graphs_lora"):
+        redraw.select("lab9")
