@@ -175,7 +175,7 @@ def plot_memory(measured: dict, device: str | None = None) -> Figure:
         peak = np.array([entry[f]["peak"] / 1e6 for f in fmts])
         y = np.arange(len(fmts))[::-1]
         ax.barh(y, res, color="#4c72b0", height=0.6, label="resident: parameters and buffers")
-        ax.barh(y, peak - res, left=res, color="#dd8452", height=0.6, label="peak - resident: activations etc.")
+        ax.barh(y, peak - res, left=res, color="#dd8452", height=0.6, label="peak - resident: activations and temporaries (a dequantized weight)")
         right = peak.max()
         for yi, r, p in zip(y, res, peak):
             inside = r >= 0.15 * right  # room for the resident value on its own bar
