@@ -119,8 +119,23 @@ def save_results(lab: str, name: str, numbers: dict, settings: dict, figure: str
     path = out / f"{name}.json"
     payload = {"lab": lab, "name": name, "figure": figure, "numbers": numbers, "settings": settings,
                "provenance": provenance()}
-    path.write_text(json.dumps(_jsonable(payload), indent=2) + "\n")
+    path.write_text(json.dumps(portable(_jsonable(payload)), indent=2) + "\n")
     return path
+
+
+def portable(obj):
+    """``obj`` with every absolute path inside this checkout written relative to it (``journal:/abs/repo/x``
+    -> ``journal:x``) and the cache folder as ``$LABKIT_CACHE_DIR``: stored results name no machine's folders."""
+    if isinstance(obj, dict):
+        return {k: portable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [portable(v) for v in obj]
+    if isinstance(obj, str) and "/" in obj:
+        cache = os.environ.get("LABKIT_CACHE_DIR")
+        for folder, shown in ((cache, "$LABKIT_CACHE_DIR/"), (str(_settings.REPO_ROOT), "")):
+            if folder:
+                obj = obj.replace(folder.rstrip("/") + "/", shown)
+    return obj
 
 
 def _save_images(fig, out: Path, name: str, formats) -> dict:

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,23 @@ def test_a_copy_inside_another_repository_records_no_foreign_commit(monkeypatch,
     (tmp_path / "link").symlink_to(outer)
     monkeypatch.setattr(settings, "REPO_ROOT", tmp_path / "link")
     assert results.git_commit() == theirs
+
+
+def test_stored_results_name_no_machine_folders(monkeypatch, tmp_path):
+    from labkit import settings
+    from labkit.results import portable
+
+    monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = str(settings.REPO_ROOT)
+    got = portable({"storage": f"journal:{root}/figures/lab2/studies.journal",
+                    "rows": [f"{tmp_path}/cache/torch_extensions/x.so", "plain", 3]})
+    assert got == {"storage": "journal:figures/lab2/studies.journal",
+                   "rows": ["$LABKIT_CACHE_DIR/torch_extensions/x.so", "plain", 3]}
+
+
+def test_no_committed_result_names_a_machine_folder():
+    import re
+    root = Path(__file__).resolve().parent.parent / "figures"
+    bad = [str(p) for p in root.rglob("*") if p.suffix in (".json", ".md")
+           and re.search(r"(?<![\w$])/(work|tmp|root|home)/", p.read_text(errors="replace"))]
+    assert not bad, bad

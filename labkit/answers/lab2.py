@@ -183,7 +183,7 @@ def collapse_by_depth(trials: dict[str, list[dict]], n_test: int) -> dict[int, d
     return dict(sorted(out.items()))
 
 
-def collapse_text(by_depth: dict[int, dict], lr: float, best_params: dict) -> str:
+def collapse_text(by_depth: dict[int, dict], lr: float, best_params: dict, epochs: float = 1.0) -> str:
     """What the collapsed trials mean for the search's winner."""
     total = sum(r["trials"] for r in by_depth.values())
     flat = sum(r["at_chance"] for r in by_depth.values())
@@ -192,14 +192,19 @@ def collapse_text(by_depth: dict[int, dict], lr: float, best_params: dict) -> st
     if not flat:
         return f"No trial ended at chance ({total} trials; per depth: {per})."
     fine = [d for d, r in by_depth.items() if r["at_chance"] == 0]
-    deepest_best = best_params.get("num_hidden_layers")
-    return (f"**{flat} of {total} trials ended at chance** (a model that answers one class), by depth: {per}. "
-            f"These models did not train at lr {lr:g} from random initialisation in one epoch"
-            + (f"; every {'/'.join(map(str, fine))}-layer one did" if fine else "") + ". "
-            f"So the winner ({deepest_best} layers) reflects which depths train at this learning rate as much as "
-            "which architecture is better: the deeper models were not given a setting they train in (warm-up, a "
-            "learning rate scaled with depth, or the learning rate searched), and until they are, this search "
-            "cannot say that the small architecture is the better one.")
+    text = (f"**{flat} of {total} trials ended at chance** (a model that answers one class), by depth: {per}. "
+            f"These models did not leave chance at lr {lr:g} from random initialisation in {epochs:g} epoch"
+            f"{'s' if epochs != 1 else ''}" + (f"; every {'/'.join(map(str, fine))}-layer one did" if fine else "")
+            + ". ")
+    deeper = [d for d, r in by_depth.items() if r["at_chance"] and d > min(by_depth)]
+    if fine and deeper:
+        text += (f"So the winner ({best_params.get('num_hidden_layers')} layers) reflects which depths train at this "
+                 "learning rate as much as which architecture is better: the deeper models were not given a setting "
+                 "they train in (warm-up, a learning rate scaled with depth, or the learning rate searched), and until "
+                 "they are, this search cannot say that the small architecture is the better one.")
+    else:
+        text += "The best trial is read among those that trained; the collapsed ones say nothing about their architecture."
+    return text
 
 
 def post_training_text(trials: list[dict], start_value: float, n_test: int, post_epochs: float) -> str:
@@ -216,6 +221,10 @@ def post_training_text(trials: list[dict], start_value: float, n_test: int, post
     clearly = sum(t["accuracy_post_trained"] > t["accuracy_trained"] + 2 * accuracy_se(t["accuracy_trained"], n_test)
                   for t in both)
     big = max(d)
+    if median <= 0:
+        return (f"Post-training's change per trial: mean {sum(d) / k:+.4f}, **median {median:+.4f}**, range {d[0]:+.4f} "
+                f"to {big:+.4f} over {k} trials: the {post_epochs:g} epoch of training with compression in place did "
+                "not raise accuracy here.")
     return (f"Post-training's change per trial: mean {sum(d) / k:+.4f}, **median {median:+.4f}**, range {d[0]:+.4f} "
             f"to {big:+.4f} over {k} trials"
             + (f" (the largest, {big:+.4f}, carries the mean)" if big > 3 * abs(median) and k > 2 else "") + ". "
@@ -253,13 +262,15 @@ def render(payloads: dict[str, dict | None]) -> str:
                   "- **Samplers.** " + shortfall(done, planned) + sampler_verdict(num["bands"], n_test, grid),
                   f"- **Best architecture.** {best['study']} trial {best['trial']}, accuracy {best['value']:.4f}: "
                   f"`{params}`, {sum(v == 'identity' for k, v in best['params'].items() if '.' in k)} Linear "
-                  f"layers replaced by Identity. " + collapse_text(by_depth, s["lr"], params)]
+                  f"layers replaced by Identity. " + collapse_text(by_depth, s["lr"], params, s.get("epochs", 1.0))]
     if c_p is not None:
         c, num = c_p["settings"], c_p["numbers"]
         effects = num["within_trial"]
         n_test = next((t["n_test"] for ts in num["trials"].values() for t in ts if "n_test" in t), 25_000)
         parts += ["## Task 2: compression-aware search",
-                  "- **Compression-aware search.** " + shortfall(num["completed"], c["compression_trials"])
+                  "- **Compression-aware search.** "
+                  + shortfall(num.get("completed") or {k: len(v) for k, v in num["best_so_far"].items()},
+                              c["compression_trials"])
                   + compression_answer(num["best"], effects, num["start"], c["quant_width"], c["prune_sparsity"],
                                        c["post_epochs"], n_test),
                   "- **Post-training, read with its spread.** "

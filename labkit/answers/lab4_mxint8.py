@@ -245,7 +245,14 @@ def accuracy_text(acc: dict, group_size: int) -> str:
             + (f", means of {k} SFT models (training seeds)" if k > 1 else "") + f": fp32 **{fp:.4f}**, MXINT8 "
             f"g{group_size} **{mx:.4f}**; MXINT8 minus fp32 {d.text()}: {verdict}. Largest logit difference on a "
             f"test batch {max(_seeds.values(acc, 'max_logit_gap', k)):.3g}. Dequantization ran through: "
-            f"{acc['kernel_path']}.")
+            f"{_no_machine_paths(acc['kernel_path'])}.")
+
+
+def _no_machine_paths(text: str) -> str:
+    """A kernel description with the machine's extension-cache folder replaced by what it is."""
+    import re
+
+    return re.sub(r"(/[\w.-]+)+/torch_extensions/", "<torch extensions cache>/", text)
 
 
 def render(payloads: dict[str, dict | None]) -> str:
