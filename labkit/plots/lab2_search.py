@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from . import trial_axes
+
 STYLES = ("--", "-", "-.", ":")
 
 
@@ -14,12 +16,8 @@ def plot_samplers(numbers: dict, settings: dict):
         x = range(1, b["trials"] + 1)
         line, = ax.plot(x, b["mean"], ls=style, marker="o", ms=3, label=f"{sampler} (mean of {len(b['final'])} seeds)")
         ax.fill_between(x, b["min"], b["max"], color=line.get_color(), alpha=0.15)
-    ax.set_xlabel("trial")
-    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    ax.set_ylabel("best accuracy so far")
-    ax.set_title(f"NAS on IMDb: mean and min-max over seeds (profile {settings['profile']})", fontsize=10)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
+    trial_axes(ax, "best accuracy so far", f"NAS on IMDb: mean and min-max over seeds (profile {settings['profile']})",
+               loc="lower right", fontsize=8)
     return fig
 
 
@@ -35,11 +33,7 @@ def plot_compression_aware(numbers: dict, settings: dict):
         vals = [t["value"] for t in trials if t.get("value") is not None][: len(ys)]
         ax.scatter(range(1, len(vals) + 1), vals, s=12, color=color, alpha=0.35, linewidths=0,
                    label=f"{label}: each trial")
-    ax.set_xlabel("trial")
-    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"Compression-aware search: int{settings['quant_width']} + {settings['prune_sparsity']:.0%} L1 "
-                 f"pruning, one TPE study per objective (profile {settings['profile']})", fontsize=9)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-    fig.tight_layout()
+    trial_axes(ax, "test accuracy", f"Compression-aware search: int{settings['quant_width']} + "
+               f"{settings['prune_sparsity']:.0%} L1 pruning, one TPE study per objective (profile {settings['profile']})",
+               9, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     return fig

@@ -7,6 +7,8 @@ import itertools
 
 import matplotlib.pyplot as plt
 
+from . import trial_axes
+
 LINES = ("-", "--", "-.", ":")
 
 
@@ -21,12 +23,8 @@ def plot_integer(numbers: dict, settings: dict, uniform_int8: float | None = Non
     ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
     if uniform_int8 is not None:
         ax.axhline(uniform_int8, color="C3", ls="--", label=f"int8, frac 4, every layer {uniform_int8:.4f}")
-    ax.set_xlabel("trial")
-    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"Task 1: per-layer integer width and frac width (profile {settings['profile']})", fontsize=10)
-    ax.legend(loc="lower right", fontsize=7)
-    fig.tight_layout()
+    trial_axes(ax, "accuracy", f"Task 1: per-layer integer width and frac width (profile {settings['profile']})",
+               loc="lower right", fontsize=7)
     return fig
 
 
@@ -41,13 +39,8 @@ def plot_formats(numbers: dict, settings: dict):
         ax.plot(range(1, len(ys) + 1), ys, ls=ls, color="k" if name == "all formats" else color,
                 marker="o" if len(ys) > 1 else "s", ms=3, lw=2.5 if name == "all formats" else 1.3, label=name)
     ax.axhline(fp32, color="0.4", ls=":", label=f"fp32 {fp32:.4f}")
-    ax.set_xlabel("trial")
-    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    ax.set_ylabel("best accuracy so far")
-    ax.set_title(f"Task 2: per-format searches (fixed-width formats: one configuration; profile "
-                 f"{settings['profile']})", fontsize=9)
-    ax.legend(fontsize=7, ncol=1, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
+    trial_axes(ax, "best accuracy so far", f"Task 2: per-format searches (fixed-width formats: one configuration; "
+               f"profile {settings['profile']})", 9, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig
 
 
