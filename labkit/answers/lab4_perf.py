@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from ..perf import compile_study, sdpa
-from ..perf.compile_study import SHEET_STATE, get_comparison, get_run, per_device, share
-from ..perf.timing import PROFILER_BOOKKEEPING
+from ..perf.compile_study import SHEET_STATE, get_comparison, get_run, noisy, per_device, share, timings
+from ..perf.timing import PROFILER_BOOKKEEPING, spread, within_noise
 from ..perf.timing import fmt_seconds as fmt
 from ..report import clip, table
 from . import sources
@@ -23,15 +23,6 @@ NAMES = tuple(f"{study}_{dev}" for study in ("compile", "sdpa") for dev in DEVIC
 
 def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def spread(t: dict) -> float:
-    """Max - min of the steady calls of a ``Timing.summary()``."""
-    return t["steady_max_s"] - t["steady_min_s"]
-
-
-def within_noise(a: dict, b: dict) -> bool:
-    return abs(a["steady_median_s"] - b["steady_median_s"]) <= max(spread(a), spread(b))
 
 
 def ratio_range(num: dict, den: dict) -> tuple[float, float]:
@@ -52,21 +43,6 @@ def verdict(new: dict, old: dict, new_name: str = "compiled", old_name: str = "e
                 f"no more than the spread of the steady calls (max-min: {old_name} {fmt(spread(old))}, {new_name} "
                 f"{fmt(spread(new))}), so this measurement shows neither a speedup nor a slowdown")
     return word(new, old)
-
-
-def run_at(study: dict, variant: str, c: dict) -> dict:
-    """The finished run of ``variant`` at comparison ``c``'s state and size."""
-    return next(r for r in study["runs"] if r["variant"] == variant and r["status"] == "ok"
-                and (r["state"], r.get("batch"), r.get("image")) == (c["state"], c["batch"], c["image"]))
-
-
-def timings(study: dict, c: dict) -> tuple[dict, dict]:
-    """The eager and compiled timings behind comparison ``c``."""
-    return run_at(study, "eager", c)["timing"], run_at(study, c["variant"], c)["timing"]
-
-
-def noisy(study: dict, c: dict) -> bool:
-    return within_noise(*timings(study, c))
 
 
 def first_call_share(c: dict) -> float:

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..report import clip
-from .timing import DEVICE_TYPES, Timing, break_even_calls, check_device, is_bookkeeping
+from .timing import DEVICE_TYPES, Timing, break_even_calls, check_device, is_bookkeeping, within_noise
 
 # name -> torch.compile keyword arguments (None: the model itself, uncompiled)
 VARIANTS: dict[str, dict | None] = {
@@ -302,3 +302,19 @@ def comparison_rows(study: dict) -> list[dict]:
                      "max |diff| vs eager": "n/a" if c["max_abs_diff_vs_eager"] is None
                      else f"{c['max_abs_diff_vs_eager']:.1e}"})
     return rows
+
+
+def run_at(study: dict, variant: str, c: dict) -> dict:
+    """The finished run of ``variant`` at comparison ``c``'s state and size."""
+    return next(r for r in study["runs"] if r["variant"] == variant and r["status"] == "ok"
+                and (r["state"], r.get("batch"), r.get("image")) == (c["state"], c["batch"], c["image"]))
+
+
+def timings(study: dict, c: dict) -> tuple[dict, dict]:
+    """The eager and compiled timings behind comparison ``c``."""
+    return run_at(study, "eager", c)["timing"], run_at(study, c["variant"], c)["timing"]
+
+
+def noisy(study: dict, c: dict) -> bool:
+    """Whether comparison ``c``'s compiled and eager steady times are within noise of each other."""
+    return within_noise(*timings(study, c))

@@ -263,3 +263,13 @@ def quiet_profile(**kwargs):
             if kept:
                 sys.stderr.write(kept)
                 sys.stderr.flush()
+
+
+def spread(t: dict) -> float:
+    """Max - min of the steady calls of a ``Timing.summary()``."""
+    return t["steady_max_s"] - t["steady_min_s"]
+
+
+def within_noise(a: dict, b: dict) -> bool:
+    """Two ``Timing.summary()``s whose medians differ by no more than either side's spread."""
+    return abs(a["steady_median_s"] - b["steady_median_s"]) <= max(spread(a), spread(b))

@@ -6,7 +6,7 @@ import math
 
 import matplotlib.pyplot as plt
 
-from ..perf.compile_study import SHEET_CALLS
+from ..perf.compile_study import SHEET_CALLS, noisy
 from ..perf.timing import Timing
 
 
@@ -37,11 +37,12 @@ def plot_compile(study: dict):
             n = [len(cum), horizon]  # extrapolated with the steady median (a straight line)
             ax2.plot(n, [cum[-1] + (k - len(cum)) * t.steady_median for k in n], ls, color=color, alpha=0.35)
         be = c["break_even_calls"]
-        if be is not None and math.isfinite(be) and be > 0:
+        # only where the answers can show one: a saving within noise has no break-even these numbers show
+        if be is not None and math.isfinite(be) and be > 0 and not noisy(study, c):
             y = c["eager_first_s"] + be * c["eager_steady_s"]  # approximately where the lines cross
             ax2.plot([be], [y], "*", color=color, ms=10)
     ax2.set(xscale="log", yscale="log", xlabel="number of calls", ylabel="cumulative seconds",
-            title="cumulative (dotted: eager; faint: extrapolated; star: break-even)")
+            title="cumulative (dotted: eager; faint: extrapolated; star: break-even beyond noise)")
     ax2.title.set_fontsize(9)
     ax2.legend(fontsize=6)
 
