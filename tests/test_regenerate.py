@@ -1,10 +1,11 @@
-"""labkit.regenerate: a regeneration split over calls with a time budget, resumed from its state file."""
+"""labkit.maintain.regenerate: a regeneration split over calls with a time budget, resumed from its state file."""
 import json
 import lzma
 import pytest
 import torch
 
-from labkit import recipes, regenerate
+from labkit import recipes
+from labkit.maintain import regenerate
 
 
 @pytest.fixture()
@@ -211,7 +212,7 @@ def test_fresh_status_on_a_clean_clone_shows_every_step_pending(tmp_path, monkey
         line = next(li for li in out.splitlines() if li.split()[:1] == [step.notebook])
         assert line.split()[1] == "pending" and "(not started)" in line, line
     assert out.rstrip().endswith("left: " + ", ".join(s.notebook for s in regenerate.PLAN))
-    assert regenerate.main(["--fresh", "--status"]) == 0  # python -m labkit.regenerate too
+    assert regenerate.main(["--fresh", "--status"]) == 0  # python -m labkit.maintain.regenerate too
     assert capsys.readouterr().out == out
     assert not (tmp_path / "runs").exists() and regenerate.COMMITTED_STATE.read_bytes() == committed  # read only
 

@@ -35,10 +35,10 @@ import optuna
 
 from labkit import search
 from labkit.answers import lab2 as answers
+from labkit.labs import lab2, lab2_space
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
-from labkit.search import lab2
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = lab_settings("lab2", PROFILE, **OVERRIDES)
@@ -142,7 +142,7 @@ save_figure(fig, "lab2", "compression_aware", {
 # ## Answers from the numbers
 
 # %%
-grid_size = len(search.grid_points(search.grid_space(S["space"])))
+grid_size = len(search.grid_points(lab2_space.grid_space(S["space"])))
 say("- **Samplers.** " + answers.shortfall(task1_done, S["trials"]) + answers.sampler_verdict(bands, n_test, grid_size))
 say("- **Compression-aware search.** " + answers.shortfall(comp_done, S["compression_trials"]) + answers.compression_answer(
     comp_best, effects, {"study": best_study, "value": best.value}, S["quant_width"], S["prune_sparsity"],

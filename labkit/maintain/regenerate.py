@@ -7,7 +7,7 @@ a step only where its expected time fits what is left (searches start whenever a
 trials are kept). Everything the next call needs lives under ``runs/`` (the state, ``runs/optuna``), which
 ``tools/gpu_full_run.sh`` packs and restores.
 
-    labkit regenerate --budget 540            # run what fits in 540 s (or python -m labkit.regenerate)
+    labkit regenerate --budget 540            # run what fits in 540 s (or python -m labkit.maintain.regenerate)
     labkit regenerate --status                # what is done, what is left
     labkit regenerate --fresh --budget 540    # start a new regeneration: every step pending again
 
@@ -25,7 +25,7 @@ On a host with several GPUs (``--gpus``, default: all visible) the steps run in 
 notebook sees its lane's GPU alone), longest expected first; each lane takes the next step that fits.
 
 The SFT models are trained once per machine and seed, and cached (``LABKIT_CACHE_DIR``, kept while the
-machine stays warm between calls). Training is deterministic (``labkit.determinism``), so another call or
+machine stays warm between calls). Training is deterministic (``labkit.training.determinism``), so another call or
 machine retrains the same weights; each call's digests are recorded, and a differing one is warned about.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import settings as _settings
+from .. import settings as _settings
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def _seed_journal(step: Step) -> None:
     here = _settings.runs_dir() / "optuna" / f"{step.search}.journal"
     seed = _settings.REPO_ROOT / step.seed_journal
     if not here.is_file() and seed.is_file():
-        from .search.storage import unpacked_journal  # the search package imports torch: only when seeding
+        from ..search.storage import unpacked_journal  # the search package imports torch: only when seeding
 
         here.parent.mkdir(parents=True, exist_ok=True)
         here.write_bytes(unpacked_journal(seed).read_bytes())
@@ -274,7 +274,7 @@ def _stop_group(proc: subprocess.Popen) -> None:
 def record_sft(state: dict, call: str) -> list[str]:
     """Record this call's SFT checkpoints' digests; returns warnings for a checkpoint whose digest differs
     from an earlier call's (the training did not reproduce the same weights)."""
-    from .recipes import checkpoint_digest
+    from ..recipes import checkpoint_digest
 
     warnings = []
     folder = _settings.cache_dir() / "checkpoints"
@@ -306,7 +306,7 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
     """Run pending steps until ``budget`` seconds are spent; returns the state. ``fresh``: start a new
     regeneration (see the module's docstring). ``gpus``: lanes, one per GPU (default: every visible GPU).
     ``runner(step, timeout, log[, gpu=i])`` replaces the notebook runner (tests)."""
-    from . import results
+    from .. import results
 
     only = check_only(only)
     runner = runner or _run_notebook
@@ -440,7 +440,7 @@ def status_text(state: dict) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``labkit regenerate`` and ``python -m labkit.regenerate``."""
+    """The options of ``labkit regenerate`` and ``python -m labkit.maintain.regenerate``."""
     parser.add_argument("--budget", type=float, default=540, help="seconds this call may spend (default 540)")
     parser.add_argument("--only", nargs="+", help="run only these notebooks (stems), still in plan order")
     parser.add_argument("--parallel", action="store_true",
@@ -471,7 +471,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.regenerate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m labkit.maintain.regenerate", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import seeds as _seeds
-from .seeds import accuracy_se as se
+from .. import seeds as _seeds
+from ..seeds import accuracy_se as se
 
 CHANCE = 0.5  # IMDb is balanced
 INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")
@@ -212,10 +212,10 @@ def check_all(figures: Path) -> list[Claim]:
 
 
 def main(argv=None) -> int:
-    """``python -m labkit.claims [FIGURES]``: print every claim's verdict; exit 1 if one fails."""
+    """``python -m labkit.maintain.claims [FIGURES]``: print every claim's verdict; exit 1 if one fails."""
     import sys
 
-    from . import settings
+    from .. import settings
 
     args = sys.argv[1:] if argv is None else argv
     found = check_all(Path(args[0]) if args else settings.figures_dir())
