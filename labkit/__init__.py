@@ -1,5 +1,5 @@
 """labkit: a lab workbook for deep-learning systems (graphs, quantization, pruning, search, kernels)."""
-from .determinism import ensure_cublas_config as _ensure_cublas_config
+from .training.determinism import ensure_cublas_config as _ensure_cublas_config
 
 _ensure_cublas_config()  # before any CUDA work: cuBLAS reads it when CUDA starts
 

@@ -57,7 +57,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_regenerate(args) -> int:
-    from . import regenerate
+    from .maintain import regenerate
 
     try:
         return regenerate.run(args)
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(func=_cmd_run)
 
-    from . import regenerate  # its options only: the regeneration itself imports what it runs when it runs
+    from .maintain import regenerate  # its options only: the regeneration itself imports what it runs when it runs
 
     regen = sub.add_parser("regenerate", help="every lab's full profile on a GPU, in calls of a time budget, "
                            "resumable (--fresh starts over, --status prints the plan)",

@@ -10,7 +10,7 @@ import warnings
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 
-from .determinism import init_rng
+from .training.determinism import init_rng
 
 # Every Linear in a BERT encoder layer (Q, K, V, attention output, FFN in/out) and the pooler.
 BERT_LINEARS = ("query", "key", "value", "dense")

@@ -14,7 +14,7 @@ import torch
 import transformers
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from .determinism import init_rng
+from .training.determinism import init_rng
 
 transformers.logging.set_verbosity_error()  # keep load reports out of notebooks; real errors still raise
 transformers.logging.disable_progress_bar()

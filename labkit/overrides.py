@@ -165,7 +165,7 @@ def _check_choice(key: str, value) -> None:
         from .perf.sdpa import check_dtype
         check_dtype(value)
     elif key == "space":
-        from .search.space import restrict
+        from .labs.lab2_space import restrict
         restrict(value)
 
 

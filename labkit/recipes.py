@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import batches, data, models, settings as _paths, train
+from . import data, models, settings as _paths
+from .training import batches, train
 
 # The settings that determine the tokenised batches.
 DATA_KEYS = ("model", "train_size", "test_size", "max_length", "batch_size", "eval_batch_size", "seed", "device")
@@ -64,7 +65,7 @@ def loaders(s: dict, lean: bool = True) -> Loaders:
     """Tokenised train (shuffled with ``s["seed"]``) and test (sorted by length) batches for settings ``s``.
 
     ``lean`` (default): the splits are padded once into tensors on the training device and batches are
-    gathered there (``labkit.batches``); ``lean=False``: collating DataLoaders (worker processes on CUDA).
+    gathered there (``labkit.training.batches``); ``lean=False``: collating DataLoaders (worker processes on CUDA).
     Both give the same batches in the same order.
     """
     tok, enc, test = tokenized(s)
@@ -150,7 +151,7 @@ def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False,
     ``seed`` (default ``s["seed"]``) is the training seed: the new head's initialisation, the batch order and
     dropout. The data (which reviews, for profiles that subsample) follows ``s["seed"]`` whatever the training
     seed, so every seed's model is measured on the same test reviews. Training is deterministic
-    (``labkit.determinism``): the same settings and seed give the same weights in any fresh process.
+    (``labkit.training.determinism``): the same settings and seed give the same weights in any fresh process.
     Cached on disk under ``.cache/checkpoints``; ``retrain=True`` ignores the cache.
     """
     seed = s["seed"] if seed is None else seed

@@ -8,7 +8,7 @@ import copy
 
 from . import progress as _progress
 from . import prune as _prune
-from . import train
+from .training import train
 from .recipes import freeze_embeddings
 from .compress import fixed_point
 

@@ -26,7 +26,7 @@ def factory(settings, sleep=0.2, log=None, fail_x=None, oom_once=None):
 
 def architecture(settings, sleep=0.2):
     """Samples a real Lab 2 architecture (no training): a score from its sizes."""
-    from labkit.search import sample_architecture
+    from labkit.labs.lab2_space import sample_architecture
 
     def objective(trial):
         arch = sample_architecture(trial)

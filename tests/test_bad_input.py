@@ -16,12 +16,13 @@ import datasets
 import pytest
 import torch
 
-from labkit import (cli, compress, data, frontend, models, overrides, profiles, prune, quant, search, select,
-                    step_kernels)
+from labkit import cli, compress, data, frontend, models, overrides, profiles, prune, quant, search, select
 from labkit.kernels import dequant, mxint8_ref as ref, packed_linear
+from labkit.labs import lab2 as lab2_search, lab2_objectives, lab2_space, lab3_precision
+from labkit.labs.lab2_space import restrict
 from labkit.quant.formats import FORMATS, make_format
-from labkit.search import host_wait, lab2 as lab2_search
-from labkit.search.space import restrict
+from labkit.search import host_wait
+from labkit.training import step_kernels
 
 FP8 = compress.fixed_point(8)
 W50 = {"weight": {"sparsity": 0.5}}
@@ -214,16 +215,16 @@ CASES = [
          "search-space-list"),
     case(lambda: lab2_search.task1_plans(lab2_settings(space={"hidden_size": 128})), TypeError,
          r"space\['hidden_size'\] must be a non-empty list of choices", "search-lab2-plans-space"),
-    case(lambda: search.NASObjective(None, {}, space={"num_hidden_layers": 2}), TypeError,
+    case(lambda: lab2_objectives.NASObjective(None, {}, space={"num_hidden_layers": 2}), TypeError,
          r"space\['num_hidden_layers'\] must be a non-empty list of choices from \[2, 4, 8\], got 2",
          "search-objective-space"),
-    case(lambda: search.NASObjective(None, {}, mode="fast"), ValueError,
+    case(lambda: lab2_objectives.NASObjective(None, {}, mode="fast"), ValueError,
          r"mode='fast': allowed values are 'none', 'compress', 'compress\+train'", "search-mode"),
-    case(lambda: search.NASObjective(None, {}, mode="compress"), ValueError,
+    case(lambda: lab2_objectives.NASObjective(None, {}, mode="compress"), ValueError,
          r"mode='compress' needs a quant and/or prune config", "search-mode-config"),
-    case(lambda: search.build_model({"config": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
-                                                    intermediate_size=64),
-                                     "linears": {"layer0.attention.self.query": "conv"}}), ValueError,
+    case(lambda: lab2_space.build_model({"config": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                                        intermediate_size=64),
+                                         "linears": {"layer0.attention.self.query": "conv"}}), ValueError,
          r"layer0.attention.self.query='conv': allowed values are \['linear', 'identity'\]", "search-linear-choice"),
     # -- search engine: plans, workers, Lab 3's space ---------------------------------------------------------
     case(lambda: search.run_study("x", lambda t: 0.0, -1), ValueError, r"n_trials must be an integer >= 1, got -1",
@@ -246,13 +247,13 @@ CASES = [
     case(lambda: search.resolve_workers("many"), ValueError, r"workers='many': allowed values are 'auto'",
          "workers-word"),
     case(lambda: search.run_studies([]), ValueError, r"run_studies: no plans given", "run-studies-empty"),
-    case(lambda: search.precision.check_formats(["integer", "posit"]), ValueError,
+    case(lambda: lab3_precision.check_formats(["integer", "posit"]), ValueError,
          r"formats \['posit'\]: allowed values are integer, minifloat_denorm", "precision-format"),
-    case(lambda: search.precision.PrecisionObjective(None, {}, torch.nn.Linear(2, 2), objective="speed"), ValueError,
+    case(lambda: lab3_precision.PrecisionObjective(None, {}, torch.nn.Linear(2, 2), objective="speed"), ValueError,
          r"objective='speed': allowed values are 'accuracy', 'cost', 'pareto'", "precision-objective"),
-    case(lambda: search.precision.PrecisionObjective(None, {}, torch.nn.Linear(2, 2), lam=-1), ValueError,
+    case(lambda: lab3_precision.PrecisionObjective(None, {}, torch.nn.Linear(2, 2), lam=-1), ValueError,
          r"lam=-1: must be a number >= 0", "precision-lambda"),
-    case(lambda: search.precision.PrecisionObjective(None, {}, torch.nn.Linear(2, 2), mode="int4"), ValueError,
+    case(lambda: lab3_precision.PrecisionObjective(None, {}, torch.nn.Linear(2, 2), mode="int4"), ValueError,
          r"mode='int4': allowed values are 'ptq', 'qat'", "precision-mode"),
     case(lambda: search.make_storage(5), TypeError, r"storage must be a URL string .* got 5", "storage-type"),
     # -- storage ------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims
+from labkit.maintain import claims
 
 from _results import one_seed as _one_seed
 

@@ -1,4 +1,4 @@
-"""CUDA graphs in the training and evaluation loops (labkit.cuda_graphs).
+"""CUDA graphs in the training and evaluation loops (labkit.training.cuda_graphs).
 
 On CPU: the switch, the hook refusal, and ShapeGraphs' bookkeeping with a stand-in graph that records the
 captured function and runs it again on replay (what a CUDA graph does with the kernels). On a GPU: the
@@ -10,7 +10,8 @@ import warnings
 import pytest
 import torch
 
-from labkit import batches, cuda_graphs, data, models, train
+from labkit import data, models
+from labkit.training import batches, cuda_graphs, train
 
 CUDA = torch.cuda.is_available()
 

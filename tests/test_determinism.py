@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from labkit import determinism, lora, models, recipes
+from labkit import lora, models, recipes
+from labkit.training import determinism
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,7 +116,7 @@ def test_mode_names_its_allowed_values(monkeypatch):
 
 def test_importing_labkit_sets_the_cublas_workspace_before_cuda_starts():
     env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
-    code = ("import os, labkit, labkit.determinism as d; "
+    code = ("import os, labkit, labkit.training.determinism as d; "
             "print(os.environ['CUBLAS_WORKSPACE_CONFIG'], d._cuda_started_without_config, 'torch' in __import__('sys').modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

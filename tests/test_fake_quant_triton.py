@@ -14,7 +14,7 @@ import torch
 from labkit.quant import QuantLinear, fast, kernel_check, make_format
 from labkit.quant import fake_quant_triton as fq
 from labkit.quant.config import LinearQuantConfig
-from labkit.search.precision import FIXED, FORMAT_SPACE, _effective
+from labkit.labs.lab3_precision import FIXED, FORMAT_SPACE, _effective
 
 HAS_TRITON = fq.triton is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
@@ -233,9 +233,10 @@ def test_quantlinear_eval_with_the_kernel_equals_the_reference(interpreter, monk
 def test_cuda_graphed_quantized_evaluation_is_the_eager_one(name, params):
     """A PTQ model's evaluation with the kernels inside a CUDA graph (the search's trial) gives the eager
     evaluation's accuracy and loss, and the fp32 reference's within the bf16 path's rounding."""
-    from labkit import models, train
+    from labkit import models
+    from labkit.training import train
     from labkit.quant import quantize
-    from labkit.search.precision import layer_config
+    from labkit.labs.lab3_precision import layer_config
 
     torch.manual_seed(0)
     model = models.from_config(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128,

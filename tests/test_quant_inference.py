@@ -16,7 +16,7 @@ import torch
 from labkit.quant import QuantLinear, make_format
 from labkit.quant import fast, kernel_check
 from labkit.quant.config import LinearQuantConfig
-from labkit.search.precision import FIXED, FORMAT_SPACE, layer_config
+from labkit.labs.lab3_precision import FIXED, FORMAT_SPACE, layer_config
 
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -28,7 +28,7 @@ def family_cases():
         for pick in (0, -1):
             params = {**FIXED.get(name, {}), **{k: v[pick] for k, v in space.items()}}
             if "exponent_width" in space:  # the search's cut: the widest exponent the width allows
-                from labkit.search.precision import _effective
+                from labkit.labs.lab3_precision import _effective
                 params = _effective(name, params)
             yield pytest.param(name, params, id=f"{name}-{'lo' if pick == 0 else 'hi'}")
             if not space:

@@ -56,7 +56,7 @@ def test_bar_and_off_modes(monkeypatch):
 def test_train_under_papermill_lines_prints_no_bar(monkeypatch, capsys, tiny_bert):
     import torch
 
-    from labkit import train
+    from labkit.training import train
 
     monkeypatch.setenv("LABKIT_PROGRESS", "lines")
     batches = [{"input_ids": torch.randint(0, 100, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long),

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from labkit import search
+from labkit.labs import lab2_objectives, lab2_space
 from labkit.quant import QuantLinear
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -22,8 +23,8 @@ def test_every_sampled_config_builds_a_model_with_those_values():
     seen = []
 
     def objective(trial):
-        arch = search.sample_architecture(trial)
-        model = search.build_model(arch)
+        arch = lab2_space.sample_architecture(trial)
+        model = lab2_space.build_model(arch)
         cfg = model.config
         for key, value in arch["config"].items():
             assert getattr(cfg, key) == value
@@ -44,10 +45,10 @@ def test_every_sampled_config_builds_a_model_with_those_values():
 
 
 def test_invalid_combination_is_pruned_not_built(monkeypatch):
-    monkeypatch.setitem(search.space.SPACE, "hidden_size", [130])
-    monkeypatch.setitem(search.space.SPACE, "num_attention_heads", [4, 8])
+    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [130])
+    monkeypatch.setitem(lab2_space.SPACE, "num_attention_heads", [4, 8])
     study = optuna.create_study()
-    study.optimize(lambda t: search.sample_architecture(t) and 0.0, n_trials=2)
+    study.optimize(lambda t: lab2_space.sample_architecture(t) and 0.0, n_trials=2)
     assert all(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
 
 
@@ -56,9 +57,9 @@ def test_sampler_names_and_grid():
         search.make_sampler("cmaes", 0)
     with pytest.raises(ValueError, match="finite search space"):
         search.make_sampler("grid", 0)
-    assert len(search.grid_points(search.grid_space())) == 300
-    order = search.grid_order(search.grid_space(), seed=3)
-    assert len({tuple(p.values()) for p in order}) == 300 and order != search.grid_points(search.grid_space())
+    assert len(search.grid_points(lab2_space.grid_space())) == 300
+    order = search.grid_order(lab2_space.grid_space(), seed=3)
+    assert len({tuple(p.values()) for p in order}) == 300 and order != search.grid_points(lab2_space.grid_space())
 
 
 def test_best_so_far_is_monotone_and_matches_values(tmp_path):
@@ -111,14 +112,14 @@ def tiny_loaders():
 
 def test_compression_aware_objective_records_all_stages(tiny_loaders, tmp_path, monkeypatch):
     s, dl = tiny_loaders
-    monkeypatch.setitem(search.space.SPACE, "num_hidden_layers", [2])
-    monkeypatch.setitem(search.space.SPACE, "hidden_size", [128])
-    monkeypatch.setitem(search.space.SPACE, "intermediate_size", [512])
+    monkeypatch.setitem(lab2_space.SPACE, "num_hidden_layers", [2])
+    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])
+    monkeypatch.setitem(lab2_space.SPACE, "intermediate_size", [512])
     from labkit.compress import fixed_point
 
     prune_cfg = {"weight": {"sparsity": 0.5, "method": "l1-norm"}}
-    obj = search.NASObjective(dl, s, mode="compress+train", quant=fixed_point(8), prune=prune_cfg,
-                              best_dir=tmp_path / "best")
+    obj = lab2_objectives.NASObjective(dl, s, mode="compress+train", quant=fixed_point(8), prune=prune_cfg,
+                                       best_dir=tmp_path / "best")
     study = search.run_study("cas", obj, 2, sampler="random", storage=f"sqlite:///{tmp_path / 'c.db'}",
                              progress=False)
     t = study.best_trial
@@ -129,7 +130,7 @@ def test_compression_aware_objective_records_all_stages(tiny_loaders, tmp_path, 
     state = torch.load(tmp_path / "best" / "best_model.pt", weights_only=True)
     assert any(k.endswith("parametrizations.weight.original") for k in state)  # pruned, not a pickle
     with pytest.raises(ValueError, match="allowed values"):
-        search.NASObjective(dl, s, mode="squeeze")
+        lab2_objectives.NASObjective(dl, s, mode="squeeze")
 
 
 def test_resume_fails_a_trial_that_died_before_its_first_heartbeat(tmp_path):
@@ -148,7 +149,7 @@ def test_resume_fails_a_trial_that_died_before_its_first_heartbeat(tmp_path):
 
 def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
     from labkit import profiles
-    from labkit.search import lab2, lab3
+    from labkit.labs import lab2, lab3
 
     s = profiles.lab_settings("lab2", "smoke", workers=0)
     other = profiles.lab_settings("lab2", "smoke", workers=4, mps="on", storage="journal:/elsewhere")
@@ -158,3 +159,43 @@ def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
     plans = lab3.phase1_plans(s3, ["a", "b"])
     assert len({p.name for p in plans.values()}) == len(plans) and "workers" not in plans["pareto"].settings
     assert plans["pareto"].directions == ["maximize", "minimize"] and plans["uniform"].queue_only
+
+
+
+def test_the_committed_journals_plans_and_module_paths_resolve():
+    """A stored study keeps the plan it was created with: its objective ("lab2", "lab3" or "module:function")
+    and any dotted labkit path in it must still import after modules move (``plan.MOVED``)."""
+    import importlib
+    import lzma
+    import re
+
+    from labkit.search import plan
+
+    figures = HERE.parent / "figures"
+    stored, dotted = [], set()
+    for path in (figures / "lab2" / "studies.journal", figures / "lab3" / "studies.journal.xz"):
+        raw = path.read_bytes()
+        text = (lzma.decompress(raw) if path.suffix == ".xz" else raw).decode()
+        dotted |= set(re.findall(r"labkit(?:\.\w+)+(?::\w+)?", text))
+        ops = [json.loads(line) for line in text.splitlines()]
+        found = [op["user_attr"]["plan"] for op in ops if "plan" in op.get("user_attr", {})]
+        assert found, path
+        stored += found
+    assert {p["objective"] for p in stored} == {"lab2", "lab3"}
+    for p in stored:  # as a worker that joins the study rebuilds it
+        assert plan.StudyPlan(**p).name == p["name"]
+        assert plan.resolve_objective(p["objective"]).__module__.startswith("labkit.labs.")
+    for path in dotted:  # none in today's journals: their plans name objectives by registry name
+        if ":" in path:
+            assert callable(plan.resolve_objective(path))
+        else:
+            importlib.import_module(plan.MOVED.get(path, path))
+    # what the registries named before the lab modules moved out of labkit.search resolves to the same functions
+    before = {"lab2": "labkit.search.objectives:lab2_objective", "lab3": "labkit.search.precision:lab3_objective"}
+    for name, target in before.items():
+        assert plan.resolve_objective(target) is plan.resolve_objective(name)
+    before = {"lab2": "labkit.search.lab2:run_all", "lab3": "labkit.search.lab3:run_all"}
+    for name, target in before.items():
+        assert plan.resolve_objective(target) is plan.resolve_objective(plan.LAB_SEARCHES[name])
+    for old, new in plan.MOVED.items():
+        assert importlib.import_module(new).__name__ == new and old.startswith("labkit.search.")

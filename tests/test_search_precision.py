@@ -9,8 +9,8 @@ import torch
 
 from labkit import models, profiles, recipes, search
 from labkit.quant import QuantLinear, average_bits, make_format, quantize
-from labkit.search import precision
-from labkit.search.precision import FORMAT_SPACE, PrecisionObjective
+from labkit.labs import lab3_precision as precision
+from labkit.labs.lab3_precision import FORMAT_SPACE, PrecisionObjective
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -78,7 +78,7 @@ def test_objectives_are_computed_from_the_model_actually_built(setup, tmp_path):
             model = quantize(copy.deepcopy(base), precision.selection(config), inplace=True).model
             bits = average_bits(model)["weight_bits"]
             assert t.user_attrs["weight_bits"] == pytest.approx(bits, rel=1e-12)
-            from labkit import train
+            from labkit.training import train
 
             acc = train.evaluate(model, dl.test, device="cpu", progress=False)["accuracy"]
             assert t.user_attrs["accuracy"] == acc

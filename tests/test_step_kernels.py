@@ -1,10 +1,10 @@
-"""labkit.step_kernels: the graphed training step's Linear (bias gradient as a GEMV) and LayerNorm (Triton
+"""labkit.training.step_kernels: the graphed training step's Linear (bias gradient as a GEMV) and LayerNorm (Triton
 backward) against torch's modules and a float64 oracle; Triton's interpreter here, CUDA on the device."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from labkit import step_kernels as sk
+from labkit.training import step_kernels as sk
 
 CUDA = torch.cuda.is_available()
 

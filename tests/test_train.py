@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from labkit import data, models, profiles, recipes, train
+from labkit import data, models, profiles, recipes
+from labkit.training import train
 
 
 def test_pick_device():
@@ -85,7 +86,7 @@ def test_finetuned_model_is_cached(tmp_path, monkeypatch):
 def test_lean_batches_match_the_loader_path(tiny_loaders):
     # The lean path (padded tensors, gathered per batch) must give the DataLoader's batches in the same
     # order for the same seed, and so the same training losses and evaluation metrics.
-    from labkit import batches
+    from labkit.training import batches
 
     tok, enc = tiny_loaders
     loader = data.dataloader(enc["train"], tok, batch_size=16, shuffle=True, seed=3)
@@ -109,7 +110,7 @@ def test_lean_batches_match_the_loader_path(tiny_loaders):
 
 
 def test_pack_pads_like_the_collator_and_rejects_untokenised_data(tiny_loaders):
-    from labkit import batches
+    from labkit.training import batches
 
     tok, enc = tiny_loaders
     p = batches.pack(enc["test"], tok.pad_token_id)
@@ -137,7 +138,7 @@ def test_a_shared_checkpoint_reports_the_accuracy_of_this_test_set(tmp_path, mon
 def test_evaluation_attention_leaves_out_cudnn_on_cuda_only():
     """cuDNN's SDPA builds a plan per new batch shape (seconds per new Lab 2 model); evaluation on CUDA must not
     pick it, and the rule is scoped: cuDNN is allowed again after the evaluation."""
-    from labkit import train
+    from labkit.training import train
 
     before = torch.backends.cuda.cudnn_sdp_enabled()
     with train.eval_attention(torch.device("cuda")):
@@ -149,8 +150,8 @@ def test_evaluation_attention_leaves_out_cudnn_on_cuda_only():
 
 
 def test_cuda_trials_key_the_evaluation_attention(monkeypatch):
-    from labkit import train
-    from labkit.search.objectives import trial_settings
+    from labkit.training import train
+    from labkit.labs.lab2_objectives import trial_settings
 
     s = {"device": "cuda", "seed": 0}
     monkeypatch.setattr(train, "pick_device", lambda d: torch.device(d))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One full-profile regeneration on an offline GPU machine, in calls of at most ~9 minutes, resumable
-# (labkit/regenerate.py): each call runs the plan's unfinished notebooks that fit its budget and packs
+# (labkit/maintain/regenerate.py): each call runs the plan's unfinished notebooks that fit its budget and packs
 #   $OUT/state.tgz    runs/regen (what is done, per-call timings, SFT digests) + runs/optuna journals +
 #                     runs/seeds (each finished training seed of a per-seed notebook)
 #   $OUT/results.tgz  figures/, the executed notebooks runs/full/*.ipynb, the calls' logs
@@ -8,8 +8,8 @@
 # ".gpu-kit" in the next call; tools/make_gpu_kit.sh builds the kit, CUTLASS headers included).
 #   LABKIT_COMMIT=$(git rev-parse HEAD) [LABKIT_PARALLEL=1] bash tools/gpu_full_run.sh [--fresh] [--budget 540] \
 #     [notebook ...]
-# LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side (labkit.regenerate --parallel).
-# On a host with several GPUs the notebooks run in lanes, one per GPU (labkit.regenerate --gpus).
+# LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side (labkit.maintain.regenerate --parallel).
+# On a host with several GPUs the notebooks run in lanes, one per GPU (labkit.maintain.regenerate --gpus).
 # --fresh (the first call of a from-scratch regeneration only): every step pending again, searches from nothing;
 # the state it would have resumed (carried or committed) is kept in the new state's history.
 set -uo pipefail
@@ -41,7 +41,7 @@ if [[ -d .carry/runs ]]; then
     mkdir -p runs && cp -a .carry/runs/. runs/ && echo "resuming from carried state: $(ls .carry/runs)"
   fi
 fi
-python3 -m labkit.regenerate --budget "$budget" $fresh ${LABKIT_PARALLEL:+--parallel} ${1:+--only "$@"}
+python3 -m labkit.maintain.regenerate --budget "$budget" $fresh ${LABKIT_PARALLEL:+--parallel} ${1:+--only "$@"}
 status=$?
 # a timed-out notebook can leave search workers behind: stop them before packing their journal
 pkill -f "labkit.search" 2>/dev/null; sleep 1

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from labkit import regenerate  # noqa: E402
+from labkit.maintain import regenerate  # noqa: E402
 import publish_notebooks  # noqa: E402
 
 STATE_COPY = ROOT / "notebooks" / "executed" / "full" / "regen_state.json"

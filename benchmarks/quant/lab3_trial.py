@@ -30,12 +30,13 @@ from pathlib import Path
 
 import torch
 
-from labkit import cuda_graphs, recipes, train
+from labkit import recipes
+from labkit.training import cuda_graphs, train
 from labkit.profiles import lab_settings
 from labkit.quant import fast, kernel_check
 from labkit.quant.study import STUDY_ORDER, study_params
 from labkit.results import provenance
-from labkit.search.precision import FORMAT_SPACE, PrecisionObjective, linear_layers, uniform
+from labkit.labs.lab3_precision import FORMAT_SPACE, PrecisionObjective, linear_layers, uniform
 
 
 class Attrs:

@@ -24,7 +24,7 @@ from labkit import models, recipes
 from labkit.compress import compress, fixed_point
 from labkit.quant import set_qat_matmul
 from labkit.results import provenance
-from labkit.train import autocast, pick_device
+from labkit.training.train import autocast, pick_device
 
 
 def step_fn(model, batch, device):

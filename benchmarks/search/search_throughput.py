@@ -5,7 +5,7 @@ a progress update every step, non-fused AdamW), measured in one run.
 Every configuration trains the same architectures (a fixed random sample of the Lab 2 space, queued in
 order; a configuration with W workers runs the list ceil(per_worker * W / len) times so every worker has
 work), with the result cache off. ``--graphs on,off``: the training and evaluation steps as CUDA graphs
-(labkit.cuda_graphs, labels "graphs, W worker(s)") and/or the eager loop (labels "lean, W worker(s)"). Rates: ``sustained`` = trials / (last finish - first start), i.e. with workers warm;
+(labkit.training.cuda_graphs, labels "graphs, W worker(s)") and/or the eager loop (labels "lean, W worker(s)"). Rates: ``sustained`` = trials / (last finish - first start), i.e. with workers warm;
 ``wall`` also counts worker start-up (imports, data loading). The serial baseline is timed on the first
 ``--serial-trials`` architectures and compared with the 1-worker lean loop on the same ones.
 
@@ -33,11 +33,13 @@ import numpy as np
 import optuna
 import torch
 
-from labkit import cuda_graphs, recipes, train
+from labkit import recipes
+from labkit.training import cuda_graphs, train
 from labkit.profiles import lab_settings
 from labkit.results import provenance
-from labkit.search import StudyPlan, build_model, run_studies, sample_architecture
-from labkit.search.space import restrict
+from labkit.search import StudyPlan, run_studies
+from labkit.labs.lab2_space import build_model, sample_architecture
+from labkit.labs.lab2_space import restrict
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

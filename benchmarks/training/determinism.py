@@ -34,14 +34,15 @@ JOBS = {
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from labkit import profiles, recipes, train
+from labkit import profiles, recipes
+from labkit.training import train
 lab, profile, device, max_length = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 over = {"device": device}
 if max_length != "None":
     over["max_length"] = int(max_length)
 s = profiles.lab_settings(lab, profile, **over)
 if lab == "lab2":  # one trial's training: the search's smallest architecture, graphed on CUDA
-    from labkit.search.space import build_model
+    from labkit.labs.lab2_space import build_model
     dl = recipes.loaders(s)
     model = build_model({"config": {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 128,
                                     "intermediate_size": 512}}, seed=s["seed"])

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import torch
 
-from labkit import recipes, train
+from labkit import recipes
+from labkit.training import train
 from labkit.perf.timing import synchronize
 from labkit.profiles import lab_settings
 from labkit.results import provenance
-from labkit.search import build_model
+from labkit.labs.lab2_space import build_model
 
 ARCH = dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, intermediate_size=512)
 

@@ -1,4 +1,4 @@
-"""A Lab 2 training step with labkit.step_kernels on and off: GPU time per graphed step and the losses of both.
+"""A Lab 2 training step with labkit.training.step_kernels on and off: GPU time per graphed step and the losses of both.
 
 For each architecture, two models from the same initialisation train on the same batches (32 x 256 tokens of
 real IMDb-length shape, random ids) through ``train._graphed_step`` (the Lab 2 search's step: forward, backward,
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def _model(layers: int, hidden: int, inter: int, dropout: bool, seed: int = 0):
-    from labkit.search.space import build_model
+    from labkit.labs.lab2_space import build_model
 
     torch.manual_seed(seed)
     heads = max(2, hidden // 64)
@@ -37,7 +37,7 @@ class _Step:
     """One model's graphed Lab 2 step, with the step kernels on or off (read when a step is captured)."""
 
     def __init__(self, model, on: bool, total: int):
-        from labkit import train
+        from labkit.training import train
 
         self.on = on
         params = [p for p in model.parameters() if p.requires_grad]
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
                 "attention_mask": torch.ones(32, 256, dtype=torch.long).cuda(),
                 "token_type_ids": torch.zeros(32, 256, dtype=torch.long).cuda(),
                 "labels": torch.randint(0, 2, (32,), generator=g).cuda()} for _ in range(4)]
-    out = {"what": "Lab 2 graphed training step: labkit.step_kernels on vs off (torch's modules)",
+    out = {"what": "Lab 2 graphed training step: labkit.training.step_kernels on vs off (torch's modules)",
            "batch": [32, 256], "steps": args.steps, "rounds": args.rounds, "rows": [], "provenance": provenance()}
     for spec in args.archs.split(","):
         layers, hidden, inter = map(int, spec.split("x"))

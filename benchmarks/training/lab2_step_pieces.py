@@ -1,5 +1,5 @@
 """The small reductions of a Lab 2 training step, each against a GEMM formulation (measured before the
-step kernels were written: labkit/step_kernels.py).
+step kernels were written: labkit/training/step_kernels.py).
 
 A graphed Lab 2 step (benchmarks/training/lab2_trial_kernels.json) spends a tenth of its kernel time on bias gradients
 (``grad.sum(0)`` over batch x tokens rows, bf16, ~13 us each on an H100) and another on LayerNorm's gamma/beta

@@ -19,11 +19,12 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from labkit import cuda_graphs, recipes, train
+from labkit import recipes
+from labkit.training import cuda_graphs, train
 from labkit.perf.timing import synchronize
 from labkit.profiles import lab_settings
 from labkit.results import provenance
-from labkit.search import build_model
+from labkit.labs.lab2_space import build_model
 
 # The smallest and the largest of the Lab 2 space, and a middle one.
 ARCHS = [dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, intermediate_size=512),

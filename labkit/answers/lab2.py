@@ -162,7 +162,7 @@ def how_trials_ran(prov: dict) -> str:
 def studies_header(storage: str, tag: str, prov: dict, s: dict) -> str:
     """The answers' opening line: where the studies are, the plan (trials per search, seeds, space) and
     how their trials ran (``how_trials_ran`` of ``search.trial_provenance`` over every study)."""
-    from ..search.space import restrict
+    from ..labs.lab2_space import restrict
 
     space = ("Search space: the lab's full space." if s["space"] is None else
              f"Search space narrowed by this profile to {restrict(s['space'])}.")
@@ -241,7 +241,8 @@ ANSWERS_FILE = "answers.md"
 
 def render(payloads: dict[str, dict | None]) -> str:
     """``figures/lab2/answers.md`` from the stored ``samplers`` and ``compression_aware`` results."""
-    from ..search import grid_points, grid_space
+    from ..labs.lab2_space import grid_space
+    from ..search import grid_points
     from .sources import header
 
     parts = [header("Lab 2: architecture search with Optuna, then compression-aware search", payloads,

@@ -5,7 +5,8 @@ import copy
 
 import torch
 
-from .. import recipes, train
+from .. import recipes
+from ..training import train
 from .packed_linear import convert_to_mxint8
 
 

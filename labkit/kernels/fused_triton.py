@@ -29,9 +29,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..triton_modes import in_mode as _in_mode, interpreter_scalar_compat
+from ..training.triton_modes import in_mode as _in_mode, interpreter_scalar_compat
 from .device import capability
-from ..triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
+from ..training.triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
 KINDS = ("gemv", "dq", "tma")

@@ -33,7 +33,7 @@ try:
 except ImportError:  # CPU-only installs without triton: the reference formulas run
     triton = None
 
-from ..triton_modes import in_mode as _in_mode, interpreting  # noqa: F401 - interpreting: this module's API
+from ..training.triton_modes import in_mode as _in_mode, interpreting  # noqa: F401 - interpreting: this module's API
 from .formats.base import NumberFormat
 
 # family codes (constexpr in the kernel): elementwise below 10, blocked from 10
@@ -240,7 +240,7 @@ def _fq_kernel(x_ptr, y_ptr, n, K, L, G, p0, p1, p2, p3, FAMILY: tl.constexpr, F
 @functools.cache
 def _kernel(interpreting: bool):
     """The kernel for this TRITON_INTERPRET mode: helpers jit-decorated in that mode (the interpreter
-    needs its reduction's combine function decorated under the flag, as labkit.triton_modes explains)."""
+    needs its reduction's combine function decorated under the flag, as labkit.training.triton_modes explains)."""
     names = ("_pow2", "_exp_frac", "_floor_log2", "_ceil_log2", "_round_log2", "_rint", "_clamp",
              "_round_to_step", "_log_round", "_max")
     helpers = {name: triton.jit(_in_mode(globals()[name], {})) for name in names}

@@ -29,7 +29,7 @@ try:
 except ImportError:  # CPU-only installs: the torch reference runs
     triton = None
 
-from ..triton_modes import in_mode, interpreter_scalar_compat, interpreting
+from ..training.triton_modes import in_mode, interpreter_scalar_compat, interpreting
 
 BLOCK = 1024
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # x dtypes whose fp32 value is the reference's r
@@ -49,7 +49,7 @@ if triton is not None:
         mask = offs < n
         x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         # searchsorted(mids, x, right=True): how many midpoints lie at or below x (NMID >= 1; no tl.zeros,
-        # a helper jit-decorated at import, which the interpreter cannot call: labkit.triton_modes)
+        # a helper jit-decorated at import, which the interpreter cannot call: labkit.training.triton_modes)
         idx = (x >= tl.load(mid_ptr)).to(tl.int32)
         for m in tl.static_range(1, NMID):
             idx += (x >= tl.load(mid_ptr + m)).to(tl.int32)
@@ -106,7 +106,8 @@ if triton is not None:
 
 @functools.cache
 def _kernel(interpreting: bool, name: str = "_planes_kernel"):
-    """This TRITON_INTERPRET mode's copy of a kernel, its helper decorated in that mode (labkit.triton_modes)."""
+    """This TRITON_INTERPRET mode's copy of a kernel, its helper decorated in that mode
+    (labkit.training.triton_modes)."""
     interpreter_scalar_compat()  # range() over the runtime K in Triton 3.6's interpreter
     helpers = {"_ADD": triton.jit(_add)}
     return triton.jit(in_mode(globals()[name], helpers), do_not_specialize=("n", "R", "O", "K"))

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from .. import train
+from ..training import train
 from .bits import average_bits
 from .formats import FORMATS, NumberFormat, make_format
 from .formats.log import LogFormat

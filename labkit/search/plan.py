@@ -15,10 +15,16 @@ from dataclasses import dataclass, field
 from .samplers import SAMPLERS
 
 # Objective factories: name -> "module:function"; factory(settings, **options) -> callable(trial) -> float.
-OBJECTIVES = {"lab2": "labkit.search.objectives:lab2_objective", "lab3": "labkit.search.precision:lab3_objective"}
+OBJECTIVES = {"lab2": "labkit.labs.lab2_objectives:lab2_objective",
+              "lab3": "labkit.labs.lab3_precision:lab3_objective"}
 # Labs whose searches `labkit search worker LAB` runs: "module:function"(settings, storage, progress, workers,
 # first_worker).
-LAB_SEARCHES = {"lab2": "labkit.search.lab2:run_all", "lab3": "labkit.search.lab3:run_all"}
+LAB_SEARCHES = {"lab2": "labkit.labs.lab2:run_all", "lab3": "labkit.labs.lab3:run_all"}
+# Modules that moved: a plan stored in a study keeps the "module:function" it was written with, so an old
+# module path resolves to where that module lives now.
+MOVED = {"labkit.search.lab2": "labkit.labs.lab2", "labkit.search.space": "labkit.labs.lab2_space",
+         "labkit.search.objectives": "labkit.labs.lab2_objectives", "labkit.search.lab3": "labkit.labs.lab3",
+         "labkit.search.precision": "labkit.labs.lab3_precision"}
 IN_PROCESS = "in-process"
 # Settings that say how a study is run, not what it computes: left out when plans are compared.
 RUN_ONLY = ("storage", "workers", "mps", "report_only")  # a callable handed to run_study directly: runs in that process only
@@ -108,6 +114,7 @@ def resolve_objective(name: str):
     if ":" not in target:
         raise KeyError(f"objective {name!r} unknown; allowed: {', '.join(OBJECTIVES)} or 'module:function'")
     module, func = target.split(":", 1)
+    module = MOVED.get(module, module)
     try:
         return getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as err:

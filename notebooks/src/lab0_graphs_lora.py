@@ -24,7 +24,8 @@ import base64
 import torch
 from IPython.display import HTML, display
 
-from labkit import graph, models, per_seed as per_seed_runs, recipes, seeds, train
+from labkit import graph, models, per_seed as per_seed_runs, recipes, seeds
+from labkit.training import train
 from labkit.finetune import lab0_seed
 from labkit.profiles import lab_settings
 from labkit.answers import lab0 as answers

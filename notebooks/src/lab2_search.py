@@ -35,10 +35,10 @@ import optuna
 from labkit import redraw, search
 from labkit.answers import lab2 as answers
 from labkit.plots.lab2_search import plot_compression_aware, plot_samplers
+from labkit.labs import lab2
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
-from labkit.search import lab2
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = lab_settings("lab2", PROFILE, **OVERRIDES)

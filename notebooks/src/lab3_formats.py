@@ -29,7 +29,8 @@ import inspect
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import per_seed as per_seed_runs, recipes, seeds, train
+from labkit import per_seed as per_seed_runs, recipes, seeds
+from labkit.training import train
 from labkit.answers import lab3_formats as answers
 from labkit.answers import measured
 from labkit.profiles import lab_settings

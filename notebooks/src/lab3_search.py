@@ -28,14 +28,15 @@ import time
 
 import optuna
 
-from labkit import recipes, redraw, search, train
+from labkit import recipes, redraw, search
 from labkit.answers import lab3 as answers
 from labkit.answers.lab2 import how_trials_ran
+from labkit.labs import lab3, lab3_precision
 from labkit.plots.lab3_search import plot_formats, plot_integer, plot_pareto
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
-from labkit.search import lab3
+from labkit.training import train
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = lab_settings("lab3", PROFILE, **OVERRIDES)
@@ -44,7 +45,7 @@ print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl)  # cached after part 1; workers load it from the cache
 fp32 = train.evaluate(base, dl.test, device=S["device"], progress=False)["accuracy"]
-layers = search.precision.linear_layers(base)
+layers = lab3_precision.linear_layers(base)
 storage = S["storage"] or lab3.default_storage(S)
 workers = S["workers"]  # "auto": sized by run_studies to the GPUs' free memory (1 on a CPU)
 n_test = dl.sizes["test"]
@@ -94,7 +95,7 @@ save_figure(plot_integer(integer, S), "lab3", "search_integer", integer, S)
 
 # %%
 per_format, curves = {}, {}
-for name in search.precision.FORMAT_SPACE:
+for name in lab3_precision.FORMAT_SPACE:
     st = studies["integer" if name == "integer" else f"format:{name}"]  # Task 1 is the integer search
     curves[name] = search.best_so_far(st, key="accuracy", limit=S["search_trials" if name == "integer" else
                                                                   "format_trials"])

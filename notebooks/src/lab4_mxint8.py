@@ -21,7 +21,8 @@ import json
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import models, per_seed as per_seed_runs, recipes, seeds, train
+from labkit import models, per_seed as per_seed_runs, recipes, seeds
+from labkit.training import train
 from labkit.kernels.accuracy import mxint8_accuracy_seed
 from labkit.answers import lab4_mxint8 as answers
 from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, memory, tiling

@@ -14,12 +14,13 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import cuda_graphs, determinism, recipes, step_kernels, train
+from .. import recipes
+from ..training import cuda_graphs, determinism, step_kernels, train
 from ..compress import compress
 from ..models import count_parameters
-from .cache import cached_or_run, config_key
-from .plan import RUN_ONLY
-from .space import build_model, restrict, sample_architecture
+from ..search.cache import cached_or_run, config_key
+from ..search.plan import RUN_ONLY
+from .lab2_space import build_model, restrict, sample_architecture
 
 MODES = ("none", "compress", "compress+train")
 # Settings that choose what a search tries or where it runs, not what one trial computes (cache key).
@@ -87,7 +88,7 @@ class NASObjective:
         acc = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
         trial.set_user_attr("accuracy_trained", acc)
         trial.set_user_attr("train_seconds", fit["train_seconds"])
-        if "graph_replays" in fit:  # what ran: CUDA graph replays or eager steps (labkit.cuda_graphs)
+        if "graph_replays" in fit:  # what ran: CUDA graph replays or eager steps (labkit.training.cuda_graphs)
             trial.set_user_attr("train_graphs", {k: fit[k] for k in cuda_graphs.RAN})
         value = acc
         if self.mode != "none":

@@ -10,9 +10,9 @@ import optuna
 
 from .. import settings as _paths
 from ..compress import fixed_point
-from .plan import StudyPlan, study_settings, study_tag
-from .storage import default_url
-from .space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space, restrict
+from ..search.plan import StudyPlan, study_settings, study_tag
+from ..search.storage import default_url
+from .lab2_space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space, restrict
 
 SAMPLERS = ("random", "grid", "tpe")
 MODES = {"no compression": "none", "compressed": "compress", "compressed + post-training": "compress+train"}
@@ -83,7 +83,7 @@ def task2_plans(s: dict, start: dict) -> list[StudyPlan]:
 
 def run_all(s: dict, storage: str | None = None, progress=True, workers=None, first_worker: int = 0):
     """Task 1, then Task 2 from Task 1's best: ``(task1 studies, task2 studies, (best study, best trial))``."""
-    from .run import run_studies
+    from ..search.run import run_studies
 
     workers = s["workers"] if workers is None else workers  # None: the settings' own ("auto" or a count)
     url = storage or s["storage"] or default_storage(s)

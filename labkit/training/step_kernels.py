@@ -37,7 +37,7 @@ except ImportError:  # CPU-only installs: torch's LayerNorm backward runs
 from .triton_modes import in_mode, interpreter_scalar_compat, interpreting
 
 ENV = "LABKIT_STEP_KERNELS"
-VERSION = "fp32-grads+shared-casts+ln-bwd-3"  # in CUDA trials' cache keys (labkit.search.objectives.trial_settings)
+VERSION = "fp32-grads+shared-casts+ln-bwd-3"  # in CUDA trials' cache keys (labkit.labs.lab2_objectives.trial_settings)
 MAX_FEATURES = 8192  # one row block must fit a program's registers
 
 _ADD = None  # the kernel's copy names a jit-decorated _add here (see _kernel)

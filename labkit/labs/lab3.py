@@ -11,10 +11,10 @@ from __future__ import annotations
 import optuna
 
 from ..quant.study import STUDY_ORDER
-from . import plan as _plan_mod
-from .plan import StudyPlan
-from .storage import default_url
-from .precision import FORMAT_SPACE, params_of, uniform
+from ..search import plan as _plan_mod
+from ..search.plan import StudyPlan
+from ..search.storage import default_url
+from .lab3_precision import FORMAT_SPACE, params_of, uniform
 
 PARETO = ["maximize", "minimize"]  # accuracy, average weight bits
 
@@ -107,7 +107,7 @@ def qat_plan(s: dict, candidates: list[optuna.trial.FrozenTrial]) -> StudyPlan:
 def check_same_sft(plans: list[StudyPlan], url: str, digest: str) -> None:
     """Stored trials measured on another SFT model (a GPU call that retrained it with other weights) must not
     be mixed with this model's: an error naming both digests and what to do."""
-    from .storage import make_storage
+    from ..search.storage import make_storage
 
     store = make_storage(url)
     have = {s.study_name for s in optuna.get_all_study_summaries(store, include_best_trial=False)}
@@ -125,8 +125,8 @@ def check_same_sft(plans: list[StudyPlan], url: str, digest: str) -> None:
 def run_all(s: dict, storage: str | None = None, progress=True, workers=None, first_worker: int = 0):
     """Phase 1 then the QAT phase; returns ``(phase-1 studies by role, qat study)``."""
     from .. import recipes
-    from .precision import linear_layers
-    from .run import run_studies
+    from .lab3_precision import linear_layers
+    from ..search.run import run_studies
 
     workers = s["workers"] if workers is None else workers  # None: the settings' own ("auto" or a count)
     url = storage or s["storage"] or default_storage(s)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from . import cuda_graphs, determinism, step_kernels
-from . import progress as _progress
+from .. import progress as _progress
 
 
 def seed_everything(seed: int) -> None:
@@ -46,7 +46,7 @@ def autocast(device: torch.device, mixed_precision: bool = True):
 # first evaluation spent ~4 s building plans where flash / memory-efficient attention took 0.4-1.5 s in all
 # (Lab 2 trials on an H100, benchmarks/training/lab2_eval_sdpa.json; warm, both backends ran equally fast and their
 # logits agreed within 0.002). Training keeps cuDNN: its batches have one or two shapes.
-EVAL_SDPA = "no-cudnn"  # in the search's cache keys for CUDA trials (labkit.search.objectives.trial_settings)
+EVAL_SDPA = "no-cudnn"  # in the search's cache keys for CUDA trials (labkit.labs.lab2_objectives.trial_settings)
 
 
 def eval_attention(device: torch.device):
@@ -72,7 +72,7 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
           progress: bool = True, log_every: int = 50, graphs: bool | None = False,
           deterministic: str | None = None) -> dict:
     """Train ``model`` in place on ``loader`` (batches of ``input_ids``/``attention_mask``/``labels``): a
-    ``DataLoader`` or ``labkit.batches.TensorBatches``.
+    ``DataLoader`` or ``labkit.training.batches.TensorBatches``.
 
     ``epochs`` may be fractional (e.g. 0.5 stops half-way through the first epoch). Losses stay on the
     device and are read every ``log_every`` steps for the progress bar (never when ``progress`` is off)
@@ -80,12 +80,12 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
 
     ``graphs``: True, or None (= on CUDA unless ``LABKIT_CUDA_GRAPHS=0``): each batch shape's step
     (forward, backward, AdamW, learning rate) is captured as a CUDA graph and replayed
-    (``labkit.cuda_graphs``); the metrics then carry what ran (``graph_replays``, ``eager_calls``,
+    (``labkit.training.cuda_graphs``); the metrics then carry what ran (``graph_replays``, ``eager_calls``,
     ``graph_failure``). Off by default: Lab 2's search asks for it (measured and tested there); quantized
     and pruned models have not been run as graphs on a GPU yet.
 
     ``deterministic``: ``strict`` (default, or ``$LABKIT_DETERMINISM``), ``warn`` or ``off``; see
-    ``labkit.determinism``. Strict on CUDA: an op without a deterministic kernel raises.
+    ``labkit.training.determinism``. Strict on CUDA: an op without a deterministic kernel raises.
     """
     if epochs <= 0:
         raise ValueError(f"epochs must be > 0, got {epochs}")
@@ -165,8 +165,8 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
     counter = torch.zeros((), device=dev)
 
     def step(batch):
-        # bias gradients as GEMVs and LayerNorm's backward in Triton (labkit.step_kernels; LABKIT_STEP_KERNELS=0:
-        # torch's modules): a graphed step is bound by such small kernels
+        # bias gradients as GEMVs and LayerNorm's backward in Triton (labkit.training.step_kernels;
+        # LABKIT_STEP_KERNELS=0: torch's modules): a graphed step is bound by such small kernels
         with autocast(dev, mixed_precision), step_kernels.fast_layers(model):
             loss = model(**batch).loss
         loss.backward()

@@ -17,11 +17,12 @@ from pathlib import Path
 import optuna
 import torch
 
-from .. import cuda_graphs, recipes, train
+from .. import recipes
+from ..training import cuda_graphs, train
 from ..quant import QuantLinear, average_bits, fast, make_format, quantize
 from ..quant.study import BINARY, ROLES, flat_config
-from .cache import cached_or_run, config_key
-from .objectives import trial_settings as _lab2_trial_settings
+from ..search.cache import cached_or_run, config_key
+from .lab2_objectives import trial_settings as _lab2_trial_settings
 
 # The settings that determine one Lab 3 measurement: the SFT model, the test batches, QAT.
 MEASURE_KEYS = tuple(dict.fromkeys(recipes.SFT_KEYS + recipes.DATA_KEYS + ("qat_epochs", "qat_lr")))
@@ -195,7 +196,7 @@ class PrecisionObjective:
             attrs["bf16_layers"] = sum(isinstance(m, QuantLinear) and m.qat_matmul == "bf16"
                                        and fast.why_not(m, inference=True) is None for m in model.modules())
         # evaluation batches of one shape (the test set is sorted by length: most are full) replay a CUDA graph:
-        # a PTQ evaluation's kernels take less time than launching them (labkit.cuda_graphs; eager elsewhere)
+        # a PTQ evaluation's kernels take less time than launching them (labkit.training.cuda_graphs; eager elsewhere)
         ev = train.evaluate(model, self.dl.test, device=dev, progress=False, graphs=None)
         attrs["accuracy_ptq"] = attrs["accuracy"] = ev["accuracy"]
         # what ran: CUDA graph replays or eager batches, and the evaluation's own seconds (the rest is building)
