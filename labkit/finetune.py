@@ -18,11 +18,13 @@ def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:
     sft_model, sft = recipes.finetuned_model(s, dl, seed=seed)
     recipes.freeze_embeddings(sft_model)  # the SFT setting, for the parameter count
     sft_params = lora.trainable_parameters(sft_model)
-    control_model = copy.deepcopy(sft_model)  # LoRA's extra epoch, spent on full fine-tuning at SFT's lr
-    train.train(control_model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=seed,
-                desc=f"SFT + 1 epoch (seed {seed})")
-    control = train.evaluate(control_model, dl.test, device=s["device"], desc="control eval", progress=False)
-    del control_model
+    control = None
+    if s.get("control", True):
+        control_model = copy.deepcopy(sft_model)  # LoRA's extra epoch, spent on full fine-tuning at SFT's lr
+        train.train(control_model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=seed,
+                    desc=f"SFT + 1 epoch (seed {seed})")
+        control = train.evaluate(control_model, dl.test, device=s["device"], desc="control eval", progress=False)
+        del control_model
     peft_model = lora.add_lora(sft_model, rank=s["lora_rank"], alpha=s["lora_alpha"], dropout=s["lora_dropout"],
                                seed=seed)
     lora_params = lora.trainable_parameters(peft_model)
@@ -36,10 +38,11 @@ def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:
     merged_eval = train.evaluate(merged, dl.test, device=s["device"], desc="merged eval", progress=False)
     with torch.no_grad():
         logits_merged = merged(**batch).logits.float()
+    accuracy = {"untrained": untrained["accuracy"], "SFT": sft["accuracy"],
+                **({"SFT + 1 epoch": control["accuracy"]} if control else {}),
+                "LoRA": lora_eval["accuracy"], "LoRA merged": merged_eval["accuracy"]}
     return {
-        "accuracy": {"untrained": untrained["accuracy"], "SFT": sft["accuracy"], "SFT + 1 epoch": control["accuracy"],
-                     "LoRA": lora_eval["accuracy"], "LoRA merged": merged_eval["accuracy"]},
-        "sft": recipes.sft_record(sft), "control": control,
+        "accuracy": accuracy, "sft": recipes.sft_record(sft), **({"control": control} if control else {}),
         "lora": {**lora_eval, **lora_params, "train_seconds": fit["train_seconds"]}, "merged": merged_eval,
         "merge_max_logit_diff": (logits_lora - logits_merged).abs().max().item(),
         "linear_biases": all(m.bias is not None for m in merged.modules() if isinstance(m, torch.nn.Linear)),

@@ -212,8 +212,9 @@ def sft_vs_lora(sft: list[float], lora: list[float], n: int) -> str:
 def control_text(numbers: dict) -> str:
     """LoRA against the equal-training control (the SFT model fully fine-tuned for LoRA's extra epoch)."""
     if "control" not in numbers:
-        return (" No equal-training control (the SFT model trained fully for the same extra epoch) is stored in "
-                "this JSON, so LoRA's difference from SFT mixes the adapters with the extra epoch.")
+        return (" No equal-training control (the SFT model trained fully for the same extra epoch) was trained in "
+                "this run (the quick profile leaves it out for time), so LoRA's difference from SFT mixes the adapters "
+                "with the extra epoch.")
     k, n = _seeds.count(numbers), numbers["sft"]["n"]
     acc = numbers["accuracy"]
     d = _seeds.difference(_seeds.values(acc, "LoRA", k), _seeds.values(acc, "SFT + 1 epoch", k), n)
