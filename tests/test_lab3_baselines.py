@@ -153,11 +153,20 @@ def test_a_search_that_beats_its_best_baseline_says_by_how_many_standard_errors(
 
 
 def test_a_search_below_its_best_baseline_says_so_and_names_the_baseline():
-    num = synthetic([0.5, 0.5, 0.5, 0.8100], fp32_layers=())
+    every = ("0.attention.self.query", "pooler.dense", "classifier")
+    num = {**synthetic([0.5, 0.5, 0.5, 0.8400], fp32_layers=every), "best_bits": 32.0}
     text = answers.task1_answer(num, 0.8442, 25_000)
-    assert "**The search did not reach its own baseline**: its best searched trial stays 0.0342" in text
-    assert "below fp32 in every layer" in text and "beat its best baseline" not in text
-    assert "The best configuration (the baseline fp32, 0.8442)" in text
+    assert "**The search did not reach its own baseline**: its best searched trial stays 0.0042" in text
+    assert "(1.8 standard errors, within noise) below fp32 in every layer" in text
+    assert "every layer in fp32 is this search's trivial optimum" in text and "beat its best baseline" not in text
+    assert "Against the best uniform integer baseline, int8 frac 4 in every layer (0.8356 at 8.0 bits), " \
+           "the best searched trial is +0.0044 (+1.9 standard errors)" in text
+    assert "The best configuration (the baseline fp32, 0.8442) leaves 3 of 3 layers in fp32 at 32.00" in text
+    assert "are at 8 bits" not in text  # no integer layer to describe
+    no_fp32 = {**num, "baselines": [b for b in num["baselines"] if b["label"] != "fp32"],
+               "trials": [t for t in num["trials"] if t["baseline"] != "fp32"]}
+    text = answers.task1_answer(no_fp32, 0.8442, 25_000)
+    assert "did not reach" not in text and "beat its best baseline** by 0.0044" in text
 
 
 def render(num: dict) -> str:

@@ -186,7 +186,8 @@ def task1_answer(numbers: dict, fp32: float, n_test: int) -> str:
         text += "No searched trial finished, so the search cannot be read against its baselines. "
     else:
         d = bs - bb["accuracy"]
-        text += f"Best searched trial: {bs:.4f}. "
+        top = max(searched, key=lambda t: t["accuracy"])
+        text += f"Best searched trial: {bs:.4f} at {top['weight_bits']:.1f} average weight bits. "
         if d > 0:
             text += (f"**The search beat its best baseline** by {d:.4f} ({d / se:.1f} standard errors"
                      + ("; within two, so not established" if d < 2 * se else "") + "). ")
@@ -194,9 +195,18 @@ def task1_answer(numbers: dict, fp32: float, n_test: int) -> str:
             text += "The search reached its best baseline but did not exceed it. "
         else:
             text += (f"**The search did not reach its own baseline**: its best searched trial stays {-d:.4f} "
-                     f"({-d / se:.1f} standard errors) below {bb['label']} in every layer, a point of its space, so "
-                     f"the best configuration it reports is that baseline; {len(searched)} TPE trials in a space of "
-                     "10 choices per layer did not find a better mix. ")
+                     f"({-d / se:.1f} standard errors{', within noise' if -d < 2 * se else ''}) below {bb['label']} "
+                     "in every layer, a point of its space, so the best configuration it reports is that baseline. "
+                     + ("With accuracy alone as the objective nothing rewards fewer bits, so every layer in fp32 is "
+                        "this search's trivial optimum, which a mix of integer layers can at best tie. "
+                        if bb["label"] == "fp32" else
+                        f"{len(searched)} TPE trials in a space of 10 choices per layer did not find a better mix. "))
+        ints = [b for b in base if b["label"] != "fp32"]
+        if bb["label"] == "fp32" and ints:  # the quantized reading: against the best uniform integer point
+            bi = max(ints, key=lambda b: b["accuracy"])
+            di = bs - bi["accuracy"]
+            text += (f"Against the best uniform integer baseline, {bi['label']} in every layer ({bi['accuracy']:.4f} at "
+                     f"{bi['bits']:.1f} bits), the best searched trial is {di:+.4f} ({di / se:+.1f} standard errors). ")
     flat = [t for t in searched if _at_chance(t["accuracy"], n_test)]
     flat_base = [b["label"] for b in base if _at_chance(b["accuracy"], n_test)]
     if flat or flat_base:
