@@ -187,3 +187,23 @@ def test_the_claim_holds_the_answers_to_the_best_baseline():
     text = render(above) + " The search did not reach its own baseline."
     assert [c.name for c in claims.lab3_search(above, pareto, text) if not c.holds] == [
         "Task 1 is read against its uniform baseline"]
+
+
+def test_a_sampled_trial_that_reuses_a_queued_measurement_is_not_marked_queued(tmp_path):
+    from labkit import search
+    from labkit.search.cache import cached_or_run
+
+    storage = search.make_storage(f"journal:{tmp_path / 'c.journal'}")
+    cache = search.ResultCache(storage)
+
+    def objective(trial):
+        trial.suggest_categorical("x", [1])
+        return cached_or_run(trial, cache, "same point", lambda: 0.8)
+
+    first = optuna.create_study(study_name="first", storage=storage, direction="maximize")
+    first.enqueue_trial({"x": 1}, user_attrs={"enqueued": True})
+    first.optimize(objective, n_trials=1)
+    second = optuna.create_study(study_name="second", storage=storage, direction="maximize")
+    second.optimize(objective, n_trials=1)
+    t = second.trials[0]
+    assert t.user_attrs["cached"] and "enqueued" not in t.user_attrs and "fixed_params" not in t.system_attrs

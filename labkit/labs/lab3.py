@@ -197,8 +197,9 @@ def task1_numbers(study: optuna.Study, layers: list[str], n_trials: int) -> dict
 
     labels = {_key(p): label for label, p in integer_baselines(layers).items()}
     done = sorted((t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"), key=lambda t: t.number)
-    # a queued point (enqueued, or the retry of one that failed) is a baseline; a sampled one is the search's
-    queued = {t.number for t in done if "fixed_params" in t.system_attrs or t.user_attrs.get("enqueued")}
+    # a queued point (enqueued, or the retry of one that failed: Optuna stores its fixed_params) is a baseline;
+    # a sampled one is the search's
+    queued = {t.number for t in done if "fixed_params" in t.system_attrs}
     trials = [{"number": t.number, **t.user_attrs,
                "baseline": labels.get(_key(t.params), "queued") if t.number in queued else None} for t in done]
     best = study.best_trial
