@@ -212,9 +212,11 @@ def task1_answer(numbers: dict, fp32: float, n_test: int) -> str:
     if flat or flat_base:
         text += (f"{len(flat)} of {len(searched)} searched trials sit at chance"
                  + (f", as do the baselines {', '.join(flat_base)}" if flat_base else "")
-                 + ": an integer of width w and frac f holds values up to 2^(w-1-f) in steps of 2^-f, so a layer "
-                 "with too few integer bits clips its activations and one with too few fractional bits rounds its "
-                 "weights to zero, and one such layer sends the model to chance. ")
+                 + (": the fp32 model is itself at chance here, so chance says nothing about the widths. "
+                    if _at_chance(fp32, n_test) else
+                    ": an integer of width w and frac f holds values up to 2^(w-1-f) in steps of 2^-f, so a layer "
+                    "with too few integer bits clips its activations and one with too few fractional bits rounds its "
+                    "weights to zero, and one such layer sends the model to chance. "))
     n_fp, widths = len(numbers["fp32_layers"]), numbers["widths"]
     wide = sorted(x for x, w in widths.items() if w > 8)
     which = "a searched trial" if bs is not None and bs > bb["accuracy"] else f"the baseline {bb['label']}"
