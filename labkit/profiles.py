@@ -95,7 +95,8 @@ _LABS: dict[str, dict[str, dict]] = {
     # training seed on an H100 (SFT included; notebooks/executed/full/regen_state.json); the SFT model is trained at
     # 256 tokens too, so the fp32 baseline matches. quick: ~8 min measured on 2 busy CPU cores.
     # Lab 3 search (labkit.labs.lab3): trials of the per-layer integer search and of the all-formats search
-    # (search_trials), of each per-format search (format_trials), of each cost search (one per lambda, in
+    # (search_trials), of each per-format search (format_trials), each beyond its queued baselines (Task 1: 10,
+    # the all-formats search: 11, a searched format: 1), of each cost search (one per lambda, in
     # accuracy per average weight bit), of the multi-objective search (pareto_trials); front_qat front
     # configurations get qat_epochs of QAT. Trials are PTQ evaluations (full: 25k reviews, seconds on a GPU).
     # quick: one worker (two single-thread workers were measured slower on 2 cores: 388 s against 370 s).

@@ -150,6 +150,84 @@ def baseline_text(best: float, trials: list[float], uniform_int8: float | None, 
             "in full precision is not in this space. ")
 
 
+def search_vs_baselines(numbers: dict, uniform_int8: float | None = None) -> dict:
+    """Task 1's search read against the baselines inside its space: ``best_baseline`` (label, accuracy) and
+    ``best_search`` (the best trial the sampler chose). Results that stored their baselines (queued first
+    trials, ``baseline`` set) use them; older ones had none queued, so their baseline is the uniform study's
+    int8 frac 4 point (``uniform_int8``) and every trial is the search's. ``None`` where there is no baseline."""
+    trials = numbers.get("trials", [])
+    if "baselines" in numbers:
+        base = [{"label": b["label"], "accuracy": b["accuracy"]} for b in numbers["baselines"]]
+        searched = [t["accuracy"] for t in trials if t.get("baseline") is None]
+    else:
+        base = [] if uniform_int8 is None else [{"label": "int8 frac 4", "accuracy": uniform_int8}]
+        searched = [t["accuracy"] for t in trials] or [numbers["best"]]
+    if not base:
+        return {"best_baseline": None, "best_search": max(searched, default=None)}
+    return {"best_baseline": max(base, key=lambda b: b["accuracy"]), "best_search": max(searched, default=None)}
+
+
+def task1_answer(numbers: dict, fp32: float, n_test: int) -> str:
+    """Task 1 from a result that queued its baselines (``lab3.task1_numbers``): the best baseline, the best
+    searched trial, whether the search beat the baseline (in test-set standard errors), the trials at chance
+    and why, and the best configuration's fp32 layers and average weight bits."""
+    base, trials = numbers["baselines"], numbers["trials"]
+    searched = [t for t in trials if t.get("baseline") is None]
+    read = search_vs_baselines(numbers)
+    bb, bs = read["best_baseline"], read["best_search"]
+    b_row = next(b for b in base if b["label"] == bb["label"] and b["accuracy"] == bb["accuracy"])
+    se = accuracy_se(bb["accuracy"], n_test)
+    text = (f"The per-layer integer search (TPE; per Linear layer width in {{8, 16, 32}} x frac in {{2, 4, 8}}, or the "
+            f"layer left in fp32) started from {len(base)} baselines queued as its first trials (every layer at one "
+            f"width and frac width, and every layer in fp32), then searched {len(searched)} more. Best baseline: "
+            f"**{bb['label']} in every layer, {bb['accuracy']:.4f}** at {b_row['bits']:.1f} average weight bits (one "
+            f"test-set standard error {se:.4f} on {n_test:,} reviews; fp32 model {fp32:.4f}). ")
+    if bs is None:
+        text += "No searched trial finished, so the search cannot be read against its baselines. "
+    else:
+        d = bs - bb["accuracy"]
+        top = max(searched, key=lambda t: t["accuracy"])
+        text += f"Best searched trial: {bs:.4f} at {top['weight_bits']:.1f} average weight bits. "
+        if d > 0:
+            text += (f"**The search beat its best baseline** by {d:.4f} ({d / se:.1f} standard errors"
+                     + ("; within two, so not established" if d < 2 * se else "") + "). ")
+        elif d == 0:
+            text += "The search reached its best baseline but did not exceed it. "
+        else:
+            text += (f"**The search did not reach its own baseline**: its best searched trial stays {-d:.4f} "
+                     f"({-d / se:.1f} standard errors{', within noise' if -d < 2 * se else ''}) below {bb['label']} "
+                     "in every layer, a point of its space, so the best configuration it reports is that baseline. "
+                     + ("With accuracy alone as the objective nothing rewards fewer bits, so every layer in fp32 is "
+                        "this search's trivial optimum, which a mix of integer layers can at best tie. "
+                        if bb["label"] == "fp32" else
+                        f"{len(searched)} TPE trials in a space of 10 choices per layer did not find a better mix. "))
+        ints = [b for b in base if b["label"] != "fp32"]
+        if bb["label"] == "fp32" and ints:  # the quantized reading: against the best uniform integer point
+            bi = max(ints, key=lambda b: b["accuracy"])
+            di = bs - bi["accuracy"]
+            text += (f"Against the best uniform integer baseline, {bi['label']} in every layer ({bi['accuracy']:.4f} at "
+                     f"{bi['bits']:.1f} bits), the best searched trial is {di:+.4f} ({di / se:+.1f} standard errors). ")
+    flat = [t for t in searched if _at_chance(t["accuracy"], n_test)]
+    flat_base = [b["label"] for b in base if _at_chance(b["accuracy"], n_test)]
+    if flat or flat_base:
+        text += (f"{len(flat)} of {len(searched)} searched trials sit at chance"
+                 + (f", as do the baselines {', '.join(flat_base)}" if flat_base else "")
+                 + (": the fp32 model is itself at chance here, so chance says nothing about the widths. "
+                    if _at_chance(fp32, n_test) else
+                    ": an integer of width w and frac f holds values up to 2^(w-1-f) in steps of 2^-f, so a layer "
+                    "with too few integer bits clips its activations and one with too few fractional bits rounds its "
+                    "weights to zero, and one such layer sends the model to chance. "))
+    n_fp, widths = len(numbers["fp32_layers"]), numbers["widths"]
+    wide = sorted(x for x, w in widths.items() if w > 8)
+    which = "a searched trial" if bs is not None and bs > bb["accuracy"] else f"the baseline {bb['label']}"
+    text += (f"The best configuration ({which}, {numbers['best']:.4f}) leaves {n_fp} of {numbers['layers']} layers "
+             f"in fp32 at {numbers['best_bits']:.2f} average weight bits (an fp32 layer counts 32)")
+    if widths:
+        text += (f"; of its {len(widths)} integer layers, {len(widths) - len(wide)} are at 8 bits"
+                 + (f", wider: {', '.join(f'`{x}` ({widths[x]})' for x in wide)}" if wide else ""))
+    return text + "."
+
+
 def lambda_text(rows: list[dict]) -> str:
     """Each lambda's best read under every lambda's objective: a search whose own best loses to another
     search's point under its own objective did not find its optimum."""
@@ -242,11 +320,12 @@ def render(payloads: dict[str, dict | None]) -> str:
                  "format's values are bf16-exact, part 1's reference path in fp32).")
     if i_p is not None:
         num = i_p["numbers"]
-        widths = {k: v for k, v in num["widths"].items()}
-        parts += ["## Task 1: per-layer integer widths",
-                  "- **Task 1.** " + integer_answer(num["best"], fp32, len(num["best_so_far"]), uniform_int8, n_test,
-                                                    widths)
-                  + " " + baseline_text(num["best"], [t["accuracy"] for t in trials], uniform_int8, n_test).strip()]
+        if "baselines" in num:  # the baselines were queued as the study's first trials
+            task1 = task1_answer(num, fp32, n_test)
+        else:  # none queued: read against the uniform study's int8 point
+            task1 = (integer_answer(num["best"], fp32, len(num["best_so_far"]), uniform_int8, n_test, num["widths"])
+                     + " " + baseline_text(num["best"], [t["accuracy"] for t in trials], uniform_int8, n_test).strip())
+        parts += ["## Task 1: per-layer integer widths", "- **Task 1.** " + task1]
     if f_p is not None:
         num = f_p["numbers"]
         parts += ["## Task 2: one search per format, and all formats together", table_md(num["rows"]),

@@ -14,7 +14,10 @@ from ..quant.study import STUDY_ORDER
 from ..search import plan as _plan_mod
 from ..search.plan import StudyPlan
 from ..search.storage import default_url
-from .lab3_precision import FORMAT_SPACE, params_of, uniform
+from .lab3_precision import FORMAT_SPACE, FP32, params_of, uniform
+
+# Task 1's space: the sheet's integer widths per layer, or the layer left in full precision.
+INTEGER_FORMATS = ["integer", FP32]
 
 PARETO = ["maximize", "minimize"]  # accuracy, average weight bits
 
@@ -61,21 +64,62 @@ def uniform_points(layers: list[str]) -> dict[str, dict]:
     return out
 
 
+def baseline_label(name: str, params: dict) -> str:
+    """How the answers name a uniform point: ``int8 frac 4``, ``fp32``, ``block_fp width 6 block_size 16``."""
+    if name == FP32:
+        return "fp32"
+    if name == "integer":
+        return f"int{params['width']} frac {params['frac_width']}"
+    return " ".join([name, *(f"{k} {params[k]}" for k in FORMAT_SPACE[name])])
+
+
+def integer_baselines(layers: list[str]) -> dict[str, dict]:
+    """Task 1's obvious baselines, as parameters of its space: every layer at the same width and frac width
+    (all 9 of the sheet's pairs) and every layer in fp32, by label (``int8 frac 4``, ``fp32``)."""
+    out = {}
+    for width in FORMAT_SPACE["integer"]["width"]:
+        for frac in FORMAT_SPACE["integer"]["frac_width"]:
+            out[baseline_label("integer", {"width": width, "frac_width": frac})] = params_of(
+                uniform(layers, "integer", width=width, frac_width=frac), INTEGER_FORMATS)
+    out[baseline_label(FP32, {})] = params_of(uniform(layers, FP32), INTEGER_FORMATS)
+    return out
+
+
+def format_baseline(layers: list[str], name: str) -> dict:
+    """A per-format search's baseline: every layer in the format at its Lab 3 study setting (the uniform
+    study's point, so its measurement is cached), as parameters of the one-format space."""
+    from ..quant.study import study_params
+
+    params = {k: v for k, v in study_params(name, 8)["weight"].items() if k in FORMAT_SPACE[name]}
+    return params_of(uniform(layers, name, **params), [name])
+
+
 def phase1_plans(s: dict, layers: list[str]) -> dict[str, StudyPlan]:
     """Plans by role: ``integer`` (Task 1, which is also Task 2's integer search), ``format:<name>`` (each
-    other format), ``all``, ``cost:<lambda>``, ``pareto``, ``uniform``."""
+    other format), ``all``, ``cost:<lambda>``, ``pareto``, ``uniform``.
+
+    The accuracy searches start from their baselines, queued as their first trials (marked ``enqueued`` in
+    their user attributes): Task 1 from ``integer_baselines``, each searched format from its uniform point,
+    the all-formats search from every uniform point. Their trial settings count the trials beyond the
+    baselines: ``n_trials`` = baselines + ``search_trials`` (``format_trials``)."""
     all_formats = list(FORMAT_SPACE)
-    plans = {"integer": _plan(s, "int", ["integer"], s["search_trials"])}  # also Task 2's integer search
+    base = integer_baselines(layers)
+    # also Task 2's integer search; "int-fp32": the space with the full-precision choice (a new study name, as
+    # Optuna refuses other categorical choices for a stored parameter)
+    plans = {"integer": _plan(s, "int-fp32", INTEGER_FORMATS, len(base) + s["search_trials"], enqueue=base.values())}
     for name in STUDY_ORDER:
         if name == "integer":
             continue
-        searched = bool(FORMAT_SPACE[name])  # a fixed format has one configuration: one trial
-        plans[f"format:{name}"] = _plan(s, f"fmt-{name}", [name], s["format_trials"] if searched else 1)
-    plans["all"] = _plan(s, "all", all_formats, s["search_trials"])
+        if not FORMAT_SPACE[name]:  # a fixed format has one configuration: one trial
+            plans[f"format:{name}"] = _plan(s, f"fmt-{name}", [name], 1)
+            continue
+        plans[f"format:{name}"] = _plan(s, f"fmt-{name}-base", [name], 1 + s["format_trials"],
+                                        enqueue=[format_baseline(layers, name)])
+    points = uniform_points(layers)
+    plans["all"] = _plan(s, "all-base", all_formats, len(points) + s["search_trials"], enqueue=points.values())
     for lam in s["lambdas"]:
         plans[f"cost:{lam:g}"] = _plan(s, f"cost-{lam:g}", all_formats, s["cost_trials"], objective="cost", lam=lam)
     plans["pareto"] = _plan(s, "pareto", all_formats, s["pareto_trials"], objective="pareto")
-    points = uniform_points(layers)
     plans["uniform"] = _plan(s, "uniform", all_formats, len(points), objective="pareto", enqueue=points.values(),
                              sampler="random")
     return plans
@@ -141,3 +185,38 @@ def run_all(s: dict, storage: str | None = None, progress=True, workers=None, fi
     qat = run_studies([plan], storage=url, workers=workers, progress=progress, desc="Lab 3 QAT of the front",
                       mps=s["mps"], first_worker=first_worker)[plan.name]
     return by_role, qat
+
+
+def task1_numbers(study: optuna.Study, layers: list[str], n_trials: int) -> dict:
+    """What Task 1's figure and answers read from its study: the best-so-far curve over its first ``n_trials``
+    trials (baselines first), every completed trial with ``baseline`` (its label, or None for a searched trial),
+    the baselines alone, and the best trial's per-layer choice (``widths``/``fracs`` of its integer layers,
+    ``fp32_layers``) and average weight bits. Layer names are shortened as the answers print them."""
+    from ..answers.lab3 import short
+    from ..search.curves import best_so_far
+
+    labels = {_key(p): label for label, p in integer_baselines(layers).items()}
+    done = sorted((t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"), key=lambda t: t.number)
+    # a queued point (enqueued, or the retry of one that failed: Optuna stores its fixed_params) is a baseline;
+    # a sampled one is the search's
+    queued = {t.number for t in done if "fixed_params" in t.system_attrs}
+    trials = [{"number": t.number, **t.user_attrs,
+               "baseline": labels.get(_key(t.params), "queued") if t.number in queued else None} for t in done]
+    best = study.best_trial
+    chosen = {layer: best.params.get(f"{layer}:format", "integer") for layer in layers}
+    ints = [layer for layer in layers if chosen[layer] == "integer"]
+    return {"best_so_far": best_so_far(study, key="accuracy", limit=n_trials),
+            "best": best.user_attrs["accuracy"], "best_bits": best.user_attrs["weight_bits"],
+            "best_trial": best.number,
+            "widths": {short(x): best.params[f"{x}:integer.width"] for x in ints},
+            "fracs": {short(x): best.params[f"{x}:integer.frac_width"] for x in ints},
+            "fp32_layers": [short(x) for x in layers if chosen[x] == FP32], "layers": len(layers),
+            "baselines": [{"label": t["baseline"], "number": t["number"], "accuracy": t["accuracy"],
+                           "bits": t["weight_bits"]} for t in trials if t["baseline"] is not None],
+            "trials": trials}
+
+
+def _key(params: dict) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True)

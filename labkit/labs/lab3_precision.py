@@ -53,15 +53,26 @@ FORMAT_SPACE: dict[str, dict[str, list]] = {
 FIXED = {"block_fp": {"exponent_width": 8}, "block_minifloat": {"exponent_bias_width": 8},
          "block_log": {"exponent_bias_width": 8}, "mxint8": {"group_size": 32}, "binary": {"stochastic": False},
          "binary_scaling": {"per_channel": True}, "binary_residual_sign": {"levels": 2}}
+# The sheet's choice of leaving a layer in full precision: a pseudo-format with no parameters, the layer stays
+# an unquantized nn.Linear (32 bits a weight in average_bits). Not in FORMAT_SPACE, so the studies that do not
+# offer it keep their spaces; a study offers it by naming it in its formats.
+FP32 = "fp32"
 OBJECTIVES = ("accuracy", "cost", "pareto")
 MODES = ("ptq", "qat")
 
 
+def space_of(name: str) -> dict[str, list]:
+    """A format's searched parameters (``fp32``: none)."""
+    return {} if name == FP32 else FORMAT_SPACE[name]
+
+
 def check_formats(formats) -> list[str]:
     formats = list(formats)
-    bad = [f for f in formats if f not in FORMAT_SPACE]
-    if not formats or bad:
-        raise ValueError(f"formats {bad or formats}: allowed values are {', '.join(FORMAT_SPACE)} (at least one)")
+    allowed = (*FORMAT_SPACE, FP32)
+    bad = [f for f in formats if f not in allowed]
+    if not formats or bad or formats == [FP32]:
+        raise ValueError(f"formats {bad or formats}: allowed values are {', '.join(allowed)} (at least one "
+                         f"number format; {FP32!r} only beside one)")
     return formats
 
 
@@ -79,7 +90,7 @@ def _effective(name: str, params: dict) -> dict:
 
 def sample_layer(trial: optuna.Trial, layer: str, formats: list[str]) -> tuple[str, dict]:
     name = formats[0] if len(formats) == 1 else trial.suggest_categorical(f"{layer}:format", formats)
-    params = {k: trial.suggest_categorical(f"{layer}:{name}.{k}", v) for k, v in FORMAT_SPACE[name].items()}
+    params = {k: trial.suggest_categorical(f"{layer}:{name}.{k}", v) for k, v in space_of(name).items()}
     return name, {**FIXED.get(name, {}), **_effective(name, params)}
 
 
@@ -94,8 +105,10 @@ def sample_config(trial: optuna.Trial, layers: list[str], formats: list[str]) ->
 
 
 def selection(config: dict[str, tuple[str, dict]]) -> dict:
-    """A by-name selection spec for ``quantize``: every layer of ``config`` and nothing else."""
-    return {"by": "name", **{layer: {"config": layer_config(name, params)} for layer, (name, params) in config.items()}}
+    """A by-name selection spec for ``quantize``: every layer of ``config`` and nothing else (``fp32`` layers
+    named with a None config: left alone, and still checked to exist)."""
+    return {"by": "name", **{layer: {"config": None if name == FP32 else layer_config(name, params)}
+                             for layer, (name, params) in config.items()}}
 
 
 def params_of(config: dict[str, tuple[str, dict]], formats: list[str]) -> dict:
@@ -104,13 +117,13 @@ def params_of(config: dict[str, tuple[str, dict]], formats: list[str]) -> dict:
     for layer, (name, params) in config.items():
         if len(formats) > 1:
             out[f"{layer}:format"] = name
-        out.update({f"{layer}:{name}.{k}": params[k] for k in FORMAT_SPACE[name]})
+        out.update({f"{layer}:{name}.{k}": params[k] for k in space_of(name)})
     return out
 
 
 def uniform(layers: list[str], name: str, **params) -> dict[str, tuple[str, dict]]:
     """Every layer in one format (``params`` fill the searched ones; defaults: each range's largest)."""
-    chosen = _effective(name, {k: params.get(k, v[-1]) for k, v in FORMAT_SPACE[name].items()})
+    chosen = _effective(name, {k: params.get(k, v[-1]) for k, v in space_of(name).items()})
     return {layer: (name, {**FIXED.get(name, {}), **chosen}) for layer in layers}
 
 
@@ -184,7 +197,12 @@ class PrecisionObjective:
             model = quantize(_copy(self.base, share=self.mode == "ptq"), selection(config), inplace=True,
                              qat_matmul=self.matmul, compile=self.compile).model
         for layer, (name, params) in config.items():  # what was built must be what was sampled
-            built = model.get_submodule(layer).config.weight
+            module = model.get_submodule(layer)
+            if name == FP32:
+                if isinstance(module, QuantLinear):
+                    raise RuntimeError(f"{layer}: sampled fp32 but the model holds {module.config.weight}")
+                continue
+            built = module.config.weight
             if built != make_format(name, **params):
                 raise RuntimeError(f"{layer}: sampled {name} {params} but the model holds {built}")
         bits = average_bits(model)

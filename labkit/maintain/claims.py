@@ -115,13 +115,19 @@ def lab2_collapse(s: dict, answers: str) -> list[Claim]:
 def lab3_search(integer: dict, pareto: dict, answers: str) -> list[Claim]:
     """A search answer may not read a search as a finding when a baseline inside its space scores higher, nor
     read the cost searches as each picking its point when one loses under its own objective."""
-    from ..answers.lab3 import lambda_text
+    from ..answers.lab3 import lambda_text, search_vs_baselines
 
     uniform = next((u["accuracy"] for u in pareto["uniform"] if u["format"] == "integer"), None)
-    below = uniform is not None and integer["best"] < uniform
-    out = [Claim("lab3", "Task 1 is read against its uniform baseline", not below or
-                 "did not reach its own baseline" in answers,
-                 f"best {integer['best']:.4f} vs uniform int8 {uniform}")]
+    # the baselines the study queued first, else (none queued) the uniform study's int8 point of its space
+    read = search_vs_baselines(integer, uniform)
+    base, best = read["best_baseline"], read["best_search"]
+    below = base is not None and best is not None and best < base["accuracy"]
+    said_below = "did not reach its own baseline" in answers
+    said_above = "beat its best baseline" in answers or "beats its obvious baseline" in answers
+    out = [Claim("lab3", "Task 1 is read against its uniform baseline",
+                 (said_below and not said_above) if below else not said_below,
+                 f"best searched {best} vs best baseline {base and (base['label'], base['accuracy'])}; the answers "
+                 f"say {'it did not reach it' if said_below else 'it beat it' if said_above else 'neither'}")]
     beaten = "do not each pick" in lambda_text(pareto.get("cost", []))
     out.append(Claim("lab3", "the lambdas are not read as a trade-off when one loses under its own objective",
                      not beaten or "Each lambda picks one point" not in answers,

@@ -13,15 +13,29 @@ LINES = ("-", "--", "-.", ":")
 
 
 def plot_integer(numbers: dict, settings: dict, uniform_int8: float | None = None):
-    """Task 1's best accuracy so far, beside fp32 and the uniform int8 configuration (a point of its space)."""
+    """Task 1's best accuracy so far, beside fp32 and its baselines: where they were queued as the first trials
+    (``baseline`` set), each one a marker and the best a line; else the uniform int8 configuration of the
+    uniform study (a point of its space)."""
     curve, fp32 = numbers["best_so_far"], numbers["fp32"]
     uniform_int8 = numbers.get("uniform_int8", uniform_int8)
+    queued = "baselines" in numbers
     fig, ax = plt.subplots(figsize=(6.8, 4.2))
-    ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3, label="per-layer integer (TPE): best so far")
-    trials = [t["accuracy"] for t in numbers.get("trials", [])][: len(curve)]
-    ax.scatter(range(1, len(trials) + 1), trials, s=10, color="C0", alpha=0.35, linewidths=0, label="each trial")
+    ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3,
+            label="per-layer integer or fp32 (TPE): best so far" if queued else "per-layer integer (TPE): best so far")
+    trials = numbers.get("trials", [])[: len(curve)]
+    searched = [(i, t["accuracy"]) for i, t in enumerate(trials, 1) if t.get("baseline") is None]
+    ax.scatter([i for i, _ in searched], [a for _, a in searched], s=10, color="C0", alpha=0.35, linewidths=0,
+               label="each searched trial" if queued else "each trial")
     ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
-    if uniform_int8 is not None:
+    if queued:
+        base = [(i, t) for i, t in enumerate(trials, 1) if t.get("baseline") is not None]
+        ax.scatter([i for i, _ in base], [t["accuracy"] for _, t in base], s=22, marker="D", color="C1", zorder=3,
+                   label=f"baselines, queued first ({len(base)})")
+        if numbers["baselines"]:
+            best = max(numbers["baselines"], key=lambda b: b["accuracy"])
+            ax.axhline(best["accuracy"], color="C3", ls="--",
+                       label=f"best baseline: {best['label']} in every layer {best['accuracy']:.4f}")
+    elif uniform_int8 is not None:
         ax.axhline(uniform_int8, color="C3", ls="--", label=f"int8, frac 4, every layer {uniform_int8:.4f}")
     trial_axes(ax, "accuracy", f"Task 1: per-layer integer width and frac width (profile {settings['profile']})",
                loc="lower right", fontsize=7)

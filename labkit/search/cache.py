@@ -17,7 +17,8 @@ from optuna.trial import TrialState
 # Bump when a change to the trial loop would change results for the same configuration.
 VERSION = 2
 # Per-trial bookkeeping that must not be copied from a cached trial.
-_OWN_ATTRS = ("labkit_worker", "config_key", "cached", "cached_from", "retry_of", "retries", "failed_because")
+_OWN_ATTRS = ("labkit_worker", "config_key", "cached", "cached_from", "retry_of", "retries", "failed_because",
+              "enqueued")
 
 
 def config_key(parts: dict) -> str:

@@ -7,10 +7,11 @@
 # fp32) and evaluates it without training (PTQ); the best trade-offs then get a short QAT.
 #
 # - **Task 1**: the sheet's per-layer integer search: width in {8, 16, 32} and frac width in {2, 4, 8} per
-#   layer, TPE, best-so-far accuracy.
+#   layer, or the layer left in fp32; TPE, best-so-far accuracy. Its baselines (every layer at one width and
+#   frac width, and every layer in fp32) are queued as its first trials, and `search_trials` more are searched.
 # - **Task 2**: one search per format (every Linear in that format, its own parameters per layer: minifloat
 #   exponent widths, block sizes, ...; fixed-width formats have one configuration) and one over all formats,
-#   with the format counts of its best trial.
+#   with the format counts of its best trial. Each starts from its uniform points (every layer in one format).
 # - **Cost**: accuracy - lambda x average weight bits (labkit's bit accounting: what is stored, shared
 #   exponents and fp32 scales included), for a few lambdas; and a multi-objective search (accuracy up,
 #   average weight bits down) whose Pareto front is drawn beside the uniform-format points.
@@ -79,15 +80,14 @@ def completed(study):
 
 # %%
 int_study = studies["integer"]
-int_curve = search.best_so_far(int_study, key="accuracy", limit=S["search_trials"])
-best_int = int_study.best_trial
-widths = {answers.short(layer): best_int.params[f"{layer}:integer.width"] for layer in layers}
-fracs = {answers.short(layer): best_int.params[f"{layer}:integer.frac_width"] for layer in layers}
 uniform_trials = {next(iter(t.user_attrs["formats"])): t for t in completed(studies["uniform"])}  # one format each
-say(table([{"layer": k, "width": widths[k], "frac": fracs[k]} for k in widths]))
-integer = {"best_so_far": int_curve, "best": best_int.user_attrs["accuracy"], "widths": widths, "fracs": fracs,
-           "fp32": fp32, "trials": [{"number": t.number, **t.user_attrs} for t in completed(int_study)],
-           "uniform_int8": uniform_trials["integer"].values[0] if "integer" in uniform_trials else None}
+# the baselines (every layer at one width and frac, every layer in fp32) are the study's first trials
+integer = lab3.task1_numbers(int_study, layers, plans["integer"].n_trials)
+say(table([{"layer": answers.short(layer), "choice": "fp32" if answers.short(layer) in integer["fp32_layers"] else
+            f"int{integer['widths'][answers.short(layer)]} frac {integer['fracs'][answers.short(layer)]}"}
+           for layer in layers]))
+say(table([{"baseline": b["label"], "accuracy": b["accuracy"], "weight bits": b["bits"]} for b in integer["baselines"]]))
+integer.update(fp32=fp32, uniform_int8=uniform_trials["integer"].values[0] if "integer" in uniform_trials else None)
 save_figure(plot_integer(integer, S), "lab3", "search_integer", integer, S)
 
 # %% [markdown]
@@ -97,15 +97,18 @@ save_figure(plot_integer(integer, S), "lab3", "search_integer", integer, S)
 per_format, curves = {}, {}
 for name in lab3_precision.FORMAT_SPACE:
     st = studies["integer" if name == "integer" else f"format:{name}"]  # Task 1 is the integer search
-    curves[name] = search.best_so_far(st, key="accuracy", limit=S["search_trials" if name == "integer" else
-                                                                  "format_trials"])
-    best = max(completed(st), key=lambda t: t.user_attrs["accuracy"])
+    # each search's own count: its baselines and the trials beyond them
+    n = plans["integer" if name == "integer" else f"format:{name}"].n_trials
+    # Task 1 also offers fp32 layers: the integer row keeps its trials with every layer in integer
+    own = [t for t in sorted(completed(st), key=lambda t: t.number)[:n] if set(t.user_attrs["formats"]) == {name}]
+    curves[name] = [max(t.user_attrs["accuracy"] for t in own[: i + 1]) for i in range(len(own))]
+    best = max(own, key=lambda t: t.user_attrs["accuracy"])
     per_format[name] = {"best": best.user_attrs["accuracy"], "bits": best.user_attrs["weight_bits"],
                         "trials": len(curves[name])}
 all_best = studies["all"].best_trial
 all_formats = {"best": all_best.user_attrs["accuracy"], "bits": all_best.user_attrs["weight_bits"],
                "counts": all_best.user_attrs["formats"]}
-curves["all formats"] = search.best_so_far(studies["all"], key="accuracy", limit=S["search_trials"])
+curves["all formats"] = search.best_so_far(studies["all"], key="accuracy", limit=plans["all"].n_trials)
 rows = answers.format_rows(per_format, fp32)
 say(table(rows))
 formats = {"best_so_far": curves, "rows": rows, "all_formats": all_formats, "fp32": fp32}
