@@ -190,7 +190,12 @@ def test_search_readings_fail_when_the_answers_misread_their_data():
     integer, pareto = _numbers("lab3", "search_integer"), _numbers("lab3", "search_pareto")
     answers = (FIGURES / "lab3" / "search_answers.md").read_text()
     assert not _failing(claims.lab3_search(integer, pareto, answers))
-    misread = answers.replace("did not reach its own baseline", "found the best widths") + " Each lambda picks one point."
+    # the opposite of what the committed answers say about Task 1 against its baseline
+    if "did not reach its own baseline" in answers:
+        misread = answers.replace("did not reach its own baseline", "found the best widths")
+    else:
+        misread = answers + " The search did not reach its own baseline."
+    misread += " Each lambda picks one point."
     assert _failing(claims.lab3_search(integer, pareto, misread)) == {
         "Task 1 is read against its uniform baseline",
         "the lambdas are not read as a trade-off when one loses under its own objective"}

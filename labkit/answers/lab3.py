@@ -188,9 +188,11 @@ def task1_answer(numbers: dict, fp32: float, n_test: int) -> str:
         d = bs - bb["accuracy"]
         top = max(searched, key=lambda t: t["accuracy"])
         text += f"Best searched trial: {bs:.4f} at {top['weight_bits']:.1f} average weight bits. "
-        if d > 0:
-            text += (f"**The search beat its best baseline** by {d:.4f} ({d / se:.1f} standard errors"
-                     + ("; within two, so not established" if d < 2 * se else "") + "). ")
+        if d >= 2 * se:
+            text += f"**The search beat its best baseline** by {d:.4f} ({d / se:.1f} standard errors). "
+        elif d > 0:  # above by less than the test set resolves: a tie, not a finding
+            text += (f"The search's best is level with its best baseline: {d:+.4f} ({d / se:.1f} standard errors, "
+                     "within two, so no gain is established). ")
         elif d == 0:
             text += "The search reached its best baseline but did not exceed it. "
         else:
@@ -224,7 +226,7 @@ def task1_answer(numbers: dict, fp32: float, n_test: int) -> str:
              f"in fp32 at {numbers['best_bits']:.2f} average weight bits (an fp32 layer counts 32)")
     if widths:
         text += (f"; of its {len(widths)} integer layers, {len(widths) - len(wide)} are at 8 bits"
-                 + (f", wider: {', '.join(f'`{x}` ({widths[x]})' for x in wide)}" if wide else ""))
+                 + (f" and {len(wide)} wider: {', '.join(f'`{x}` ({widths[x]} bits)' for x in wide)}" if wide else ""))
     return text + "."
 
 
