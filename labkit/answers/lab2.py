@@ -243,8 +243,9 @@ def post_vs_control(trials: list[dict]) -> dict | None:
 
 def beats_control(g: dict) -> bool:
     """Post-training's gain over its control is established: median above 0 and beyond its spread (the
-    lower quartile above 0 too, so three quarters of the trials gained)."""
-    return g["median"] > 0 and g["q1"] > 0
+    lower quartile above 0 too, and at least three quarters of the trials above 0: with few trials the
+    interpolated quartile alone can sit above 0 while half of them lost)."""
+    return g["median"] > 0 and g["q1"] > 0 and g["above_zero"] >= 0.75 * g["trials"]
 
 
 def control_text(g: dict | None, post_epochs: float, post_lr: float | None) -> str:

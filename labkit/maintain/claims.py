@@ -115,7 +115,7 @@ def lab2_collapse(s: dict, answers: str) -> list[Claim]:
 def lab2_post_training(c: dict, answers: str) -> list[Claim]:
     """Post-training's gain is read against its equal-training control where the trials recorded one: the answers
     call it a gain over the control only when the paired differences establish it (median and lower quartile
-    above 0); without a control they say none was trained and never call post-training a recovery."""
+    above 0, three quarters of the trials above 0); without a control they say none was trained and never call post-training a recovery."""
     from ..answers.lab2 import post_vs_control
 
     g = post_vs_control(c["trials"].get("compressed + post-training", []))
@@ -125,7 +125,8 @@ def lab2_post_training(c: dict, answers: str) -> list[Claim]:
                       said and "post-training recovers what compression cost" not in answers.replace(
                           "does not show that post-training recovers what compression cost", ""),
                       f"no trial records a control; the answers {'say' if said else 'do not say'} so")]
-    established = g["median"] > 0 and g["q1"] > 0
+    # established: median and lower quartile above 0, and three quarters of the trials above 0
+    established = g["median"] > 0 and g["q1"] > 0 and g["above_zero"] >= 0.75 * g["trials"]
     read = "Against its equal-training control" in answers
     says = "beat their equal-training control**" in answers
     return [Claim("lab2", "post-training's gain is read against its equal-training control",
