@@ -39,7 +39,7 @@ RANGES = {
         "big_hidden", "big_layers", "big_heads", "big_intermediate"), _POSITIVE),
     **dict.fromkeys(("seed", "seeds", "search_seed", "lambdas", "compile_warmup", "sdpa_warmup"),
                     _NON_NEGATIVE),
-    **dict.fromkeys(("lora_dropout", "sparsities", "global_sparsities", "prune_sparsity"), _FRACTION),
+    **dict.fromkeys(("lora_dropout", "sparsities", "global_sparsities", "prune_sparsity", "warmup"), _FRACTION),
     "table_exponent": (0, True, 255, True),  # a uint8 exponent field
     # fixed-point widths (Lab 1's sweep, Lab 2's compression): the integer format's own range
     **dict.fromkeys(("widths", "quant_width"), (1, True, MAX_WIDTH, True)),

@@ -1,5 +1,7 @@
 """Lab 2's and Lab 3 search's answers read their data right: collapsed depths, post-training without a control,
 a search below its own baseline, lambdas beaten under their own objective, the front over every study."""
+import pytest
+
 from labkit.answers import lab2, lab3
 from labkit.results import load_results
 
@@ -22,6 +24,42 @@ def test_post_training_gives_median_and_spread_and_names_the_missing_control():
     assert "median +0.0150" in text and "range +0.0100 to +0.1900" in text and "carries the mean" in text
     assert "4 of 5 post-trained models end above their own uncompressed accuracy" in text
     assert "no equal-training control" in text and "does not show that post-training recovers" in text
+    assert "No equal-training control was trained for these results" in text
+
+
+def test_collapse_names_the_warmup():
+    by = {2: {"trials": 4, "at_chance": 0}, 8: {"trials": 4, "at_chance": 2}}
+    text = lab2.collapse_text(by, 5e-4, {"num_hidden_layers": 2}, warmup=0.1)
+    assert "lr 0.0005 with a linear warm-up over the first 10% of the steps" in text
+    assert "even with warm-up" in text and "were not given a setting" not in text
+    assert "warm-up over" not in lab2.collapse_text(by, 5e-4, {"num_hidden_layers": 2})
+
+
+def _post(deltas, control_deltas):
+    """Trials: trained 0.86, compressed 0.85, post-trained 0.85 + d, control 0.86 + c."""
+    return [{"accuracy_trained": 0.86, "accuracy_compressed": 0.85, "accuracy_post_trained": 0.85 + d,
+             "accuracy_control": 0.86 + c} for d, c in zip(deltas, control_deltas)]
+
+
+def test_post_training_is_read_against_its_control():
+    # post-training raises the compressed models, but the uncompressed ones trained as long end higher still
+    behind = _post([0.01, 0.012, 0.015, 0.02, 0.19], [0.02, 0.02, 0.02, 0.02, 0.02])
+    g = lab2.post_vs_control(behind)
+    assert g["median"] == pytest.approx(-0.015) and g["above_zero"] == 1 and g["trials"] == 5
+    assert g["q1"] == pytest.approx(-0.018) and g["q3"] == pytest.approx(-0.01)
+    assert g["control_gain"]["median"] == pytest.approx(0.02)
+    text = lab2.post_training_text(behind, 0.86, 25_000, 0.5, 1e-4)
+    assert "Against its equal-training control" in text and "**median -0.0150**" in text
+    assert "1 of 5 trials above 0" in text and "interquartile range -0.0180 to -0.0100" in text
+    assert "at lr 0.0001" in text and "beat their equal-training control" not in text
+    assert "no equal-training control" not in text.lower()
+    # ahead of the control in three quarters of the trials or more: the gain is called established
+    ahead = lab2.post_training_text(_post([0.03, 0.03, 0.04, 0.05], [0.0, 0.01, 0.0, 0.01]), 0.86, 25_000, 0.5)
+    assert "**The post-trained compressed models beat their equal-training control**" in ahead
+    # straddling zero: not established either way
+    mixed = lab2.post_training_text(_post([0.0, 0.01, 0.02, 0.03], [0.005, 0.005, 0.005, 0.005]), 0.86, 25_000, 0.5)
+    assert "is not established" in mixed
+    assert lab2.post_vs_control([{"accuracy_post_trained": 0.8}]) is None
 
 
 def test_a_search_below_its_own_baseline_says_so():

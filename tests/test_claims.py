@@ -204,3 +204,29 @@ def test_search_readings_fail_when_the_answers_misread_their_data():
     assert not _failing(claims.lab2_collapse(s, lab2_answers))
     assert _failing(claims.lab2_collapse(s, lab2_answers.replace("ended at chance", "did fine"))) == {
         "the answers report the trials that ended at chance, per depth"}
+
+
+def test_post_training_is_read_against_its_control():
+    """The committed results trained no control: the answers must say so. With controls (a copy of the committed
+    trials given control accuracies), the answers rendered from them pass, and doctored answers that call an
+    unestablished gain established, or that drop the control, fail."""
+    from labkit.answers import lab2 as lab2_answers
+
+    c = _numbers("lab2", "compression_aware")
+    answers = (FIGURES / "lab2" / "answers.md").read_text()
+    assert not _failing(claims.lab2_post_training(c, answers))
+    assert _failing(claims.lab2_post_training(c, answers.replace("No equal-training control was trained", "")))
+    for offset, established in ((0.0, False), (-0.1, True)):  # control at the post-trained accuracy, or far below
+        ctl = copy.deepcopy(c)
+        for i, t in enumerate(ctl["trials"]["compressed + post-training"]):
+            t["accuracy_control"] = t["accuracy_post_trained"] + offset + (0.001 if i % 2 else -0.001)
+        g = lab2_answers.post_vs_control(ctl["trials"]["compressed + post-training"])
+        assert lab2_answers.beats_control(g) == established
+        payload = json.loads((FIGURES / "lab2" / "compression_aware.json").read_text())
+        rendered = lab2_answers.render({"compression_aware": {**payload, "numbers": ctl}})
+        assert not _failing(claims.lab2_post_training(ctl, rendered))
+        flipped = (rendered.replace("**The post-trained compressed models beat their equal-training control**", "")
+                   if established else rendered + " **The post-trained compressed models beat their equal-training control**")
+        assert _failing(claims.lab2_post_training(ctl, flipped)) == {
+            "post-training's gain is read against its equal-training control"}
+        assert _failing(claims.lab2_post_training(ctl, rendered.replace("Against its equal-training control", "")))

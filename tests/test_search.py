@@ -123,8 +123,10 @@ def test_compression_aware_objective_records_all_stages(tiny_loaders, tmp_path, 
     study = search.run_study("cas", obj, 2, sampler="random", storage=f"sqlite:///{tmp_path / 'c.db'}",
                              progress=False)
     t = study.best_trial
-    assert {"accuracy_trained", "accuracy_compressed", "accuracy_post_trained", "parameters"} <= set(t.user_attrs)
-    assert t.value == t.user_attrs["accuracy_post_trained"]
+    assert {"accuracy_trained", "accuracy_compressed", "accuracy_post_trained", "parameters", "accuracy_control",
+            "control_seconds"} <= set(t.user_attrs)
+    assert t.value == t.user_attrs["accuracy_post_trained"]  # the control is recorded beside, never returned
+    assert 0 <= t.user_attrs["accuracy_control"] <= 1
     saved = json.loads((tmp_path / "best" / "best_config.json").read_text())
     assert saved["architecture"]["config"]["hidden_size"] == 128
     state = torch.load(tmp_path / "best" / "best_model.pt", weights_only=True)
@@ -199,3 +201,30 @@ def test_the_committed_journals_plans_and_module_paths_resolve():
         assert plan.resolve_objective(target) is plan.resolve_objective(plan.LAB_SEARCHES[name])
     for old, new in plan.MOVED.items():
         assert importlib.import_module(new).__name__ == new and old.startswith("labkit.search.")
+
+
+def _config_key(s, mode):
+    """The cache key a trial of ``mode`` records (training replaced by a stub)."""
+    seen = {}
+
+    class Trial:
+        def suggest_categorical(self, name, choices):
+            return choices[0]
+
+        def set_user_attr(self, name, value):
+            seen[name] = value
+
+    obj = lab2_objectives.NASObjective(None, s, mode=mode, quant={"w": 8})
+    obj._run = lambda trial, arch: 0.0
+    obj(Trial())
+    return seen["config_key"]
+
+
+def test_the_trial_cache_key_holds_warmup(monkeypatch):
+    from labkit import profiles
+
+    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])  # valid with any first head count
+    s = profiles.lab_settings("lab2", "smoke", device="cpu")
+    assert lab2_objectives.trial_settings(s)["warmup"] == s["warmup"] > 0
+    # warm-up changes what a trial computes: a trial without it is not reused for one with it
+    assert _config_key(s, "compress") != _config_key({**s, "warmup": 0.0}, "compress")

@@ -157,3 +157,70 @@ def test_cuda_trials_key_the_evaluation_attention(monkeypatch):
     monkeypatch.setattr(train, "pick_device", lambda d: torch.device(d))
     assert trial_settings(s)["eval_sdpa"] == train.EVAL_SDPA
     assert "eval_sdpa" not in trial_settings({**s, "device": "cpu"})  # CPU caches keep their keys
+
+
+def _eager_lrs(total, warmup, lr=1e-3):
+    """The learning rates train()'s eager loop steps with (read from the scheduler, as the loop builds it)."""
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    warm = train.warmup_steps(warmup, total)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: train.lr_factor(step, total, warm))
+    out = []
+    for _ in range(total):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_warmup_schedule_matches_its_formula_and_leaves_no_warmup_unchanged():
+    total, lr = 40, 1e-3
+    # warmup 0: the schedule train() used before warm-up existed, bit for bit
+    assert _eager_lrs(total, 0.0, lr) == [lr * max(0.0, 1 - i / total) for i in range(total)]
+    # warmup 0.25: 10 steps rising linearly from 0, then linear decay to zero over the other 30
+    w = 10
+    assert train.warmup_steps(0.25, total) == w
+    expected = [lr * (i / w if i < w else (total - i) / (total - w)) for i in range(total)]
+    assert _eager_lrs(total, 0.25, lr) == pytest.approx(expected, rel=1e-12, abs=1e-18)
+    got = _eager_lrs(total, 0.25, lr)
+    assert got[0] == 0 and max(got) == pytest.approx(lr) and got.index(max(got)) == w
+    assert train.warmup_steps(0.001, total) == 1  # asked for: at least one step
+    assert train.warmup_steps(0.9, 2) == 1 and train.warmup_steps(0.5, 1) == 0
+
+
+@pytest.mark.parametrize("warmup", [0.0, 0.1, 0.25])
+def test_graphed_lr_formula_matches_the_eager_one(warmup):
+    # the CUDA-graph step computes its learning rate on the device from a float32 step counter; the same
+    # function runs on CPU tensors here
+    total = 37
+    warm = train.warmup_steps(warmup, total)
+    counter = torch.zeros(())
+    for i in range(total + 2):  # past the end too: clamped at zero
+        got = train.lr_factor_tensor(counter, total, warm).item()
+        assert got == pytest.approx(train.lr_factor(i, total, warm), abs=1e-6)
+        counter.add_(1)
+    if warm == 0:  # the original device expression, op for op
+        c = torch.tensor(5.0)
+        assert torch.equal(train.lr_factor_tensor(c, total, 0), torch.clamp(1 - c / total, min=0))
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, 1.5, "0.1", True])
+def test_warmup_out_of_range_is_rejected(bad, tiny_loaders):
+    tok, enc = tiny_loaders
+    model = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    loader = data.dataloader(enc["train"], tok, batch_size=16, shuffle=True, seed=1)
+    with pytest.raises(ValueError, match=r"warmup=.*0 <= warmup < 1"):
+        train.train(model, loader, epochs=1, device="cpu", progress=False, warmup=bad)
+
+
+def test_warmup_trains_and_zero_warmup_is_the_default(tiny_loaders):
+    tok, enc = tiny_loaders
+    runs = {}
+    for name, kw in (("default", {}), ("zero", {"warmup": 0.0}), ("warm", {"warmup": 0.2})):
+        torch.manual_seed(0)
+        model = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                   intermediate_size=64, hidden_dropout_prob=0.0)
+        loader = data.dataloader(enc["train"], tok, batch_size=16, shuffle=True, seed=1)
+        runs[name] = train.train(model, loader, epochs=2, lr=3e-3, device="cpu", progress=False, **kw)["losses"]
+    assert runs["default"] == runs["zero"]
+    assert runs["warm"][0] == runs["zero"][0]  # the first step's loss comes before any update
+    assert runs["warm"] != runs["zero"]

@@ -62,9 +62,10 @@ def within_trial(trials: list[dict], after: str, before: str = "accuracy_trained
 
 
 def compression_answer(best: dict[str, float], effects: dict[str, dict], start: dict, quant_width: int,
-                       sparsity: float, post_epochs: float, n_test: int) -> str:
+                       sparsity: float, post_epochs: float, n_test: int, controlled: bool = False) -> str:
     """``best``: best value per objective label; ``effects``: ``within_trial`` results; ``start``: Task 1's
-    best trial (``value``, ``study``) that every compression-aware search ran first."""
+    best trial (``value``, ``study``) that every compression-aware search ran first; ``controlled``: the
+    post-training trials recorded their equal-training control (``control_text``)."""
     se = accuracy_se(best["no compression"], n_test)
     c, r = effects["compression, no post-training"], effects["post-training after compression"]
     text = (f"All three searches started from Task 1's best architecture ({start['study']}, accuracy "
@@ -79,7 +80,8 @@ def compression_answer(best: dict[str, float], effects: dict[str, dict], start: 
         text += (f"Post-training {'raised' if r['mean'] > 0 else 'lowered'} accuracy on average by more than one "
                  "standard error" + (": at this learning rate and length it moved the compressed models away from "
                                      "what they had learnt rather than adapting them to compression. "
-                                     if r["mean"] < 0 else " (read against its missing control below). "))
+                                     if r["mean"] < 0 else f" (read against its {'' if controlled else 'missing '}"
+                                     "control below). "))
     if abs(c["mean"]) < se:
         text += ("On average that is within one standard error: compression costs these models little, so "
                  "objectives measured before and after it rank architectures alike, and the compression-aware "
@@ -183,21 +185,27 @@ def collapse_by_depth(trials: dict[str, list[dict]], n_test: int) -> dict[int, d
     return dict(sorted(out.items()))
 
 
-def collapse_text(by_depth: dict[int, dict], lr: float, best_params: dict, epochs: float = 1.0) -> str:
-    """What the collapsed trials mean for the search's winner."""
+def collapse_text(by_depth: dict[int, dict], lr: float, best_params: dict, epochs: float = 1.0,
+                  warmup: float = 0.0) -> str:
+    """What the collapsed trials mean for the search's winner; ``warmup``: the trials' warm-up fraction."""
     total = sum(r["trials"] for r in by_depth.values())
     flat = sum(r["at_chance"] for r in by_depth.values())
     per = "; ".join(f"{d} layers: {r['at_chance']} of {r['trials']} ({r['at_chance'] / r['trials']:.0%})"
                     for d, r in by_depth.items())
+    setting = f"lr {lr:g}" + (f" with a linear warm-up over the first {warmup:.0%} of the steps" if warmup else "")
     if not flat:
-        return f"No trial ended at chance ({total} trials; per depth: {per})."
+        return f"No trial ended at chance ({total} trials at {setting}; per depth: {per})."
     fine = [d for d, r in by_depth.items() if r["at_chance"] == 0]
     text = (f"**{flat} of {total} trials ended at chance** (a model that answers one class), by depth: {per}. "
-            f"These models did not leave chance at lr {lr:g} from random initialisation in {epochs:g} epoch"
+            f"These models did not leave chance at {setting} from random initialisation in {epochs:g} epoch"
             f"{'s' if epochs != 1 else ''}" + (f"; every {'/'.join(map(str, fine))}-layer one did" if fine else "")
             + ". ")
     deeper = [d for d, r in by_depth.items() if r["at_chance"] and d > min(by_depth)]
-    if fine and deeper:
+    if fine and deeper and warmup:
+        text += (f"So even with warm-up the deeper models do not all train at this learning rate, and the winner "
+                 f"({best_params.get('num_hidden_layers')} layers) reflects which depths train here as much as which "
+                 "architecture is better; a learning rate scaled with depth, or searched, is the next setting to try.")
+    elif fine and deeper:
         text += (f"So the winner ({best_params.get('num_hidden_layers')} layers) reflects which depths train at this "
                  "learning rate as much as which architecture is better: the deeper models were not given a setting "
                  "they train in (warm-up, a learning rate scaled with depth, or the learning rate searched), and until "
@@ -207,9 +215,64 @@ def collapse_text(by_depth: dict[int, dict], lr: float, best_params: dict, epoch
     return text
 
 
-def post_training_text(trials: list[dict], start_value: float, n_test: int, post_epochs: float) -> str:
-    """Post-training's within-trial change with its median and spread, and why it cannot be called recovery
-    without an equal-training control."""
+def spread(d: list[float]) -> dict:
+    """Mean, median, quartiles (linear interpolation), range and how many are above 0, of paired differences."""
+    d = sorted(d)
+    k = len(d)
+
+    def q(p):  # numpy's default percentile: linear between the closest ranks
+        x = p * (k - 1)
+        lo = int(x)
+        return d[lo] + (d[min(lo + 1, k - 1)] - d[lo]) * (x - lo)
+
+    return {"trials": k, "mean": sum(d) / k, "median": q(0.5), "q1": q(0.25), "q3": q(0.75), "min": d[0],
+            "max": d[-1], "above_zero": sum(x > 0 for x in d)}
+
+
+def post_vs_control(trials: list[dict]) -> dict | None:
+    """Per trial, post-trained compressed accuracy minus its equal-training control's (the same trained
+    model, uncompressed, trained again as long at the same learning rate and seed): ``spread`` of those, plus
+    ``control_gain`` (the control's own change from its trained accuracy). None: no trial recorded a control."""
+    both = [t for t in trials if "accuracy_post_trained" in t and "accuracy_control" in t]
+    if not both:
+        return None
+    return {**spread([t["accuracy_post_trained"] - t["accuracy_control"] for t in both]),
+            "control_gain": spread([t["accuracy_control"] - t["accuracy_trained"] for t in both
+                                    if "accuracy_trained" in t] or [0.0])}
+
+
+def beats_control(g: dict) -> bool:
+    """Post-training's gain over its control is established: median above 0 and beyond its spread (the
+    lower quartile above 0 too, and at least three quarters of the trials above 0: with few trials the
+    interpolated quartile alone can sit above 0 while half of them lost)."""
+    return g["median"] > 0 and g["q1"] > 0 and g["above_zero"] >= 0.75 * g["trials"]
+
+
+def control_text(g: dict | None, post_epochs: float, post_lr: float | None) -> str:
+    """Post-training read against its equal-training control (``post_vs_control``), or that none was trained."""
+    if g is None:
+        return "No equal-training control was trained for these results (no trial records `accuracy_control`)."
+    c = g["control_gain"]
+    text = (f"Against its equal-training control (the same trained model, uncompressed, trained {post_epochs:g} epoch "
+            + (f"at lr {post_lr:g} " if post_lr else "") + "with the same seed and batches), post-trained compressed "
+            f"minus control per trial: **median {g['median']:+.4f}**, mean {g['mean']:+.4f}, interquartile range "
+            f"{g['q1']:+.4f} to {g['q3']:+.4f}, range {g['min']:+.4f} to {g['max']:+.4f}; {g['above_zero']} of "
+            f"{g['trials']} trials above 0 (the control itself moved by median {c['median']:+.4f} from its trained "
+            "accuracy). ")
+    if beats_control(g):
+        return text + ("**The post-trained compressed models beat their equal-training control**: with compression "
+                       "in place, the extra training ends above what the same training gives the uncompressed model.")
+    if g["median"] < 0 and g["q3"] < 0:
+        return text + ("The uncompressed model trained as long stays ahead: post-training does not recover all that "
+                       "compression cost.")
+    return text + ("The gain over the control is not established (its interquartile range reaches 0): post-training "
+                   "brings the compressed models about as far as the same training brings the uncompressed ones.")
+
+
+def post_training_text(trials: list[dict], start_value: float, n_test: int, post_epochs: float,
+                       post_lr: float | None = None) -> str:
+    """Post-training's within-trial change with its median and spread, then read against its equal-training
+    control where the trials recorded one (``control_text``), since the extra training helps on its own."""
     d = sorted(t["accuracy_post_trained"] - t["accuracy_compressed"] for t in trials
                if "accuracy_post_trained" in t and "accuracy_compressed" in t)
     if not d:
@@ -221,10 +284,15 @@ def post_training_text(trials: list[dict], start_value: float, n_test: int, post
     clearly = sum(t["accuracy_post_trained"] > t["accuracy_trained"] + 2 * accuracy_se(t["accuracy_trained"], n_test)
                   for t in both)
     big = max(d)
+    g = post_vs_control(trials)
     if median <= 0:
         return (f"Post-training's change per trial: mean {sum(d) / k:+.4f}, **median {median:+.4f}**, range {d[0]:+.4f} "
                 f"to {big:+.4f} over {k} trials: the {post_epochs:g} epoch of training with compression in place did "
-                "not raise accuracy here.")
+                "not raise accuracy here. " + control_text(g, post_epochs, post_lr))
+    if g is not None:
+        return (f"Post-training's change per trial (over the compressed accuracy): mean {sum(d) / k:+.4f}, "
+                f"**median {median:+.4f}**, range {d[0]:+.4f} to {big:+.4f} over {k} trials. "
+                + control_text(g, post_epochs, post_lr))
     return (f"Post-training's change per trial: mean {sum(d) / k:+.4f}, **median {median:+.4f}**, range {d[0]:+.4f} "
             f"to {big:+.4f} over {k} trials"
             + (f" (the largest, {big:+.4f}, carries the mean)" if big > 3 * abs(median) and k > 2 else "") + ". "
@@ -232,7 +300,7 @@ def post_training_text(trials: list[dict], start_value: float, n_test: int, post
             f"than two test-set standard errors): the {post_epochs:g} epoch of extra training helps on its own, which no equal-training "
             "control (the uncompressed model trained as long) separates here, so this search does not show that "
             "post-training recovers what compression cost (Lab 1 measures that control: extra training alone "
-            "raised its fp32 model too).")
+            "raised its fp32 model too). " + control_text(None, post_epochs, post_lr))
 
 
 NAMES = ("samplers", "compression_aware")
@@ -263,20 +331,22 @@ def render(payloads: dict[str, dict | None]) -> str:
                   "- **Samplers.** " + shortfall(done, planned) + sampler_verdict(num["bands"], n_test, grid),
                   f"- **Best architecture.** {best['study']} trial {best['trial']}, accuracy {best['value']:.4f}: "
                   f"`{params}`, {sum(v == 'identity' for k, v in best['params'].items() if '.' in k)} Linear "
-                  f"layers replaced by Identity. " + collapse_text(by_depth, s["lr"], params, s.get("epochs", 1.0))]
+                  f"layers replaced by Identity. " + collapse_text(by_depth, s["lr"], params, s.get("epochs", 1.0),
+                                                                   s.get("warmup", 0.0))]
     if c_p is not None:
         c, num = c_p["settings"], c_p["numbers"]
         effects = num["within_trial"]
+        post = num["trials"]["compressed + post-training"]
         n_test = next((t["n_test"] for ts in num["trials"].values() for t in ts if "n_test" in t), 25_000)
         parts += ["## Task 2: compression-aware search",
                   "- **Compression-aware search.** "
                   + shortfall(num.get("completed") or {k: len(v) for k, v in num["best_so_far"].items()},
                               c["compression_trials"])
                   + compression_answer(num["best"], effects, num["start"], c["quant_width"], c["prune_sparsity"],
-                                       c["post_epochs"], n_test),
-                  "- **Post-training, read with its spread.** "
-                  + post_training_text(num["trials"]["compressed + post-training"], num["start"]["value"], n_test,
-                                       c["post_epochs"])]
+                                       c["post_epochs"], n_test, controlled=post_vs_control(post) is not None),
+                  "- **Post-training, read with its spread"
+                  + (" and against its control.** " if post_vs_control(post) is not None else ".** ")
+                  + post_training_text(post, num["start"]["value"], n_test, c["post_epochs"], c.get("post_lr"))]
     if s_p is None and c_p is None:
         parts.append("No stored numbers: nothing to render.")
     return "\n\n".join(parts) + "\n"

@@ -1,5 +1,6 @@
 """Lab 2 objectives: train an architecture from scratch on IMDb and return test accuracy, optionally
-compressing it (quantize + prune) and training again inside the trial.
+compressing it (quantize + prune) and training again inside the trial; a trial that trains again also
+trains an uncompressed copy as long (its equal-training control, ``accuracy_control``).
 
 Each trial records parameter count, training time and every intermediate accuracy as user attributes;
 the best model so far is saved as ``state_dict`` + JSON config (never a pickle). A configuration already
@@ -7,6 +8,7 @@ trained in the same storage (same architecture, settings and seed) reuses its re
 """
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -66,9 +68,11 @@ class NASObjective:
 
     def __call__(self, trial: optuna.Trial) -> float:
         arch = sample_architecture(trial, self.identity_choices, self.space)
+        # a compress+train trial records its control: results stored before it had one are not reused
+        control = {"control": "uncompressed, same post-training"} if self.mode == "compress+train" else {}
         key = config_key({"objective": "lab2", "architecture": canonical(arch), "settings": trial_settings(self.s),
                           "mode": self.mode, "quant": self.quant if self.mode != "none" else None,
-                          "prune": self.prune if self.mode != "none" else None})
+                          "prune": self.prune if self.mode != "none" else None, **control})
         return cached_or_run(trial, self.cache if self.use_cache else None, key, lambda: self._run(trial, arch))
 
     def _run(self, trial: optuna.Trial, arch: dict) -> float:
@@ -84,7 +88,7 @@ class NASObjective:
         # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
         # launch-bound there (benchmarks/training/lab2_trial_profile.json)
         fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
-                          seed=s["seed"], progress=False, graphs=None)
+                          seed=s["seed"], progress=False, graphs=None, warmup=s.get("warmup", 0.0))
         acc = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
         trial.set_user_attr("accuracy_trained", acc)
         trial.set_user_attr("train_seconds", fit["train_seconds"])
@@ -92,6 +96,8 @@ class NASObjective:
             trial.set_user_attr("train_graphs", {k: fit[k] for k in cuda_graphs.RAN})
         value = acc
         if self.mode != "none":
+            # the equal-training control: the trained model, uncompressed, before compression touches it
+            control = copy.deepcopy(model).cpu() if self.mode == "compress+train" else None
             model = compress(model.cpu(), quant=self.quant, prune=self.prune).model
             value = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
             trial.set_user_attr("accuracy_compressed", value)
@@ -101,6 +107,14 @@ class NASObjective:
                 value = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
                 trial.set_user_attr("accuracy_post_trained", value)
                 trial.set_user_attr("train_seconds", fit["train_seconds"] + more["train_seconds"])
+                # the same post-training (length, learning rate, seed: the same batches) without compression, so
+                # the gain above can be read against what the extra training does on its own
+                ctl = train.train(control, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"],
+                                  device=s["device"], seed=s["seed"], progress=False)
+                trial.set_user_attr("accuracy_control",
+                                    train.evaluate(control, self.dl.test, device=s["device"], progress=False)["accuracy"])
+                trial.set_user_attr("control_seconds", ctl["train_seconds"])
+                del control
         trial.set_user_attr("trial_seconds", time.perf_counter() - start)
         if cuda:
             trial.set_user_attr("gpu_peak_gib", torch.cuda.max_memory_reserved() / 2**30)

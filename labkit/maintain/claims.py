@@ -112,6 +112,31 @@ def lab2_collapse(s: dict, answers: str) -> list[Claim]:
                   f"at chance by depth: {by}; the answers {'say' if said else 'do not say'} so")]
 
 
+def lab2_post_training(c: dict, answers: str) -> list[Claim]:
+    """Post-training's gain is read against its equal-training control where the trials recorded one: the answers
+    call it a gain over the control only when the paired differences establish it (median and lower quartile
+    above 0, three quarters of the trials above 0); without a control they say none was trained and never call post-training a recovery."""
+    from ..answers.lab2 import post_vs_control
+
+    g = post_vs_control(c["trials"].get("compressed + post-training", []))
+    if g is None:
+        said = "No equal-training control was trained" in answers
+        return [Claim("lab2", "post-training without a control is not read as recovery",
+                      said and "post-training recovers what compression cost" not in answers.replace(
+                          "does not show that post-training recovers what compression cost", ""),
+                      f"no trial records a control; the answers {'say' if said else 'do not say'} so")]
+    # established: median and lower quartile above 0, and three quarters of the trials above 0
+    established = g["median"] > 0 and g["q1"] > 0 and g["above_zero"] >= 0.75 * g["trials"]
+    read = "Against its equal-training control" in answers
+    says = "beat their equal-training control**" in answers
+    return [Claim("lab2", "post-training's gain is read against its equal-training control",
+                  read and says == established,
+                  f"post-trained minus control over {g['trials']} trials: median {g['median']:+.4f}, interquartile "
+                  f"{g['q1']:+.4f} to {g['q3']:+.4f} ({'established' if established else 'not established'}); the "
+                  f"answers {'read it against the control' if read else 'do not read it against the control'} and "
+                  f"{'call' if says else 'do not call'} it a gain over the control")]
+
+
 def lab3_search(integer: dict, pareto: dict, answers: str) -> list[Claim]:
     """A search answer may not read a search as a finding when a baseline inside its space scores higher, nor
     read the cost searches as each picking its point when one loses under its own objective."""
@@ -231,6 +256,8 @@ def check_all(figures: Path) -> list[Claim]:
         out += lab2_samplers(s, answers.read_text() if answers.is_file() else None)
     if s is not None and (figures / "lab2" / "answers.md").is_file():
         out += lab2_collapse(s, (figures / "lab2" / "answers.md").read_text())
+    if (c := _numbers(figures / "lab2" / "compression_aware.json")) is not None and (figures / "lab2" / "answers.md").is_file():
+        out += lab2_post_training(c, (figures / "lab2" / "answers.md").read_text())
     integer, pareto = _numbers(figures / "lab3" / "search_integer.json"), _numbers(figures / "lab3" / "search_pareto.json")
     if integer is not None and pareto is not None and (figures / "lab3" / "search_answers.md").is_file():
         out += lab3_search(integer, pareto, (figures / "lab3" / "search_answers.md").read_text())

@@ -23,8 +23,9 @@ def plot_samplers(numbers: dict, settings: dict):
 
 def plot_compression_aware(numbers: dict, settings: dict):
     """Per objective: the best value so far (line) and every trial's value (dots). One study per objective (one
-    seed), so there is no band over seeds: the dots show the spread of the trials instead. The legend sits
-    below the axes, clear of the data."""
+    seed), so there is no band over seeds: the dots show the spread of the trials instead. Where the post-training
+    trials recorded their equal-training control (the uncompressed model trained as long), it is drawn as
+    crosses at the same trial numbers. The legend sits below the axes, clear of the data."""
     fig, ax = plt.subplots(figsize=(7, 4.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for (label, ys), style, color in zip(numbers["best_so_far"].items(), STYLES, colors):
@@ -33,6 +34,10 @@ def plot_compression_aware(numbers: dict, settings: dict):
         vals = [t["value"] for t in trials if t.get("value") is not None][: len(ys)]
         ax.scatter(range(1, len(vals) + 1), vals, s=12, color=color, alpha=0.35, linewidths=0,
                    label=f"{label}: each trial")
+        control = [(i, t["accuracy_control"]) for i, t in enumerate(trials[: len(ys)], 1) if "accuracy_control" in t]
+        if control:
+            ax.scatter(*zip(*control), s=16, marker="x", color="0.25", linewidths=0.8,
+                       label=f"{label}: its control (uncompressed, same extra training)")
     trial_axes(ax, "test accuracy", f"Compression-aware search: int{settings['quant_width']} + "
                f"{settings['prune_sparsity']:.0%} L1 pruning, one TPE study per objective (profile {settings['profile']})",
                9, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)

@@ -2,7 +2,8 @@
 
 A short loop of our own rather than the HF Trainer: the labs wrap models in quantizers, masks and
 searches, and a loop that is 40 lines long is easier to read and to reason about than Trainer callbacks.
-Settings match the course's Trainer defaults: AdamW, linear decay to zero, no warm-up.
+Settings match the course's Trainer defaults: AdamW, linear decay to zero, no warm-up unless ``warmup`` asks
+for one (Lab 2 trains post-LN BERTs from random initialisation, whose deeper models need it).
 """
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def make_optimizer(params, lr: float, weight_decay: float, device: torch.device)
 def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5, weight_decay: float = 0.0,
           device: str = "auto", mixed_precision: bool = True, seed: int = 0, desc: str = "train",
           progress: bool = True, log_every: int = 50, graphs: bool | None = False,
-          deterministic: str | None = None) -> dict:
+          deterministic: str | None = None, warmup: float = 0.0) -> dict:
     """Train ``model`` in place on ``loader`` (batches of ``input_ids``/``attention_mask``/``labels``): a
     ``DataLoader`` or ``labkit.training.batches.TensorBatches``.
 
@@ -86,19 +87,51 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
 
     ``deterministic``: ``strict`` (default, or ``$LABKIT_DETERMINISM``), ``warn`` or ``off``; see
     ``labkit.training.determinism``. Strict on CUDA: an op without a deterministic kernel raises.
+
+    ``warmup``: the fraction of the steps over which the learning rate rises linearly from 0 to ``lr``
+    before its linear decay to zero (``lr_factor``); 0 (default): no warm-up, the schedule as before.
     """
     if epochs <= 0:
         raise ValueError(f"epochs must be > 0, got {epochs}")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, float)) or not 0 <= warmup < 1:
+        raise ValueError(f"warmup={warmup!r}: allowed values are numbers with 0 <= warmup < 1 (a fraction of "
+                         "the training steps)")
     how = determinism.mode(deterministic)
     dev = pick_device(device)
     with determinism.deterministic(dev, how):
         out = _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, desc, progress,
-                     log_every, graphs)
+                     log_every, graphs, warmup)
     return {**out, "determinism": how}
 
 
+def warmup_steps(warmup: float, total: int) -> int:
+    """Steps of warm-up for a fraction ``warmup`` of ``total`` steps: 0 only when ``warmup`` is 0 (a warm-up
+    asked for lasts at least one step), at most ``total - 1`` (the decay keeps a step; one step in all: none)."""
+    return 0 if warmup == 0 else min(max(1, round(warmup * total)), total - 1)
+
+
+def lr_factor(step: int, total: int, warm: int = 0) -> float:
+    """The learning rate's multiplier at ``step`` of ``total`` with ``warm`` warm-up steps: ``step / warm``
+    during warm-up, then linear decay to zero over the remaining steps (Hugging Face's
+    ``get_linear_schedule_with_warmup``). ``warm`` 0 keeps the original expression, so a run without
+    warm-up trains bit for bit as before."""
+    if warm == 0:
+        return max(0.0, 1 - step / total)
+    if step < warm:
+        return step / warm
+    return max(0.0, (total - step) / (total - warm))
+
+
+def lr_factor_tensor(counter: torch.Tensor, total: int, warm: int = 0) -> torch.Tensor:
+    """``lr_factor`` on a step-counter tensor, computed where the counter lives (the CUDA-graph step sets
+    its learning rate on the device). ``warm`` 0: the original expression, op for op."""
+    if warm == 0:
+        return torch.clamp(1 - counter / total, min=0)
+    return torch.where(counter < warm, counter / warm, torch.clamp((total - counter) / (total - warm), min=0))
+
+
 def _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, desc, progress, log_every,
-           graphs) -> dict:
+           graphs, warmup=0.0) -> dict:
     seed_everything(seed)
     # A shuffling loader carries its own generator, advanced by every epoch it serves; reseed it so a
     # call's data order depends on `seed` alone, not on how often the loader was used before (Lab 2
@@ -112,10 +145,11 @@ def _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, 
     if len(loader) == 0:
         raise ValueError(f"{desc}: the loader has no batches")
     total = max(1, round(len(loader) * epochs))
-    graphed = _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, desc, graphs)
+    warm = warmup_steps(warmup, total)
+    graphed = _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, desc, graphs, warm)
     if graphed is None:
         opt = make_optimizer(params, lr, weight_decay, dev)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: max(0.0, 1 - step / total))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, total, warm))
     losses = torch.zeros(total, device=dev)
     step, start = 0, time.perf_counter()
     # a widget in JupyterLab; under papermill (LABKIT_PROGRESS=lines) a [labkit] line at most every 30 s
@@ -152,11 +186,11 @@ def _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, 
             **(graphed.summary() if graphed is not None else {})}
 
 
-def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, desc, graphs):
+def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, desc, graphs, warm=0):
     """The training step as ``cuda_graphs.ShapeGraphs`` (None: the eager loop runs).
 
     Everything a replay changes lives on the device: AdamW is fused and capturable with its learning rate
-    a tensor, set each step from a device step counter by the eager loop's schedule (linear decay to zero).
+    a tensor, set each step from a device step counter by the eager loop's schedule (``lr_factor_tensor``).
     """
     if not cuda_graphs.allowed(model, dev, graphs, desc):
         return None
@@ -170,8 +204,8 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
         with autocast(dev, mixed_precision), step_kernels.fast_layers(model):
             loss = model(**batch).loss
         loss.backward()
-        # LambdaLR's schedule on the device: step i uses lr * max(0, 1 - i / total)
-        torch.mul(torch.clamp(1 - counter / total, min=0), lr, out=lr_t)
+        # LambdaLR's schedule on the device: step i uses lr * lr_factor(i, total, warm)
+        torch.mul(lr_factor_tensor(counter, total, warm), lr, out=lr_t)
         opt.step()
         counter.add_(1)
         return (loss.detach(),)

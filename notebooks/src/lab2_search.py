@@ -7,6 +7,10 @@
 # uncertainty. **Task 2** makes the search compression-aware: starting from Task 1's best architecture,
 # three TPE searches differ only in what a trial returns: accuracy after training; after fixed-point
 # quantization and L1 pruning inside the trial; and after a further short training with compression in place.
+# A trial of the last kind also trains its uncompressed model as long (same learning rate, seed and batches):
+# the equal-training control its gain is read against. Models train with a linear learning-rate warm-up
+# (`warmup`, a fraction of the steps) where the profile sets one: post-LN BERTs from random initialisation
+# collapse to chance without it at the deeper end of the space.
 #
 # The space uses real `BertConfig` fields: `num_hidden_layers` [2, 4, 8], `num_attention_heads`
 # [2, 4, 8, 16], `hidden_size` [128..512], `intermediate_size` [512..2048], and for Random/TPE a
@@ -86,7 +90,8 @@ save_figure(plot_samplers(samplers, S), "lab2", "samplers", samplers, S)
 # Three TPE searches with the same budget and seed, each starting from Task 1's best architecture (queued
 # as its first trial, so the uncompressed search reuses Task 1's result from the cache): the trained
 # model's accuracy; its accuracy after fixed-point quantization and L1 pruning of every Linear (weights and
-# activations); and that accuracy after a further short training with compression in place.
+# activations); and that accuracy after a further short training with compression in place, beside its
+# control: the uncompressed model given the same training.
 
 # %%
 start = time.time()
@@ -109,6 +114,11 @@ say(answers.shortfall(comp_done, S["compression_trials"]))
 effects = {"compression, no post-training": answers.within_trial(comp_trials["compressed"], "accuracy_compressed"),
            "post-training after compression": answers.within_trial(
                comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_compressed")}
+# each post-training trial also trained its uncompressed model as long (its equal-training control)
+post_control = answers.post_vs_control(comp_trials["compressed + post-training"])
+if post_control is not None:
+    effects["post-training against its control"] = answers.within_trial(
+        comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_control")
 say(table([{"objective": label, "best": comp_best[label], "first trial (Task 1's best)": comp_curves[label][0]}
            for label in comp]))
 say(table([{"within-trial change": k, **v} for k, v in effects.items()]))
@@ -119,7 +129,7 @@ compression = {
     "best_so_far": comp_curves, "best": comp_best, "within_trial": effects, "trials": comp_trials,
     "start": {"study": best_study, "trial": best.number, "value": best.value}, "search_seconds": task2_seconds,
     "quant": quant, "prune": prune, "completed": comp_done, "trials_from": task2_from,
-    "report_only": S["report_only"]}
+    "post_vs_control": post_control, "report_only": S["report_only"]}
 save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware", compression, S)
 
 # %% [markdown]
@@ -127,7 +137,7 @@ save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware",
 #
 # Rendered by `labkit.answers.lab2` from the JSON just saved (read back), as `python -m labkit.redraw lab2
 # --answers` renders them later: the samplers' verdict with its uncertainty, how many trials of each depth
-# ended at chance, and post-training's change read with its median and spread.
+# ended at chance, and post-training's change read with its median and spread and against its control.
 
 # %%
 answers_path, text = redraw.render_answers("lab2_search", S["profile"])
