@@ -76,10 +76,27 @@ def daemon(folder: Path, enabled=True):
         Path(path).mkdir(parents=True, exist_ok=True)
     share = sm_percent()  # checked before the daemon starts
     full = {**os.environ, **env}
-    subprocess.run([CONTROL, "-d"], env=full, check=True, timeout=30)
+    _start(full, folder)
     print(f"[labkit] CUDA MPS daemon started for the workers (pipe {env['CUDA_MPS_PIPE_DIRECTORY']}, each worker "
           f"up to {share}% of the SMs)", flush=True)
     try:
         yield {**env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(share)}
     finally:
         subprocess.run([CONTROL], input=b"quit\n", env=full, timeout=60, check=False)
+
+
+def _start(env: dict, folder: Path) -> None:
+    """Start the daemon on ``env``'s pipe folder. A search stopped before its ``finally`` ran (a notebook killed
+    at its time limit) leaves its daemon on that folder, and a second one cannot start there: ask it to quit
+    and start once more."""
+    try:
+        subprocess.run([CONTROL, "-d"], env=env, check=True, timeout=30)
+        return
+    except subprocess.CalledProcessError:
+        subprocess.run([CONTROL], input=b"quit\n", env=env, timeout=60, check=False)
+    try:
+        subprocess.run([CONTROL, "-d"], env=env, check=True, timeout=30)
+    except subprocess.CalledProcessError as err:
+        raise RuntimeError(f"the CUDA MPS daemon for {folder} does not start ({CONTROL} -d: exit {err.returncode}), "
+                           f"also after asking a daemon left on that pipe folder to quit; see its log in "
+                           f"{folder / 'log'}, or run with mps off") from err
