@@ -175,7 +175,7 @@ def test_the_committed_journals_plans_and_module_paths_resolve():
 
     figures = HERE.parent / "figures"
     stored, dotted = [], set()
-    for path in (figures / "lab2" / "studies.journal", figures / "lab3" / "studies.journal.xz"):
+    for path in (figures / "lab2" / "studies.journal.xz", figures / "lab3" / "studies.journal.xz"):
         raw = path.read_bytes()
         text = (lzma.decompress(raw) if path.suffix == ".xz" else raw).decode()
         dotted |= set(re.findall(r"labkit(?:\.\w+)+(?::\w+)?", text))

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
                provenance=results.provenance(), command=" ".join([COMMAND, *argv]))
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results._jsonable(out), indent=2) + "\n")
+    path.write_text(json.dumps(results.portable(results._jsonable(out)), indent=2) + "\n")
     rows = bench.summary_table(out)
     cols = ["n", "g", "copy GB/s"] + [f"{i} {k}" for i in ("cute_vec", "cute_tile", "eager", "compile")
                                       for k in ("GB/s", "%copy") if f"{i} {k}" in rows[0]]

@@ -77,7 +77,7 @@ PLAN = (
     Step("mxint8_variants", 200, timed=True,
          script=("-m", "labkit.kernels.variants", "--out", "figures/lab4/mxint8_variants.json")),
     # Lab 2 resumes a nearly finished search (no SFT model to train): a short slot is worth taking
-    Step("lab2_search", 300, search="lab2", seed_journal="figures/lab2/studies.journal", min_slot=150),
+    Step("lab2_search", 300, search="lab2", seed_journal="figures/lab2/studies.journal.xz", min_slot=150),
 )
 _STATE_LOCK = threading.Lock()
 MIN_SEARCH_SLOT = 240  # seconds: less would go on start-up (the SFT model, tokenising, workers)
