@@ -153,13 +153,16 @@ def _model(dropout=0.1):
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_graphed_training_matches_eager(imdb_batches, dropout):
+@pytest.mark.parametrize("dropout,warmup", [(0.0, 0.0), (0.1, 0.0), (0.0, 0.3)])
+def test_graphed_training_matches_eager(imdb_batches, dropout, warmup):
+    """warmup: the graphed step sets its learning rate on the device (``lr_factor_tensor``), the eager loop
+    through LambdaLR (``lr_factor``): the same schedule, warm-up included."""
     make_train, test = imdb_batches
     runs = {}
     for graphs in (False, True):
         model = _model(dropout)
-        fit = train.train(model, make_train(True), epochs=3, lr=1e-3, device="cuda", progress=False, graphs=graphs)
+        fit = train.train(model, make_train(True), epochs=3, lr=1e-3, device="cuda", progress=False, graphs=graphs,
+                          warmup=warmup)
         ev = train.evaluate(model, test, device="cuda", progress=False, graphs=graphs)
         runs[graphs] = (fit, ev, model)
     (fe, ee, me), (fg, eg, mg) = runs[False], runs[True]
