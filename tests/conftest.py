@@ -50,3 +50,15 @@ def default_model():
     from labkit import models
 
     return models.load_model()
+
+
+@pytest.fixture(scope="session")
+def lab3_tiny():
+    """Lab 3's smoke settings on 16 short reviews, their loaders and a one-layer random BERT: ``(s, dl, base)``
+    for the search-space tests."""
+    from labkit import models, profiles, recipes
+
+    s = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
+    torch.manual_seed(0)
+    base = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    return s, recipes.loaders(s), base

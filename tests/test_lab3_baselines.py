@@ -21,11 +21,9 @@ LAYERS = ["bert.encoder.layer.0.attention.self.query", "bert.pooler.dense", "cla
 
 
 @pytest.fixture(scope="module")
-def setup():
-    s = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
-    torch.manual_seed(0)
-    base = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
-    return s, recipes.loaders(s), base
+def setup(lab3_tiny):
+    s, dl, base = lab3_tiny
+    return s, dl, copy.deepcopy(base)  # this module's own model, as before the fixture was shared
 
 
 def test_an_fp32_layer_stays_an_unquantized_linear_counted_at_32_bits(setup):

@@ -16,11 +16,9 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 @pytest.fixture(scope="module")
-def setup():
-    s = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
-    torch.manual_seed(0)
-    base = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
-    return s, recipes.loaders(s), base
+def setup(lab3_tiny):
+    s, dl, base = lab3_tiny
+    return s, dl, copy.deepcopy(base)  # this module's own model, as before the fixture was shared
 
 
 def sampled_configs(layers, formats, n, seed=0):
