@@ -7,7 +7,7 @@ import optuna
 import pytest
 import torch
 
-from labkit import models, profiles, recipes, search
+from labkit import search
 from labkit.quant import QuantLinear, average_bits, make_format, quantize
 from labkit.labs import lab3_precision as precision
 from labkit.labs.lab3_precision import FORMAT_SPACE, PrecisionObjective
