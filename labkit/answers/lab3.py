@@ -1,6 +1,7 @@
 """Lab 3's search answers as Markdown from its numbers (unit-tested, so the notebook only calls them)."""
 from __future__ import annotations
 
+from ..labs.lab3_precision import short  # noqa: F401 (the notebook prints layer names through answers)
 from ..seeds import accuracy_se
 
 # Why a format family loses accuracy when it does: what its value set cannot hold (see each format's
@@ -24,11 +25,6 @@ WHY = {
                "large ones round small weights away",
     "mxint8": "8-bit mantissas with a shared exponent per 32 values",
 }
-
-
-def short(layer: str) -> str:
-    """``bert.encoder.layer.0.attention.self.query`` -> ``0.attention.self.query``."""
-    return layer.replace("bert.encoder.layer.", "").replace("bert.", "")
 
 
 def integer_answer(best: float, fp32: float, trials: int, uniform_int8: float | None, n_test: int,

@@ -127,6 +127,12 @@ def uniform(layers: list[str], name: str, **params) -> dict[str, tuple[str, dict
     return {layer: (name, {**FIXED.get(name, {}), **chosen}) for layer in layers}
 
 
+def short(layer: str) -> str:
+    """A layer's name as the answers print it: ``bert.encoder.layer.0.attention.self.query`` ->
+    ``0.attention.self.query``."""
+    return layer.replace("bert.encoder.layer.", "").replace("bert.", "")
+
+
 def linear_layers(model: torch.nn.Module) -> list[str]:
     return [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
 
