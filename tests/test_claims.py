@@ -110,6 +110,18 @@ def test_a_slower_compiled_model_fails():
     assert _failing(claims.lab4(compile_cuda=c)) == {"Inductor-compiled faster than eager in steady state (CUDA)"}
 
 
+def test_a_speedup_within_noise_is_not_read_as_faster():
+    from labkit.perf.compile_study import run_at
+
+    c = copy.deepcopy(_numbers("lab4", "compile_cuda"))
+    for comp in c["comparisons"]:  # every compiled run as spread out as eager's and overlapping it
+        eager = run_at(c, "eager", comp)["timing"]
+        run_at(c, comp["variant"], comp)["timing"].update(
+            steady_median_s=eager["steady_median_s"] * 0.99, steady_min_s=eager["steady_min_s"] * 0.5,
+            steady_max_s=eager["steady_max_s"] * 1.5)
+    assert _failing(claims.lab4(compile_cuda=c)) == {"Inductor-compiled faster than eager in steady state (CUDA)"}
+
+
 def test_every_committed_result_names_its_commit_or_says_why_not():
     import re
     root = FIGURES.parent

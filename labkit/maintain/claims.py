@@ -116,7 +116,7 @@ def lab2_post_training(c: dict, answers: str) -> list[Claim]:
     """Post-training's gain is read against its equal-training control where the trials recorded one: the answers
     call it a gain over the control only when the paired differences establish it (median and lower quartile
     above 0, three quarters of the trials above 0); without a control they say none was trained and never call post-training a recovery."""
-    from ..answers.lab2 import post_vs_control
+    from ..answers.lab2 import beats_control, post_vs_control
 
     g = post_vs_control(c["trials"].get("compressed + post-training", []))
     if g is None:
@@ -125,8 +125,7 @@ def lab2_post_training(c: dict, answers: str) -> list[Claim]:
                       said and "post-training recovers what compression cost" not in answers.replace(
                           "does not show that post-training recovers what compression cost", ""),
                       f"no trial records a control; the answers {'say' if said else 'do not say'} so")]
-    # established: median and lower quartile above 0, and three quarters of the trials above 0
-    established = g["median"] > 0 and g["q1"] > 0 and g["above_zero"] >= 0.75 * g["trials"]
+    established = beats_control(g)
     read = "Against its equal-training control" in answers
     says = "beat their equal-training control**" in answers
     return [Claim("lab2", "post-training's gain is read against its equal-training control",
@@ -190,11 +189,17 @@ def lab4(bandwidth: dict | None = None, memory: dict | None = None, compile_cuda
                          all(abs(m["saving_parameter_bytes"] - m["theory_whole_model"]) < 0.005
                              for m in memory["measured"].values()), "per model"))
     if compile_cuda is not None:
-        # Inductor's generated code; the cudagraphs backend only replays eager kernels (measured slower)
+        # Inductor's generated code (the cudagraphs backend only replays eager kernels), read as the answers read
+        # it: a state whose steady calls overlap eager's spread is within noise, neither faster nor slower
+        from ..perf.compile_study import noisy
+
         ind = [c for c in compile_cuda["comparisons"] if c["variant"] in INDUCTOR]
-        slow = [(c["variant"], c["state"]) for c in ind if not c["steady_speedup"] > 1]
-        out.append(Claim("lab4", "Inductor-compiled faster than eager in steady state (CUDA)", bool(ind) and not slow,
-                         f"not faster: {slow}" if slow else f"{len(ind)} comparisons"))
+        slow = [(c["variant"], c["state"]) for c in ind if not c["steady_speedup"] > 1 and not noisy(compile_cuda, c)]
+        fast = [(c["variant"], c["state"]) for c in ind if c["steady_speedup"] > 1 and not noisy(compile_cuda, c)]
+        out.append(Claim("lab4", "Inductor-compiled faster than eager in steady state (CUDA)",
+                         bool(fast) and not slow,
+                         f"slower beyond noise: {slow}" if slow else
+                         f"faster beyond noise: {fast}; within noise: {len(ind) - len(fast)} of {len(ind)}"))
     if sdpa_cuda is not None:
         slow = [r["seq"] for r in sdpa_cuda["sweep"] if r["naive"].get("status") == "ok" and
                 r["fused"]["timing"]["steady_median_s"] >= r["naive"]["timing"]["steady_median_s"]]
