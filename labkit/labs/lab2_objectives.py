@@ -77,6 +77,14 @@ class NASObjective:
 
     def _run(self, trial: optuna.Trial, arch: dict) -> float:
         s = self.s
+
+        def accuracy(m):
+            return train.evaluate(m, self.dl.test, device=s["device"], progress=False)["accuracy"]
+
+        def post_train(m):  # the compressed model's extra training, and its control's: the same length and batches
+            return train.train(m, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"], device=s["device"],
+                               seed=s["seed"], progress=False)
+
         # the seed depends on the settings alone, so a configuration trains the same in any trial
         model = build_model(arch, seed=s["seed"])
         trial.set_user_attr("parameters", count_parameters(model))
@@ -89,7 +97,7 @@ class NASObjective:
         # launch-bound there (benchmarks/training/lab2_trial_profile.json)
         fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
                           seed=s["seed"], progress=False, graphs=None, warmup=s.get("warmup", 0.0))
-        acc = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
+        acc = accuracy(model)
         trial.set_user_attr("accuracy_trained", acc)
         trial.set_user_attr("train_seconds", fit["train_seconds"])
         if "graph_replays" in fit:  # what ran: CUDA graph replays or eager steps (labkit.training.cuda_graphs)
@@ -99,20 +107,17 @@ class NASObjective:
             # the equal-training control: the trained model, uncompressed, before compression touches it
             control = copy.deepcopy(model).cpu() if self.mode == "compress+train" else None
             model = compress(model.cpu(), quant=self.quant, prune=self.prune).model
-            value = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
+            value = accuracy(model)
             trial.set_user_attr("accuracy_compressed", value)
             if self.mode == "compress+train":
-                more = train.train(model, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"],
-                                   device=s["device"], seed=s["seed"], progress=False)
-                value = train.evaluate(model, self.dl.test, device=s["device"], progress=False)["accuracy"]
+                more = post_train(model)
+                value = accuracy(model)
                 trial.set_user_attr("accuracy_post_trained", value)
                 trial.set_user_attr("train_seconds", fit["train_seconds"] + more["train_seconds"])
-                # the same post-training (length, learning rate, seed: the same batches) without compression, so
-                # the gain above can be read against what the extra training does on its own
-                ctl = train.train(control, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"],
-                                  device=s["device"], seed=s["seed"], progress=False)
-                trial.set_user_attr("accuracy_control",
-                                    train.evaluate(control, self.dl.test, device=s["device"], progress=False)["accuracy"])
+                # the same post-training without compression, so the gain above can be read against what the
+                # extra training does on its own
+                ctl = post_train(control)
+                trial.set_user_attr("accuracy_control", accuracy(control))
                 trial.set_user_attr("control_seconds", ctl["train_seconds"])
                 del control
         trial.set_user_attr("trial_seconds", time.perf_counter() - start)

@@ -8,6 +8,8 @@ front. Phase 2: a short QAT of the front's configurations, re-measured.
 """
 from __future__ import annotations
 
+import json
+
 import optuna
 
 from ..quant.study import STUDY_ORDER
@@ -52,16 +54,17 @@ def _plan(s: dict, what: str, formats, n: int, objective: str = "accuracy", lam:
                      directions=directions or (PARETO if objective == "pareto" else ["maximize"]))
 
 
-def uniform_points(layers: list[str]) -> dict[str, dict]:
-    """Every layer in one format at its Lab 3 study setting (8 bits; fixed-width formats at their own),
-    as parameters of the all-formats space."""
+def _uniform_at_study_setting(layers: list[str], name: str) -> dict:
+    """Every layer in format ``name`` at its Lab 3 study setting (8 bits; fixed-width formats at their own)."""
     from ..quant.study import study_params
 
-    out = {}
-    for name in STUDY_ORDER:
-        params = {k: v for k, v in study_params(name, 8)["weight"].items() if k in FORMAT_SPACE[name]}
-        out[name] = params_of(uniform(layers, name, **params), list(FORMAT_SPACE))
-    return out
+    params = {k: v for k, v in study_params(name, 8)["weight"].items() if k in FORMAT_SPACE[name]}
+    return uniform(layers, name, **params)
+
+
+def uniform_points(layers: list[str]) -> dict[str, dict]:
+    """Every layer in one format at its Lab 3 study setting, as parameters of the all-formats space."""
+    return {name: params_of(_uniform_at_study_setting(layers, name), list(FORMAT_SPACE)) for name in STUDY_ORDER}
 
 
 def baseline_label(name: str, params: dict) -> str:
@@ -88,10 +91,7 @@ def integer_baselines(layers: list[str]) -> dict[str, dict]:
 def format_baseline(layers: list[str], name: str) -> dict:
     """A per-format search's baseline: every layer in the format at its Lab 3 study setting (the uniform
     study's point, so its measurement is cached), as parameters of the one-format space."""
-    from ..quant.study import study_params
-
-    params = {k: v for k, v in study_params(name, 8)["weight"].items() if k in FORMAT_SPACE[name]}
-    return params_of(uniform(layers, name, **params), [name])
+    return params_of(_uniform_at_study_setting(layers, name), [name])
 
 
 def phase1_plans(s: dict, layers: list[str]) -> dict[str, StudyPlan]:
@@ -217,6 +217,4 @@ def task1_numbers(study: optuna.Study, layers: list[str], n_trials: int) -> dict
 
 
 def _key(params: dict) -> str:
-    import json
-
     return json.dumps(params, sort_keys=True)
