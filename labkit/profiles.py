@@ -52,12 +52,13 @@ _LABS: dict[str, dict[str, dict]] = {
         "quick": dict(widths=[4, 6, 8, 12, 16, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], test_size=500,
                       qat_epochs=0.25, prune_epochs=0.25, finetune_lr=1e-4, prune_scope="local",
                       global_sparsities=[0.5, 0.9], seeds=SEEDS["quick"]),
-        # full: half an epoch of QAT / post-pruning training per point; the sheet trains 1 epoch (QAT) and 5
-        # (pruning). Three training seeds of every point fit two ~9-minute calls on two H100s only with 7 widths
-        # (denser where PTQ and QAT part) and 5 sparsities per curve: one seed of 10 widths took 223 s and
-        # of 27 pruning points 436 s (notebooks/executed/full/regen_state.json's history)
-        "full": dict(widths=[4, 6, 8, 12, 16, 24, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], qat_epochs=0.5,
-                     prune_epochs=0.5, finetune_lr=5e-5, prune_scope="local",
+        # full: a quarter epoch of QAT / post-pruning training per point (the fp32 control gets the same); the
+        # sheet trains 1 epoch (QAT) and 5 (pruning). 7 widths (denser where PTQ and QAT part), 5 sparsities per
+        # curve and a quarter epoch keep three training seeds of both notebooks inside a from-scratch
+        # regeneration of every lab on one H100 in 40 minutes (README); at half an epoch the QAT notebook took
+        # 289 s on an H200 (notebooks/executed/full/regen_state.json's history)
+        "full": dict(widths=[4, 6, 8, 12, 16, 24, 32], sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], qat_epochs=0.25,
+                     prune_epochs=0.25, finetune_lr=5e-5, prune_scope="local",
                      global_sparsities=[0.1, 0.3, 0.5, 0.7, 0.9], seeds=SEEDS["full"]),
     },
     # Lab 2: models from random init (so a higher lr than fine-tuning); `trials` per sampler and seed
@@ -87,13 +88,13 @@ _LABS: dict[str, dict[str, dict]] = {
                       storage=None, workers=2, mps="auto", report_only=False,
                       space={"num_hidden_layers": [2], "num_attention_heads": [2, 4], "hidden_size": [128, 192],
                              "intermediate_size": [512, 768]}),
-        # full: the lab's settings (25k/25k, one epoch per trial) at 256 tokens; 3 seeds x 20 trials per
-        # sampler and 20 per compression mode
+        # full: the lab's settings (25k/25k, one epoch per trial) at 256 tokens; 3 seeds x 15 trials per
+        # sampler and 12 per compression mode (20 and 20 took ~850 s of a one-H100 regeneration's 40 minutes)
         # mps "auto": a private CUDA MPS daemon where nvidia-cuda-mps-control exists (+47% trials/min, H100)
         # warmup 0.1: a post-LN BERT from random init at lr 5e-4 without warm-up left 17 of 44 four-layer and
         # 44 of 52 eight-layer trials at chance (figures/lab2/samplers.json); a tenth of the steps is BERT's
         # own recipe and Hugging Face's usual choice, so depth is compared at a setting every depth can train in
-        "full": dict(max_length=256, lr=5e-4, warmup=0.1, trials=20, seeds=[0, 1, 2], compression_trials=20, post_epochs=0.5,
+        "full": dict(max_length=256, lr=5e-4, warmup=0.1, trials=15, seeds=[0, 1, 2], compression_trials=12, post_epochs=0.5,
                      post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None, workers="auto", mps="auto",
                      report_only=False, space=None),
     },
@@ -108,6 +109,8 @@ _LABS: dict[str, dict[str, dict]] = {
     # accuracy per average weight bit), of the multi-objective search (pareto_trials); front_qat front
     # configurations get qat_epochs of QAT. Trials are PTQ evaluations (full: 25k reviews, seconds on a GPU).
     # quick: one worker (two single-thread workers were measured slower on 2 cores: 388 s against 370 s).
+    # full: 15 trials a format and 60 multi-objective (25 and 100 took 352 s on an H100, db85de5) keep every lab's
+    # from-scratch regeneration on one H100 near 40 minutes.
     "lab3": {
         "smoke": dict(test_size=32, format_width=8, qat_epochs=0.5, qat_lr=3e-4, snr_widths=[8],
                       search_trials=3, format_trials=2, cost_trials=2, lambdas=[0.01], pareto_trials=4,
@@ -118,8 +121,8 @@ _LABS: dict[str, dict[str, dict]] = {
                       front_qat=2, search_seed=0, storage=None, workers="auto", mps=False, report_only=False,
                       seeds=SEEDS["quick"]),
         "full": dict(max_length=256, format_width=8, qat_epochs=0.25, qat_lr=5e-5,
-                     snr_widths=[2, 3, 4, 5, 6, 7, 8], search_trials=40, format_trials=25, cost_trials=30,
-                     lambdas=[0.001, 0.003, 0.01, 0.03], pareto_trials=100, front_qat=4, search_seed=0,
+                     snr_widths=[2, 3, 4, 5, 6, 7, 8], search_trials=40, format_trials=15, cost_trials=30,
+                     lambdas=[0.001, 0.003, 0.01, 0.03], pareto_trials=60, front_qat=4, search_seed=0,
                      storage=None, workers="auto", mps=False, report_only=False, seeds=SEEDS["full"]),
     },
     # Labs that do not train on IMDb set "imdb": False and get none of the common keys.
