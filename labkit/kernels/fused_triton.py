@@ -34,7 +34,7 @@ from .device import capability
 from ..training.triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
-KINDS = ("gemv", "dq", "tma")
+KINDS = ("gemv", "dq", "tma", "gemv_split")  # gemv_split: fused_gemv.py
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 # Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own keys win. On
 # an H100 (benchmarks/mxint8/fused_linear_pdl.json) the trigger after the main loop without prefetch was never
@@ -334,12 +334,16 @@ def _kernels(mode: bool) -> dict:
     helpers["_pdl_enter"] = triton.jit(_in_mode(_pdl_enter, helpers))
     helpers["_pdl_exit"] = triton.jit(_in_mode(_pdl_exit, helpers))
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
-    return {kind: triton.jit(_in_mode(fn, helpers))
-            for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
+    from . import fused_gemv
+
+    out = {kind: triton.jit(_in_mode(fn, helpers))
+           for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
+    out[fused_gemv.KIND] = fused_gemv.jit_kernel(helpers, _in_mode)
+    return out
 
 
 def kernels() -> dict:
-    """{"gemv", "dq"}: the jit kernels for the current TRITON_INTERPRET mode."""
+    """{kind: jit kernel} (KINDS) for the current TRITON_INTERPRET mode."""
     return _kernels(interpreting())
 
 
@@ -383,7 +387,7 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
         return {"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps,
                 "num_stages": stages}
 
-    if M == 1:
+    if M == 1:  # fused_gemv.ONE_ROW replaces this once measured faster on the H100
         return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
                 "num_warps": 4, "num_stages": 3}
     if M <= 16:
@@ -426,14 +430,10 @@ def picked(x2: torch.Tensor, mantissa: torch.Tensor, group_size: int) -> dict:
 
 
 def check_config(config: dict, group_size: int) -> dict:
+    """``config`` with its kind (default "dq"); ValueError naming the bad key and its allowed values."""
     kind = config.get("kind", "dq")
     if kind not in KINDS:
         raise ValueError(f"config kind={kind!r}: allowed values are {', '.join(map(repr, KINDS))}")
-    bk = int(config["BLOCK_K"])
-    if bk < 16 or bk & (bk - 1):
-        raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
-    if kind == "gemv" and (bk < group_size or bk % group_size):
-        raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
     if "PDL" in config and config["PDL"] not in (0, 1):  # True/False compare equal to 1/0
         raise ValueError(f"config PDL={config['PDL']!r}: allowed values are True, False")
     pf = config.get("PREFETCH", 0)
@@ -444,6 +444,15 @@ def check_config(config: dict, group_size: int) -> dict:
                          "lets the next PDL kernel launch)")
     if pf and not config.get("PDL", False):
         raise ValueError(f"config PREFETCH={pf} needs PDL=True (it prefetches before waiting on the previous kernel)")
+    if kind == "gemv_split":
+        from . import fused_gemv
+
+        return fused_gemv.check({**config, "kind": kind}, group_size)
+    bk = int(config["BLOCK_K"])
+    if bk < 16 or bk & (bk - 1):
+        raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
+    if kind == "gemv" and (bk < group_size or bk % group_size):
+        raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
     if "BLOCK_M" in config:
         bm = int(config["BLOCK_M"])
         if kind == "gemv" or bm not in (16, 32, 64):
@@ -482,6 +491,12 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     strides = (x2.stride(0), x2.stride(1), mantissa.stride(0), mantissa.stride(1), exponent2.stride(0),
                exponent2.stride(1))
     b = bias if bias is not None else x2
+    if kind == "gemv_split":
+        from . import fused_gemv
+
+        return fused_gemv.launch(kernels()[kind], x2, mantissa, exponent2, bias, y, group_size, config,
+                                 asm=bool(config.get("ASM", True)) and not interp, pdl=pdl, prefetch=prefetch,
+                                 early=early)
     if kind == "gemv":
         grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm))
         kernels()["gemv"][grid](x2, mantissa, exponent2, b, y, M, N, K, *strides, GROUP=group_size,
