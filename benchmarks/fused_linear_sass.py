@@ -76,7 +76,8 @@ def offline_compile(cfg: dict, M: int, group: int = 32, capability: int = 90):
                "stride_xk": "constexpr", "stride_mn": "i32", "stride_mk": "constexpr", "stride_en": "i32",
                "stride_eg": "constexpr"}
         const = {**{k: v for k, v in common.items() if k != "BLOCK_M"}, "M": 1, "stride_xk": 1, "stride_mk": 1,
-                 "stride_eg": 1, "EVEN_K": True, "AHEAD": bool(cfg.get("AHEAD", False))}
+                 "stride_eg": 1, "EVEN_K": True, "AHEAD": bool(cfg.get("AHEAD", False)),
+                 "X_PER_ROW": bool(cfg.get("X_PER_ROW", False)), "E_ASM": bool(cfg.get("E_ASM", False))}
     else:
         raise ValueError(f"--offline config kind={kind!r}: allowed values are 'dq', 'tma', 'gemv_split'")
     names = list(sig)

@@ -7,9 +7,16 @@ fp32 accumulation in any order plus one rounding to x's dtype (a whole bf16 ulp 
 fp32 -> bf16 cast truncates)."""
 import pytest
 import torch
-
-from test_fused_mxint8 import (HAS_TRITON, assert_bounded, make_weight, needs_gpu, needs_triton, rand_x, u_interp,
-                               u_round)
+from test_fused_mxint8 import (
+    HAS_TRITON,
+    assert_bounded,
+    make_weight,
+    needs_gpu,
+    needs_triton,
+    rand_x,
+    u_interp,
+    u_round,
+)
 
 
 @pytest.fixture
@@ -40,6 +47,19 @@ def test_interpreted_gemv_split_bf16(interpreter, case, bias):
     x = rand_x((1, K), torch.bfloat16)
     b = torch.randn(N).bfloat16() if bias else None
     y = interpreter.launch(x, m, e, b, g, cfg(bn, bk, sk))
+    assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
+
+
+@needs_triton
+@pytest.mark.parametrize("case", CASES[:4], ids=lambda c: "N{}-K{}-g{}-bn{}-bk{}-sk{}".format(*c))
+@pytest.mark.parametrize("ahead", [False, True])
+def test_interpreted_gemv_split_x_per_row(interpreter, case, ahead):
+    """X_PER_ROW: x loaded per W row through W-shaped pointers (E_ASM, the PTX exponent load, is GPU-only: the
+    interpreter takes tl.load for it)."""
+    N, K, g, bn, bk, sk = case
+    m, e = make_weight(N, K, g)
+    x, b = rand_x((1, K), torch.bfloat16), torch.randn(N).bfloat16()
+    y = interpreter.launch(x, m, e, b, g, cfg(bn, bk, sk, AHEAD=ahead, X_PER_ROW=True, E_ASM=True))
     assert_bounded(y, x, m, e, g, b, u_interp(torch.bfloat16))
 
 
@@ -102,7 +122,8 @@ def test_interpreted_gemv_split_same_bits_and_counters_back_to_zero(interpreter,
 @needs_triton
 def test_gemv_split_bad_configs_say_what_is_allowed(interpreter):
     check = interpreter.check_config
-    assert check(cfg(8, 64), 32) == {**cfg(8, 64), "AHEAD": False, "num_warps": 4, "num_stages": 1}
+    assert check(cfg(8, 64), 32) == {**cfg(8, 64), "AHEAD": False, "X_PER_ROW": False, "E_ASM": False,
+                                     "num_warps": 4, "num_stages": 1}
     bad = [(cfg(6, 64), r"BLOCK_N=6: allowed values are powers of two 1..256"),
            (cfg(512, 64), r"BLOCK_N=512: allowed values"),
            (cfg(8, 16), r"BLOCK_K=16: allowed values are powers of two >= group_size=32"),
@@ -110,6 +131,8 @@ def test_gemv_split_bad_configs_say_what_is_allowed(interpreter):
            (cfg(8, 64, 0), r"SPLIT_K=0: allowed values are integers 1..64"),
            (cfg(8, 64, 2.0), r"SPLIT_K=2.0: allowed values"),
            (cfg(8, 64, AHEAD=2), r"AHEAD=2: allowed values are True, False"),
+           (cfg(8, 64, X_PER_ROW="yes"), r"X_PER_ROW='yes': allowed values are True, False"),
+           (cfg(8, 64, E_ASM=None), r"E_ASM=None: allowed values are True, False"),
            (cfg(8, 64, num_warps=3), r"num_warps=3: allowed values are 1, 2, 4, 8, 16"),
            (cfg(8, 64, num_stages=0), r"num_stages=0: allowed values are integers 1..8"),
            (cfg(8, 64, BLOCK_M=16), r"BLOCK_M=16: not a gemv_split key"),
@@ -135,7 +158,8 @@ def test_one_row_constant_is_a_valid_config():
 # ------------------------------------------------------------------------------------------------
 
 GPU_CONFIGS = [cfg(8, 512, 1, num_warps=4), cfg(4, 1024, 2, AHEAD=True, num_warps=4), cfg(2, 256, 4, num_warps=2),
-               cfg(16, 256, 1, num_warps=8, num_stages=2)]
+               cfg(16, 256, 1, num_warps=8, num_stages=2), cfg(8, 1024, 1, X_PER_ROW=True, E_ASM=True),
+               cfg(4, 512, 3, num_warps=2, AHEAD=True, X_PER_ROW=True, E_ASM=True), cfg(8, 512, 2, E_ASM=True)]
 
 
 @pytest.mark.cuda
@@ -167,7 +191,8 @@ def test_gpu_gemv_split_one_row_shapes(shape):
 @pytest.mark.cuda
 @needs_gpu
 def test_gpu_gemv_split_dtypes_and_edges():
-    """fp16/fp32 x, the PTX and Triton decodes, ragged N and K, every small exponent and NaN groups."""
+    """fp16/fp32 x, the PTX and Triton decodes, the PTX exponent load (E_ASM) masked and not, ragged N and K,
+    every small exponent and NaN groups."""
     from labkit.kernels import fused_triton
 
     g, N, K = 32, 300, 1056
@@ -176,6 +201,7 @@ def test_gpu_gemv_split_dtypes_and_edges():
     e[1, 3] = 255
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         x = rand_x((1, K), dtype) * (2.0 ** -8 if dtype == torch.float16 else 1.0)
-        for c in (cfg(8, 256, 3), cfg(4, 64, 1, ASM=False), cfg(16, 128, 2, AHEAD=True)):
+        for c in (cfg(8, 256, 3), cfg(4, 64, 1, ASM=False), cfg(16, 128, 2, AHEAD=True),
+                  cfg(8, 128, 3, X_PER_ROW=True, E_ASM=True), cfg(4, 64, 1, AHEAD=True, X_PER_ROW=True, E_ASM=True)):
             y = fused_triton.launch(x.cuda(), m.cuda(), e.cuda(), None, g, c)
             assert_bounded(y.cpu(), x, m, e, g, None, u_round(dtype))

@@ -37,17 +37,19 @@ peer = importlib.util.module_from_spec(_spec)  # fused_linear.py: the gemlite pe
 _spec.loader.exec_module(peer)
 
 
-def cfg(bn: int, bk: int, split: int = 1, warps: int = 4, stages: int = 1, ahead: bool = False) -> dict:
+def cfg(bn: int, bk: int, split: int = 1, warps: int = 4, ahead: bool = False, x_row: bool = False,
+        e_asm: bool = False) -> dict:
     return {"kind": "gemv_split", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "AHEAD": ahead,
-            "num_warps": warps, "num_stages": stages}
+            "X_PER_ROW": x_row, "E_ASM": e_asm, "num_warps": warps, "num_stages": 1}
 
 
 def candidates() -> list[dict]:
     """The gemv_split launches timed on every shape (one list: one compilation each). Tiles giving each thread
     16-64 W bytes a tile, plus gemlite's own A16W8 choice (8 features, K tiles of 1024, 4 warps: 64 bytes a
     thread) and a one-feature variant (its 14336x4096 choice); split-K 2 and 4 for the wider feature blocks
-    (4096 features at 16 a block are 256 programs); two tiles in flight (AHEAD). (num_stages is left at 1:
-    Triton's pipeliner leaves these loads alone, offline sm_90 compiles of 2-3 stages gave the same code.)"""
+    (4096 features at 16 a block are 256 programs); two tiles in flight (AHEAD); the loop without shared-memory
+    layout conversions (X_PER_ROW, E_ASM). (num_stages is left at 1: Triton's pipeliner leaves these loads
+    alone, offline sm_90 compiles of 2-3 stages gave the same code.)"""
     out = []
     for bn, bk, warps in itertools.product((1, 2, 4, 8, 16), (256, 512, 1024, 2048), (2, 4, 8)):
         if bn * bk // (32 * warps) in (16, 32, 64):
@@ -60,6 +62,14 @@ def candidates() -> list[dict]:
             itertools.product(((8, 512, 4), (16, 512, 4), (16, 1024, 8), (4, 1024, 4)), (2, 4))]
     out += [cfg(bn, bk, split, warps, ahead=True) for bn, bk, split, warps in
             ((8, 512, 1, 4), (4, 1024, 1, 4), (8, 1024, 1, 8), (2, 1024, 1, 2), (16, 256, 1, 4), (8, 512, 2, 4))]
+    # no shared-memory layout conversion in the loop (offline sm_90 compiles: no barrier left in it): x loaded
+    # per W row in W's layout, exponents by PTX loads in the sums' layout; and the exponents alone
+    core = ((8, 1024, 4), (8, 512, 4), (4, 1024, 4), (4, 512, 2), (2, 1024, 2), (16, 512, 8), (8, 512, 2),
+            (4, 1024, 2), (2, 512, 1), (16, 1024, 8))
+    out += [cfg(bn, bk, 1, warps, x_row=True, e_asm=True) for bn, bk, warps in core]
+    out += [cfg(bn, bk, 1, warps, e_asm=True) for bn, bk, warps in core[:4]]
+    out += [cfg(bn, bk, split, warps, x_row=True, e_asm=True) for bn, bk, warps in core[:2] for split in (2, 4)]
+    out += [cfg(bn, bk, 1, warps, ahead=True, x_row=True, e_asm=True) for bn, bk, warps in core[1:4]]
     return out
 
 
@@ -122,7 +132,10 @@ def time_case(N: int, K: int, M: int, sets: list, args, timer, gen, dev) -> dict
     g = args.group
     x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
     m0, e0, w0 = sets[0]
-    check = lambda y: rel_error(y, x, w0)  # noqa: E731
+
+    def check(y):
+        return rel_error(y, x, w0)
+
     row = {"N": N, "K": K, "batch": M, "group_size": g, "packed_bytes": N * K + N * K // g, "copies": len(sets),
            "x": x}
     row["bf16"] = _measure(lambda: F.linear(x, w0), [lambda w=w: F.linear(x, w) for _, _, w in sets], check, timer,
@@ -250,7 +263,8 @@ def main(argv=None) -> int:
     if args.compile_workers:
         t0 = time.perf_counter()
         n = _precompile(args)
-        print(f"compiled {n} launches in {args.compile_workers} processes: {time.perf_counter() - t0:.0f} s", flush=True)
+        print(f"compiled {n} launches in {args.compile_workers} processes: {time.perf_counter() - t0:.0f} s",
+              flush=True)
 
     import torch
 

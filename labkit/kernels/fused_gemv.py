@@ -3,11 +3,17 @@ for x of one row (more rows run as one program per row and W slice, each re-read
 
 Each program streams one (BLOCK_N features) x (K range) slice of W once, in (BLOCK_N, NG, GROUP) tiles (NG =
 BLOCK_K / GROUP groups a tile): int8 decoded to fp32 in registers, multiplied by x, summed within each group,
-then scaled by the group's ``2**(E-133)`` into a (BLOCK_N, NG) fp32 accumulator. Nothing crosses warps inside
-the loop: the sum over a tile's groups waits until after it (the ``gemv`` kernel reduced every tile to one
-value per feature and picked its row with ``tl.where``). W and its exponents are loaded ``evict_first`` (read
-once), x ``evict_last`` (every program reads it). ``AHEAD``: the next tile's loads are issued before this
-tile's arithmetic, two tiles in flight per program.
+then scaled by the group's ``2**(E-133)`` into a (BLOCK_N, NG) fp32 accumulator. No reduction crosses warps
+inside the loop: the sum over a tile's groups waits until after it (the ``gemv`` kernel reduced every tile to
+one value per feature and picked its row with ``tl.where``). W and its exponents are loaded ``evict_first``
+(read once), x ``evict_last`` (every program reads it). Options, all compile-time:
+
+- ``AHEAD``: the next tile's loads are issued before this tile's arithmetic, two tiles in flight per program.
+- ``X_PER_ROW`` and ``E_ASM``: Triton gives each tl.load its own register layout, so x's tile and the exponents
+  reach W's layout through shared memory, with barriers, in every tile (offline sm_90 compiles: 9 barriers a
+  tile at 8x512, 4 warps). ``X_PER_ROW`` loads x through W-shaped pointers (the same layout: W in 8-byte
+  vectors), ``E_ASM`` loads the exponents by PTX in the sums' layout (compiled only; the interpreter takes
+  tl.load): together, no barrier is left in the loop.
 
 Split-K (``SPLIT_K`` > 1): the K range is cut into SPLIT_K runs of whole tiles, one program each, so that a
 narrow layer still gives every SM several programs. Partials meet as in ``fused_triton._dq_kernel``: each
@@ -24,40 +30,70 @@ import triton
 import triton.language as tl
 
 KIND = "gemv_split"
-# A launch for one row, for pick_config to return at M == 1 once measured on a GPU (not used yet).
-ONE_ROW = {"kind": KIND, "BLOCK_N": 8, "BLOCK_K": 512, "SPLIT_K": 1, "AHEAD": False, "num_warps": 4,
-           "num_stages": 1}
+# The launch pick_config is to return at M == 1 once a GPU measurement (benchmarks/mxint8/fused_linear_m1.py)
+# shows it faster than the gemv kernel; not used yet. Until then an unmeasured guess: gemlite A16W8's tile at
+# 4096x4096 (8 features, K tiles of 1024, 4 warps) without shared-memory conversions in the loop.
+ONE_ROW = {"kind": KIND, "BLOCK_N": 8, "BLOCK_K": 1024, "SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": True,
+           "E_ASM": True, "num_warps": 4, "num_stages": 1}
 WARPS = (1, 2, 4, 8, 16)
 MAX_BLOCK_N = 256
 
 
-def _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk,
-          GROUP: tl.constexpr, NG: tl.constexpr, MASKED: tl.constexpr):
-    """The tile at ``k0``: mantissas (BLOCK_N, NG, GROUP) int8, exponents (BLOCK_N, NG) int32, x (NG, GROUP)
-    fp32. ``MASKED``: k >= k_end reads m = 0, E = 127 (a finite scale) and x = 0 (K is a multiple of GROUP,
-    so whole groups are in or out)."""
-    kk = k0 + tl.arange(0, NG)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+def _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk, BLOCK_N: tl.constexpr,
+          GROUP: tl.constexpr, NG: tl.constexpr, MASKED: tl.constexpr, X_PER_ROW: tl.constexpr,
+          E_ASM: tl.constexpr):
+    """The tile at ``k0``: mantissas (BLOCK_N, NG, GROUP) int8, exponents (BLOCK_N, NG) int32, x fp32 (NG, GROUP),
+    or (BLOCK_N, NG, GROUP) with ``X_PER_ROW``. ``MASKED``: k >= k_end reads m = 0, E = 127 (a finite scale) and
+    x = 0 (K is a multiple of GROUP, so whole groups are in or out).
+
+    ``X_PER_ROW``: x is loaded once per W row through pointers of W's shape, its K offsets built in runs of 8 so
+    that W's and x's loads get the same layout (8 bytes of W and 16 of x a thread); x is then used where it lands,
+    with no shared-memory layout conversion and its barriers in the loop (x's rereads hit L1). Else x is loaded
+    once per program and converted to W's layout (16 bytes of W a thread)."""
+    j = tl.arange(0, GROUP)
+    if X_PER_ROW:
+        j = (j // 8) * 8 + j % 8  # the same offsets, provably contiguous in runs of 8 only
+    kk = k0 + tl.arange(0, NG)[:, None] * GROUP + j[None, :]
     g = k0 // GROUP + tl.arange(0, NG)
+    x_off = kk[None, :, :] + tl.zeros((BLOCK_N, 1, 1), tl.int32) if X_PER_ROW else kk
     if MASKED:
-        k_in = kk < k_end
-        m = tl.load(w_ptrs + kk[None, :, :] * stride_mk, mask=k_in[None, :, :], other=0, eviction_policy="evict_first")
-        e = tl.load(e_ptrs + g[None, :] * stride_eg, mask=(g * GROUP < k_end)[None, :], other=127,
+        m = tl.load(w_ptrs + kk[None, :, :] * stride_mk, mask=(kk < k_end)[None, :, :], other=0,
                     eviction_policy="evict_first")
-        x = tl.load(x_ptrs + kk * stride_xk, mask=k_in, other=0.0, eviction_policy="evict_last")
+        x = tl.load(x_ptrs + x_off * stride_xk, mask=x_off < k_end, other=0.0, eviction_policy="evict_last")
+        g_in = (g * GROUP < k_end)[None, :]
+        if E_ASM:  # a group past k_end reads group 0 of its row, then 127
+            e = tl.where(g_in, _ld_u8(e_ptrs + tl.where(g_in, g[None, :], 0) * stride_eg), 127)
+        else:
+            e = tl.load(e_ptrs + g[None, :] * stride_eg, mask=g_in, other=127, eviction_policy="evict_first")
     else:
         m = tl.load(w_ptrs + kk[None, :, :] * stride_mk, eviction_policy="evict_first")
-        e = tl.load(e_ptrs + g[None, :] * stride_eg, eviction_policy="evict_first")
-        x = tl.load(x_ptrs + kk * stride_xk, eviction_policy="evict_last")
+        x = tl.load(x_ptrs + x_off * stride_xk, eviction_policy="evict_last")
+        if E_ASM:
+            e = _ld_u8(e_ptrs + g[None, :] * stride_eg)
+        else:
+            e = tl.load(e_ptrs + g[None, :] * stride_eg, eviction_policy="evict_first")
     return m, e.to(tl.int32), x.to(tl.float32)
 
 
-def _group_sums(m, e, x, ASM: tl.constexpr):
+def _ld_u8(ptrs):
+    """One byte a pointer, zero-extended to int32, in PTX: unlike tl.load, Triton gives it no layout of its own,
+    so the exponents are loaded where the per-group sums are (no shared-memory conversion in the loop)."""
+    return tl.inline_asm_elementwise(asm="ld.global.L1::evict_first.u8 $0, [$1];", constraints="=r,l", args=[ptrs],
+                                     dtype=tl.int32, is_pure=True, pack=1)
+
+
+def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr):
     """(BLOCK_N, NG): each group's sum of decoded mantissa times x, scaled by its ``2**(E-133)``."""
     if ASM:
-        w = _i8x4_to_f32_asm(m)  # noqa: F821 - fused_triton's helpers, named in this mode's copy (fused_triton._kernels)
+        # fused_triton's helpers, named in this mode's copy of this function (fused_triton._kernels)
+        w = _i8x4_to_f32_asm(m)  # noqa: F821
     else:
         w = _i8_to_f32(m)  # noqa: F821
-    return tl.sum(w * x[None, :, :], 2) * _scale(e)  # noqa: F821
+    if X_PER_ROW:
+        p = w * x
+    else:
+        p = w * x[None, :, :]
+    return tl.sum(p, 2) * _scale(e)  # noqa: F821
 
 
 def _row_out(total, b_ptr, y_ptr, out, n_mask, offs_n, HAS_BIAS: tl.constexpr):
@@ -70,7 +106,8 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
                        stride_xm, stride_xk, stride_mn, stride_mk, stride_en, stride_eg,
                        GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        SPLIT_K: tl.constexpr, ASM: tl.constexpr, EVEN_K: tl.constexpr, AHEAD: tl.constexpr,
-                       PDL: tl.constexpr, PREFETCH: tl.constexpr, EARLY: tl.constexpr):
+                       X_PER_ROW: tl.constexpr, E_ASM: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr,
+                       EARLY: tl.constexpr):
     # one flat grid, row fastest then split: the programs of one W slice are launched together
     pid = tl.program_id(0)
     pid_m = pid % M
@@ -92,16 +129,16 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
     acc = tl.zeros((BLOCK_N, NG), tl.float32)
     if AHEAD:
         m_next, e_next, x_next = _tile(w_ptrs, e_ptrs, x_ptrs, k_begin, k_end, stride_mk, stride_eg, stride_xk,
-                                       GROUP, NG, True)
+                                       BLOCK_N, GROUP, NG, True, X_PER_ROW, E_ASM)
     for k0 in range(k_begin, k_end, BLOCK_K):
         if AHEAD:  # this tile's loads were issued a tile ago; issue the next one's before the arithmetic
             m, e, x = m_next, e_next, x_next
             m_next, e_next, x_next = _tile(w_ptrs, e_ptrs, x_ptrs, k0 + BLOCK_K, k_end, stride_mk, stride_eg,
-                                           stride_xk, GROUP, NG, True)
+                                           stride_xk, BLOCK_N, GROUP, NG, True, X_PER_ROW, E_ASM)
         else:
-            m, e, x = _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk, GROUP, NG,
-                            not EVEN_K)
-        acc += _group_sums(m, e, x, ASM)
+            m, e, x = _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk, BLOCK_N, GROUP, NG,
+                            not EVEN_K, X_PER_ROW, E_ASM)
+        acc += _group_sums(m, e, x, ASM, X_PER_ROW)
     _pdl_exit(PDL, EARLY)  # noqa: F821
     part = tl.sum(acc, 1)  # (BLOCK_N,): the one cross-warp reduction
     out = pid_m.to(tl.int64) * N + offs_n
@@ -124,6 +161,7 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
 def jit_kernel(helpers: dict, in_mode):
     """The kernel for one Triton mode: ``helpers`` are fused_triton's jit helpers of that mode."""
     own = dict(helpers)
+    own["_ld_u8"] = triton.jit(_ld_u8)
     for fn in (_tile, _group_sums, _row_out):
         own[fn.__name__] = triton.jit(in_mode(fn, own))
     return triton.jit(in_mode(_gemv_split_kernel, own))
@@ -135,7 +173,7 @@ def _pow2(v) -> bool:
 
 def check(config: dict, group_size: int) -> dict:
     """``config`` with its gemv_split defaults filled in; ValueError naming the key and its allowed values."""
-    c = {"SPLIT_K": 1, "AHEAD": False, "num_warps": 4, "num_stages": 1, **config}
+    c = {"SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": False, "E_ASM": False, "num_warps": 4, "num_stages": 1, **config}
     bn, bk, sk = c.get("BLOCK_N"), c.get("BLOCK_K"), c["SPLIT_K"]
     if not (_pow2(bn) and bn <= MAX_BLOCK_N):
         raise ValueError(f"gemv_split config BLOCK_N={bn!r}: allowed values are powers of two 1..{MAX_BLOCK_N}")
@@ -144,8 +182,9 @@ def check(config: dict, group_size: int) -> dict:
                          f"{group_size}")
     if not (isinstance(sk, int) and 1 <= sk <= 64):
         raise ValueError(f"gemv_split config SPLIT_K={sk!r}: allowed values are integers 1..64")
-    if c["AHEAD"] not in (0, 1):  # True/False compare equal to 1/0
-        raise ValueError(f"gemv_split config AHEAD={c['AHEAD']!r}: allowed values are True, False")
+    for key in ("AHEAD", "X_PER_ROW", "E_ASM"):
+        if c[key] not in (0, 1):  # True/False compare equal to 1/0
+            raise ValueError(f"gemv_split config {key}={c[key]!r}: allowed values are True, False")
     if c["num_warps"] not in WARPS:
         raise ValueError(f"gemv_split config num_warps={c['num_warps']!r}: allowed values are "
                          f"{', '.join(map(str, WARPS))}")
@@ -187,6 +226,7 @@ def launch(kernel, x2, mantissa, exponent2, bias, y, group_size: int, config: di
         x2, mantissa, exponent2, bias if bias is not None else x2, y, ws, counts, M, N, K, x2.stride(0), x2.stride(1),
         mantissa.stride(0), mantissa.stride(1), exponent2.stride(0), exponent2.stride(1), GROUP=group_size,
         HAS_BIAS=bias is not None, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, ASM=asm, EVEN_K=K % bk == 0,
-        AHEAD=bool(config["AHEAD"]), PDL=pdl, PREFETCH=prefetch, EARLY=early, num_warps=config["num_warps"],
+        AHEAD=bool(config["AHEAD"]), X_PER_ROW=bool(config["X_PER_ROW"]),
+        E_ASM=bool(config["E_ASM"]) and asm, PDL=pdl, PREFETCH=prefetch, EARLY=early, num_warps=config["num_warps"],
         num_stages=config["num_stages"], launch_pdl=pdl)
     return y
