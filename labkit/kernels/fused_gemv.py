@@ -55,7 +55,7 @@ def _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk, BL
         j = (j // 8) * 8 + j % 8  # the same offsets, provably contiguous in runs of 8 only
     kk = k0 + tl.arange(0, NG)[:, None] * GROUP + j[None, :]
     g = k0 // GROUP + tl.arange(0, NG)
-    x_off = kk[None, :, :] + tl.zeros((BLOCK_N, 1, 1), tl.int32) if X_PER_ROW else kk
+    x_off = kk[None, :, :] + tl.full((BLOCK_N, 1, 1), 0, tl.int32) if X_PER_ROW else kk
     if MASKED:
         m = tl.load(w_ptrs + kk[None, :, :] * stride_mk, mask=(kk < k_end)[None, :, :], other=0,
                     eviction_policy="evict_first")
@@ -85,7 +85,8 @@ def _ld_u8(ptrs):
 def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr):
     """(BLOCK_N, NG): each group's sum of decoded mantissa times x, scaled by its ``2**(E-133)``."""
     if ASM:
-        # fused_triton's helpers, named in this mode's copy of this function (fused_triton._kernels)
+        # fused_triton's helpers, named in this mode's copy of this function (fused_triton._kernels); _ADD, not
+        # tl.sum: tl.sum's combine function was decorated in the mode triton was imported in
         w = _i8x4_to_f32_asm(m)  # noqa: F821
     else:
         w = _i8_to_f32(m)  # noqa: F821
@@ -93,7 +94,7 @@ def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr):
         p = w * x
     else:
         p = w * x[None, :, :]
-    return tl.sum(p, 2) * _scale(e)  # noqa: F821
+    return tl.reduce(p, 2, _ADD) * _scale(e)  # noqa: F821
 
 
 def _row_out(total, b_ptr, y_ptr, out, n_mask, offs_n, HAS_BIAS: tl.constexpr):
@@ -126,7 +127,7 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
     k_begin = pid_k * tiles * BLOCK_K
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
     _pdl_enter(m_ptr + rows[:, None] * stride_mn, k_begin, k_end, PDL, PREFETCH, EARLY)  # noqa: F821
-    acc = tl.zeros((BLOCK_N, NG), tl.float32)
+    acc = tl.full((BLOCK_N, NG), 0.0, tl.float32)  # not tl.zeros: a jit helper of the mode triton was imported in
     if AHEAD:
         m_next, e_next, x_next = _tile(w_ptrs, e_ptrs, x_ptrs, k_begin, k_end, stride_mk, stride_eg, stride_xk,
                                        BLOCK_N, GROUP, NG, True, X_PER_ROW, E_ASM)
@@ -140,7 +141,7 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
                             not EVEN_K, X_PER_ROW, E_ASM)
         acc += _group_sums(m, e, x, ASM, X_PER_ROW)
     _pdl_exit(PDL, EARLY)  # noqa: F821
-    part = tl.sum(acc, 1)  # (BLOCK_N,): the one cross-warp reduction
+    part = tl.reduce(acc, 1, _ADD)  # noqa: F821 - (BLOCK_N,): the one cross-warp reduction
     out = pid_m.to(tl.int64) * N + offs_n
     if SPLIT_K == 1:
         _row_out(part, b_ptr, y_ptr, out, n_mask, offs_n, HAS_BIAS)
