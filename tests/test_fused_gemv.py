@@ -151,19 +151,19 @@ def test_gemv_split_bad_configs_say_what_is_allowed(interpreter):
 @needs_triton
 def test_flipped_one_row_pick_runs_in_the_interpreter(interpreter, monkeypatch):
     """With ONE_ROW_SPLIT (the one-line switch of pick_config to gemv_split at one row): test_fused_mxint8's rules
-    test passes, the op runs the picked launch on ragged shapes (as test_picked_configs_run_in_the_interpreter's
-    one row), and a group wider than ONE_ROW's K tile widens the tile."""
+    test passes, the op runs the picked launch on ragged shapes, a K narrower than ONE_ROW's K tile narrows the tile and a group wider widens it."""
     import test_fused_mxint8 as base
 
     from labkit.kernels import fused_gemv, mxint8_linear
 
     monkeypatch.setattr(interpreter, "ONE_ROW_SPLIT", True)
     base.test_pick_config_follows_the_sweep(interpreter)
-    for N, K in ((130, 288), (4100, 64)):
+    for N, K in ((130, 288), (260, 64)):
         m, e = make_weight(N, K, 32)
         x = rand_x((1, K), torch.bfloat16)
         assert interpreter.picked(x, m, 32)["kind"] == "gemv_split"
         assert_bounded(mxint8_linear(x, m, e, 32), x, m, e, 32, None, u_interp(torch.bfloat16))
+    assert interpreter.pick_config(1, 64, 96, 32)["BLOCK_K"] == 128
     wide = 2 * fused_gemv.ONE_ROW["BLOCK_K"]
     assert interpreter.pick_config(1, 64, 2 * wide, wide)["BLOCK_K"] == wide
     m, e = make_weight(9, 2 * wide, wide)
@@ -234,3 +234,27 @@ def test_gpu_gemv_split_dtypes_and_edges():
                   cfg(8, 128, 3, X_PER_ROW=True, E_ASM=True), cfg(4, 64, 1, AHEAD=True, X_PER_ROW=True, E_ASM=True)):
             y = fused_triton.launch(x.cuda(), m.cuda(), e.cuda(), None, g, c)
             assert_bounded(y.cpu(), x, m, e, g, None, u_round(dtype))
+
+
+def test_m1_benchmark_dry_run(tmp_path, monkeypatch):
+    """benchmarks/mxint8/fused_linear_m1.py end to end on CPU (interpreter, a tiny shape): the JSON it writes."""
+    if not HAS_TRITON:
+        pytest.skip("triton is not installed: the dry run launches the kernel in its interpreter")
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "mxint8" / "fused_linear_m1.py"
+    spec = importlib.util.spec_from_file_location("fused_linear_m1_bench", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert 30 <= len(bench.candidates()) <= 80
+    configs = [cfg(8, 64, 2, X_PER_ROW=True), cfg(3, 64)]  # the second is refused: recorded, not fatal
+    out = tmp_path / "m1.json"
+    assert bench.main(["--dry-run", "--configs", json.dumps(configs), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    row = result["rows"][0]
+    assert result["dry_run"] and row["batch"] == 1 and row["picked"]["ok"] and row["bf16"]["ok"]
+    assert row["configs"][0]["ok"] and "BLOCK_N=3" in row["configs"][1]["error"]
+    assert row["best"]["config"]["BLOCK_N"] == 8 and "gemlite" not in row

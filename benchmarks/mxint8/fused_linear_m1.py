@@ -11,7 +11,8 @@ product first (relative Frobenius error <= 2^-7, as fused_linear.py) and timed a
 (``labkit.kernels.timing.graph_ms``: one CUDA graph over rotated weight copies exceeding the L2 cache, so no
 call finds its weight in L2). gemlite (``A16W8_INT8``, built as fused_linear.py builds it) is timed after every
 fused case, as there. Per shape and batch it prints the fastest correct candidate and the ratios gemlite/best and
-bf16/best (> 1: the candidate is faster). ``--compile-workers N`` compiles the candidates first in N processes
+bf16/best (> 1: the candidate is faster), and its packed-weight rate against a device copy's (read + write, as
+fused_linear_sweep.py counts it). ``--compile-workers N`` compiles the candidates first in N processes
 (Triton's disk cache then serves the timing process).
 """
 from __future__ import annotations
@@ -152,6 +153,17 @@ def time_case(N: int, K: int, M: int, sets: list, args, timer, gen, dev) -> dict
     return row
 
 
+def copy_time(packed: int, copies: int, dev) -> float:
+    """A device copy of the packed bytes, the bandwidth roofline (as fused_linear_sweep.py times it)."""
+    import torch
+
+    from labkit.kernels.timing import graph_ms
+
+    src = torch.empty(packed, dtype=torch.uint8, device=dev)
+    dsts = [torch.empty_like(src) for _ in range(copies)]
+    return graph_ms([lambda d=d: d.copy_(src) for d in dsts])
+
+
 def time_gemlite(row: dict, sets: list, dev, timer, dry_run: bool) -> None:
     """gemlite's A16W8 layer on the same bf16 weights (one layer per copy), checked against its own int8 weight."""
     from labkit.kernels.timing import rel_error
@@ -174,7 +186,10 @@ def summarize(row: dict) -> str:
         if row.get(name, {}).get("ms"):
             row[f"{name}_over_best"] = row[name]["ms"] / ms
     knobs = {k: v for k, v in best["config"].items() if k != "kind"}
-    parts = [f"best {1e3 * ms:7.2f} us ({row['packed_bytes'] / ms / 1e6:6.0f} GB/s) {knobs}"]
+    rate = row["packed_bytes"] / ms / 1e6
+    copy_rate = 2 * row["packed_bytes"] / row["copy_ms"] / 1e6 if row.get("copy_ms") else None  # read + write
+    copy = f", {100 * rate / copy_rate:.0f}% of copy" if copy_rate else ""
+    parts = [f"best {1e3 * ms:7.2f} us ({rate:6.0f} GB/s{copy}) {knobs}"]
     parts += [f"{name}/best {row[f'{name}_over_best']:.3f}" for name in ("gemlite", "bf16", "picked")
               if f"{name}_over_best" in row]
     return f"{head} " + "  ".join(parts)
@@ -197,8 +212,10 @@ def run(args) -> dict:
         N, K = peer.parse_shape(shape)
         packed = N * K + N * K // args.group
         sets = weight_copies(N, K, args.group, 1 if args.dry_run else rotation(packed, l2), gen)
+        copy_ms = None if args.dry_run else copy_time(packed, len(sets), dev)
         for M in args.batches:
             row = time_case(N, K, M, sets, args, timer, gen, dev)
+            row["copy_ms"] = copy_ms
             rows.append(row)
             print(f"{summarize(row)}  [{time.perf_counter() - t0:.0f} s]", flush=True)
         kept.append(sets)

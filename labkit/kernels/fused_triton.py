@@ -380,11 +380,12 @@ def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
 
 def _one_row(K: int, group_size: int) -> dict:
     """pick_config's launch for one row: the gemv kernel, or with ONE_ROW_SPLIT the gemv_split kernel at
-    fused_gemv.ONE_ROW (its K tile widened to a group where a group is wider)."""
+    fused_gemv.ONE_ROW (its K tile no wider than K needs, and at least a group)."""
     if ONE_ROW_SPLIT:
         from . import fused_gemv
 
-        return {**fused_gemv.ONE_ROW, "BLOCK_K": max(group_size, fused_gemv.ONE_ROW["BLOCK_K"])}
+        bk = max(group_size, min(fused_gemv.ONE_ROW["BLOCK_K"], triton.next_power_of_2(K)))
+        return {**fused_gemv.ONE_ROW, "BLOCK_K": bk}
     return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
             "num_warps": 4, "num_stages": 3}
 
