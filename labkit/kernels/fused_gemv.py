@@ -47,7 +47,7 @@ def _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk, BL
     x = 0 (K is a multiple of GROUP, so whole groups are in or out).
 
     ``X_PER_ROW``: x is loaded once per W row through pointers of W's shape, its K offsets built in runs of 8 so
-    that W's and x's loads get the same layout (8 bytes of W and 16 of x a thread); x is then used where it lands,
+    that W's and bf16/fp16 x's loads get the same layout (8 bytes of W and 16 of x a thread); x is used where it lands,
     with no shared-memory layout conversion and its barriers in the loop (x's rereads hit L1). Else x is loaded
     once per program and converted to W's layout (16 bytes of W a thread)."""
     j = tl.arange(0, GROUP)
@@ -84,9 +84,9 @@ def _ld_u8(ptrs):
 
 def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr):
     """(BLOCK_N, NG): each group's sum of decoded mantissa times x, scaled by its ``2**(E-133)``."""
+    # fused_triton's helpers, named in this mode's copy of this function (fused_triton._kernels); _ADD, not
+    # tl.sum: tl.sum's combine function was decorated in the mode triton was imported in
     if ASM:
-        # fused_triton's helpers, named in this mode's copy of this function (fused_triton._kernels); _ADD, not
-        # tl.sum: tl.sum's combine function was decorated in the mode triton was imported in
         w = _i8x4_to_f32_asm(m)  # noqa: F821
     else:
         w = _i8_to_f32(m)  # noqa: F821
