@@ -45,7 +45,7 @@ def opcodes(cubin: bytes) -> tuple[collections.Counter, str]:
 
 
 def offline_compile(cfg: dict, M: int, group: int = 32, capability: int = 90):
-    """``cfg`` (kind dq or tma, bf16 x) compiled for sm_``capability`` without a GPU: (kernel, registers, local
+    """``cfg`` (kind dq, tma or gemv_split, bf16 x) compiled for sm_``capability`` without a GPU: (kernel, registers, local
     memory bytes a thread, i.e. spills)."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -71,8 +71,15 @@ def offline_compile(cfg: dict, M: int, group: int = 32, capability: int = 90):
         const = {**common, "stride_xk": 1, "stride_mk": 1, "stride_eg": 1, "W_BF16": True, "DOT_F32": False,
                  "INPUT_PRECISION": "tf32", "EVEN_K": True, "X_ROWS": min(bm, max(2, triton.next_power_of_2(M))),
                  "E_AHEAD": bool(cfg.get("E_AHEAD", False)), "BF16_SCALE": bool(cfg.get("BF16_SCALE", False))}
+    elif kind == "gemv_split":  # one row: M is the constexpr 1 Triton specializes it to
+        sig = {"x_ptr": "*bf16", "m_ptr": "*i8", **tail, "M": "constexpr", "stride_xm": "i32",
+               "stride_xk": "constexpr", "stride_mn": "i32", "stride_mk": "constexpr", "stride_en": "i32",
+               "stride_eg": "constexpr"}
+        const = {**{k: v for k, v in common.items() if k != "BLOCK_M"}, "M": 1, "stride_xk": 1, "stride_mk": 1,
+                 "stride_eg": 1, "EVEN_K": True, "AHEAD": bool(cfg.get("AHEAD", False)),
+                 "X_PER_ROW": bool(cfg.get("X_PER_ROW", False)), "E_ASM": bool(cfg.get("E_ASM", False))}
     else:
-        raise ValueError(f"--offline config kind={kind!r}: allowed values are 'dq', 'tma'")
+        raise ValueError(f"--offline config kind={kind!r}: allowed values are 'dq', 'tma', 'gemv_split'")
     names = list(sig)
     divisible = [n for n in names if sig[n] != "constexpr" and not sig[n].startswith("tensordesc")
                  and (n != "M" or M % 16 == 0)]

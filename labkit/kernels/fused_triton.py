@@ -2,7 +2,7 @@
 
 Small-batch (M = 1..64) inference is weight-read bound: the floor is one pass over the packed weight
 (N*K mantissa bytes + N*K/group exponent bytes), so every kernel streams W once and never writes a bf16 copy.
-Three kernels, picked per call by ``pick_config`` (measured choices: benchmarks/mxint8/fused_linear_sweep.json
+Four kernels, picked per call by ``pick_config`` (measured choices: benchmarks/mxint8/fused_linear_sweep.json
 and fused_linear_sweep_tma.json):
 
 - ``gemv`` (one row): each program takes BLOCK_N output features and walks all of K in (NG, GROUP) tiles,
@@ -13,8 +13,11 @@ and fused_linear_sweep_tma.json):
   split across programs (``SPLIT_K``), the partial tiles meeting in one kernel (see ``_dq_kernel``).
 - ``tma`` (bf16 x, sm_90+, 33-64 rows where N is small): the dq decomposition with W's and x's tiles fetched by
   tensor descriptors, exponents one tile ahead and the scale applied in bf16 (see ``_tma_kernel``).
+- ``gemv_split`` (one row; fused_gemv.py): the gemv decomposition with split-K, per-group sums kept until after
+  the loop, and (X_PER_ROW, E_ASM) no shared-memory layout conversion in it; picked at one row only with
+  ``ONE_ROW_SPLIT``.
 
-All three give the dequantized product up to fp32 summation order; the split-K order is fixed, so every run gives
+All four give the dequantized product up to fp32 summation order; the split-K order is fixed, so every run gives
 the same bits. Requires ``group_size`` a power of two >= 16; ``fused_linear`` routes other sizes to
 dequantize-then-matmul. Imported only where Triton is installed. ``triton.jit`` reads
 TRITON_INTERPRET when it decorates, and triton.language's own reductions are @jit helpers decorated when
@@ -34,7 +37,10 @@ from .device import capability
 from ..training.triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
 MAX_BLOCK_M = 64
-KINDS = ("gemv", "dq", "tma")
+KINDS = ("gemv", "dq", "tma", "gemv_split")  # gemv_split: fused_gemv.py
+# One row: False, the gemv kernel; True, the gemv_split kernel at fused_gemv.ONE_ROW (set once measured faster on the
+# H100 by benchmarks/mxint8/fused_linear_m1.py).
+ONE_ROW_SPLIT = False
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 # Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own keys win. On
 # an H100 (benchmarks/mxint8/fused_linear_pdl.json) the trigger after the main loop without prefetch was never
@@ -334,12 +340,16 @@ def _kernels(mode: bool) -> dict:
     helpers["_pdl_enter"] = triton.jit(_in_mode(_pdl_enter, helpers))
     helpers["_pdl_exit"] = triton.jit(_in_mode(_pdl_exit, helpers))
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
-    return {kind: triton.jit(_in_mode(fn, helpers))
-            for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
+    from . import fused_gemv
+
+    out = {kind: triton.jit(_in_mode(fn, helpers))
+           for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
+    out[fused_gemv.KIND] = fused_gemv.jit_kernel(helpers, _in_mode)
+    return out
 
 
 def kernels() -> dict:
-    """{"gemv", "dq"}: the jit kernels for the current TRITON_INTERPRET mode."""
+    """{kind: jit kernel} (KINDS) for the current TRITON_INTERPRET mode."""
     return _kernels(interpreting())
 
 
@@ -368,24 +378,36 @@ def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
     return None
 
 
+def _one_row(K: int, group_size: int) -> dict:
+    """pick_config's launch for one row: the gemv kernel, or with ONE_ROW_SPLIT the gemv_split kernel at
+    fused_gemv.ONE_ROW (its K tile no wider than K needs, and at least a group)."""
+    if ONE_ROW_SPLIT:
+        from . import fused_gemv
+
+        bk = max(group_size, min(fused_gemv.ONE_ROW["BLOCK_K"], triton.next_power_of_2(K)))
+        return {**fused_gemv.ONE_ROW, "BLOCK_K": bk}
+    return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
+            "num_warps": 4, "num_stages": 3}
+
+
 def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16,
                 tma: bool = False) -> dict:
     """The launch for (M, N, K) on a GPU with ``sms`` multiprocessors, as rules read off the H100 sweeps in
     benchmarks/mxint8/fused_linear_sweep_tma.json (4096x4096, 14336x4096, 28672x8192 at batch 4-64;
     for each row range the configuration whose worst ratio to cuBLAS was highest), ``tma`` whether the tma kernel
     can run (``tma_ok``):
-    one row: gemv in long K tiles. 2-16 rows: dq with 16 features and K tiles of 512, or 32 and 256 where N gives
-    2+ programs per SM at 32 and K <= 4096. 17-32 rows: dq with 64 features, K tiles of 256, split-K 2. 33-64
-    rows: 128 features where N gives half the SMs a program at 128; else the tma kernel with 32 features (dq's
-    64-feature split-K 2 without it). fp16/fp32 x decode W to fp32 tiles: shorter K tiles."""
+    one row: gemv in long K tiles (or gemv_split: ``_one_row``). 2-16 rows: dq with 16 features and K tiles of
+    512, or 32 and 256 where N gives 2+ programs per SM at 32 and K <= 4096. 17-32 rows: dq with 64 features,
+    K tiles of 256, split-K 2. 33-64 rows: 128 features where N gives half the SMs a program at 128; else the tma
+    kernel with 32 features (dq's 64-feature split-K 2 without it). fp16/fp32 x decode W to fp32 tiles: shorter K
+    tiles."""
     def dq(bn: int, bk: int, split: int, warps: int, stages: int) -> dict:
         bk = max(group_size, bk if dtype == torch.bfloat16 else min(bk, 128))
         return {"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps,
                 "num_stages": stages}
 
     if M == 1:
-        return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
-                "num_warps": 4, "num_stages": 3}
+        return _one_row(K, group_size)
     if M <= 16:
         wide = triton.cdiv(N, 32) >= 2 * sms and K <= 4096
         return dq(32, 256, 1, 2, 3) if wide else dq(16, 512, 1, 2, 3)
@@ -426,14 +448,10 @@ def picked(x2: torch.Tensor, mantissa: torch.Tensor, group_size: int) -> dict:
 
 
 def check_config(config: dict, group_size: int) -> dict:
+    """``config`` with its kind (default "dq"); ValueError naming the bad key and its allowed values."""
     kind = config.get("kind", "dq")
     if kind not in KINDS:
         raise ValueError(f"config kind={kind!r}: allowed values are {', '.join(map(repr, KINDS))}")
-    bk = int(config["BLOCK_K"])
-    if bk < 16 or bk & (bk - 1):
-        raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
-    if kind == "gemv" and (bk < group_size or bk % group_size):
-        raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
     if "PDL" in config and config["PDL"] not in (0, 1):  # True/False compare equal to 1/0
         raise ValueError(f"config PDL={config['PDL']!r}: allowed values are True, False")
     pf = config.get("PREFETCH", 0)
@@ -444,6 +462,15 @@ def check_config(config: dict, group_size: int) -> dict:
                          "lets the next PDL kernel launch)")
     if pf and not config.get("PDL", False):
         raise ValueError(f"config PREFETCH={pf} needs PDL=True (it prefetches before waiting on the previous kernel)")
+    if kind == "gemv_split":
+        from . import fused_gemv
+
+        return fused_gemv.check({**config, "kind": kind}, group_size)
+    bk = int(config["BLOCK_K"])
+    if bk < 16 or bk & (bk - 1):
+        raise ValueError(f"config BLOCK_K={bk}: allowed values are powers of two >= 16")
+    if kind == "gemv" and (bk < group_size or bk % group_size):
+        raise ValueError(f"gemv config BLOCK_K={bk} must be a multiple of group_size={group_size}")
     if "BLOCK_M" in config:
         bm = int(config["BLOCK_M"])
         if kind == "gemv" or bm not in (16, 32, 64):
@@ -482,6 +509,12 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
     strides = (x2.stride(0), x2.stride(1), mantissa.stride(0), mantissa.stride(1), exponent2.stride(0),
                exponent2.stride(1))
     b = bias if bias is not None else x2
+    if kind == "gemv_split":
+        from . import fused_gemv
+
+        return fused_gemv.launch(kernels()[kind], x2, mantissa, exponent2, bias, y, group_size, config,
+                                 asm=bool(config.get("ASM", True)) and not interp, pdl=pdl, prefetch=prefetch,
+                                 early=early)
     if kind == "gemv":
         grid = (triton.cdiv(N, config["BLOCK_N"]), triton.cdiv(M, bm))
         kernels()["gemv"][grid](x2, mantissa, exponent2, b, y, M, N, K, *strides, GROUP=group_size,
