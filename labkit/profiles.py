@@ -109,7 +109,7 @@ _LABS: dict[str, dict[str, dict]] = {
     # accuracy per average weight bit), of the multi-objective search (pareto_trials); front_qat front
     # configurations get qat_epochs of QAT. Trials are PTQ evaluations (full: 25k reviews, seconds on a GPU).
     # quick: one worker (two single-thread workers were measured slower on 2 cores: 388 s against 370 s).
-    # full: 15 trials a format and 60 multi-objective (25 and 100 took 352 s on an H100, db85de5) keep every lab's
+    # full: 15 trials a format and 60 multi-objective (25 and 100 took 352 s on an H100) keep every lab's
     # from-scratch regeneration on one H100 near 40 minutes.
     "lab3": {
         "smoke": dict(test_size=32, format_width=8, qat_epochs=0.5, qat_lr=3e-4, snr_widths=[8],

@@ -299,3 +299,43 @@ def test_resumed_grid_queues_points_that_failed_before_retries_existed(tmp_path)
     assert search.worker.errors_of(done) == []  # the failed trial's retry stands for it
     retry = [t for t in done.trials if t.user_attrs.get("retry_of") == old.number]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE
+
+
+def test_search_deadline_is_read_from_the_environment_with_clear_errors(monkeypatch):
+    from labkit.search.worker import DEADLINE_ENV, search_deadline
+
+    monkeypatch.delenv(DEADLINE_ENV, raising=False)
+    assert search_deadline() is None
+    monkeypatch.setenv(DEADLINE_ENV, "1795700000")
+    assert search_deadline() == 1795700000.0
+    for bad in ("soon", "0", "-5"):
+        monkeypatch.setenv(DEADLINE_ENV, bad)
+        with pytest.raises(ValueError, match=f"{DEADLINE_ENV}=.*allowed values are Unix times"):
+            search_deadline()
+
+
+def test_workers_stop_between_trials_at_the_deadline_and_the_search_resumes(tmp_path, monkeypatch):
+    from labkit.search.run import SearchStopped
+    from labkit.search.worker import DEADLINE_ENV
+
+    url = f"journal:{tmp_path / 'd.journal'}"
+    plan = StudyPlan("deadline", TOY, {}, {"sleep": 0.4}, "random", 0, 12)
+    # the first trials start (no median yet); once one has finished, a trial that would end past the deadline
+    # is not started, so the search stops short, between trials, with a resumable error
+    monkeypatch.setenv(DEADLINE_ENV, f"{time.time() + 1.0:.3f}")
+    with pytest.raises(SearchStopped, match="stopped at LABKIT_SEARCH_DEADLINE.*run the same search again"):
+        run_studies([plan], storage=url, workers=1, progress=False)
+    study = optuna.load_study(study_name="deadline", storage=search.make_storage(url))
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert 1 <= states.count(TrialState.COMPLETE) < 12
+    assert TrialState.RUNNING not in states and TrialState.FAIL not in states  # none cut in the middle
+    kept = states.count(TrialState.COMPLETE)
+    # past the deadline no trial starts at all
+    monkeypatch.setenv(DEADLINE_ENV, f"{time.time() - 1:.3f}")
+    with pytest.raises(SearchStopped):
+        run_studies([plan], storage=url, workers=1, progress=False)
+    assert len(complete(optuna.load_study(study_name="deadline", storage=search.make_storage(url)))) == kept
+    # without one, the same search resumes and finishes: the trials done before count
+    monkeypatch.delenv(DEADLINE_ENV)
+    study = run_studies([plan], storage=url, workers=1, progress=False)["deadline"]
+    assert len(complete(study)) == 12 and len(study.trials) == 12

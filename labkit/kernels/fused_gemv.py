@@ -30,10 +30,11 @@ import triton
 import triton.language as tl
 
 KIND = "gemv_split"
-# The launch pick_config is to return at M == 1 once a GPU measurement (benchmarks/mxint8/fused_linear_m1.py)
-# shows it faster than the gemv kernel; not used yet. Until then an unmeasured guess: gemlite A16W8's tile at
-# 4096x4096 (8 features, K tiles of 1024, 4 warps) without shared-memory conversions in the loop.
-ONE_ROW = {"kind": KIND, "BLOCK_N": 8, "BLOCK_K": 1024, "SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": True,
+# pick_config's launch at M == 1 (with fused_triton.ONE_ROW_SPLIT): of the 74 configurations that
+# benchmarks/mxint8/fused_linear_m1.py timed twice on an H100 (fused_linear_m1.json, _run2.json), the one whose
+# slowest shape was fastest against gemlite A16W8: 2-3.5% faster than the gemv kernel in all three shapes of both
+# runs, and 0.95-1.12x gemlite's speed (gemlite's own time moved by up to 13% between the runs).
+ONE_ROW = {"kind": KIND, "BLOCK_N": 4, "BLOCK_K": 1024, "SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": False,
            "E_ASM": True, "num_warps": 4, "num_stages": 1}
 WARPS = (1, 2, 4, 8, 16)
 MAX_BLOCK_N = 256

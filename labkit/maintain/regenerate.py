@@ -83,6 +83,7 @@ PLAN = (
 _STATE_LOCK = threading.Lock()
 MIN_SEARCH_SLOT = 240  # seconds: less would go on start-up (the SFT model, tokenising, workers)
 PACK_MARGIN = 20       # seconds kept after the last step for packing
+SEARCH_DRAW_S = 60     # seconds a search step keeps after its workers stop (see search_deadline_env)
 
 
 def state_path() -> Path:
@@ -216,6 +217,16 @@ def _set_aside(step: Step, call: str) -> Path:
     return dest
 
 
+def search_deadline_env(step: Step, timeout: float) -> dict:
+    """A search step's workers stop between trials SEARCH_DRAW_S before its timeout (labkit.search.worker's
+    DEADLINE_ENV), leaving the notebook time to save its studies and fail with a resumable stop."""
+    from ..search.worker import DEADLINE_ENV
+
+    if not step.search:
+        return {}
+    return {DEADLINE_ENV: f"{time.time() + timeout - SEARCH_DRAW_S:.0f}"}
+
+
 def _run_notebook(step: Step, timeout: float, log: Path, gpu: int | None = None) -> tuple[str, float]:
     """Run one notebook in its own process group under ``timeout`` (on GPU ``gpu`` alone, where given);
     ("done" | "timeout" | "failed", s)."""
@@ -226,7 +237,8 @@ def _run_notebook(step: Step, timeout: float, log: Path, gpu: int | None = None)
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
-        env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": _lane_device(gpu)}
+        env = {**os.environ, **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": _lane_device(gpu)}),
+               **search_deadline_env(step, timeout)}
         # its own group: a timeout stops its kernel and workers
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=_settings.REPO_ROOT,
                                 start_new_session=True, env=env)

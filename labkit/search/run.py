@@ -21,7 +21,7 @@ from . import host_wait, mps as _mps
 from .plan import IN_PROCESS, StudyPlan, prepare
 from .progress import SearchProgress
 from .storage import default_url, make_storage, requeue_lost
-from .worker import Worker, release_gpu_memory, ensure_study, errors_of, plan_state
+from .worker import DEADLINE_ENV, Worker, release_gpu_memory, ensure_study, errors_of, plan_state, search_deadline
 
 # Trial processes per GPU when ``workers="auto"``: small models leave one process's GPU mostly idle
 # (benchmarks/search/search_throughput.py measures the curve; benchmarks/README.md states it).
@@ -226,6 +226,10 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
         study = optuna.load_study(study_name=plan.name, storage=store)
         state, c = plan_state(plan, study)
         if state != "done":
+            deadline = search_deadline()
+            if deadline is not None and time.time() + 1 >= deadline - _worker_margin(plans, store):
+                raise SearchStopped(f"study {plan.name!r} stopped at {DEADLINE_ENV} ({c}): its finished trials are "
+                                    "stored; run the same search again to resume it")
             raise RuntimeError(f"study {plan.name!r} is not finished ({c}); the workers stopped early")
         failed = errors_of(study)
         if plan.queue_only and failed:  # each queued point runs once: a failed one is a hole in the grid
@@ -233,6 +237,18 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
                                f"{failed[-1].user_attrs.get('error', '(not recorded)')}")
         out[plan.name] = study
     return out
+
+
+class SearchStopped(RuntimeError):
+    """The workers stopped between trials at ``$LABKIT_SEARCH_DEADLINE``; the study resumes when run again."""
+
+
+def _worker_margin(plans: list[StudyPlan], store) -> float:
+    """The longest of the plans' median trial times: a worker stops that long before the deadline."""
+    from .worker import expected_trial_seconds
+
+    return max((expected_trial_seconds(optuna.load_study(study_name=p.name, storage=store)) for p in plans),
+               default=0.0)
 
 
 def stored_studies(plans: list[StudyPlan], storage) -> dict[str, optuna.Study]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 import warnings
@@ -31,6 +32,34 @@ PLAN_GRACE_S = 20  # a new study's creator stores its plan within milliseconds, 
 
 class QueueEmpty(Exception):
     """A queue-only study's last queued point was taken by another worker between our check and our ask."""
+
+
+# A Unix time (seconds) after which no trial should still be running: a worker starts a trial only where the
+# study's median trial time ends before it. A search lent a fixed slot (labkit regenerate's calls) then stops
+# between trials instead of being killed in them: a killed trial is lost work, and its retries, all queued at
+# once when the search resumes, crowded the GPU into out-of-memory failures (Lab 2 on an H100).
+DEADLINE_ENV = "LABKIT_SEARCH_DEADLINE"
+
+
+def search_deadline() -> float | None:
+    """``$LABKIT_SEARCH_DEADLINE`` as a Unix time, or None when unset."""
+    raw = os.environ.get(DEADLINE_ENV, "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{DEADLINE_ENV}={raw!r}: allowed values are Unix times in seconds (> 0), or unset")
+    return value
+
+
+def expected_trial_seconds(study: optuna.Study) -> float:
+    """The median ``trial_seconds`` of the study's finished trials (0 before any: the first trial starts)."""
+    done = sorted(float(t.user_attrs["trial_seconds"]) for t in study.get_trials(deepcopy=False,
+                  states=(TrialState.COMPLETE,)) if isinstance(t.user_attrs.get("trial_seconds"), (int, float)))
+    return done[len(done) // 2] if done else 0.0
 
 
 def ensure_study(storage, plan: StudyPlan) -> optuna.Study:
@@ -123,8 +152,9 @@ class Worker:
     rebuild, for notebooks and tests)."""
 
     def __init__(self, plans: list[StudyPlan], storage, worker: int = 0, objectives: dict | None = None,
-                 poll: float = 1.0, on_trial=None):
+                 poll: float = 1.0, on_trial=None, deadline: float | None = None):
         self.plans, self.worker, self.poll, self.on_trial = plans, worker, poll, on_trial
+        self.deadline = search_deadline() if deadline is None else deadline  # see DEADLINE_ENV
         self.storage = make_storage(storage)
         self.objectives = dict(objectives or {})
         self.results = _cache.ResultCache(self.storage)
@@ -206,6 +236,10 @@ class Worker:
             if plan is False:
                 time.sleep(self.poll)
                 continue
+            if self.deadline is not None and time.time() + expected_trial_seconds(self._study(plan)) > self.deadline:
+                print(f"[labkit] worker {self.worker}: no new trial of {plan.name}: its median trial would end after "
+                      f"{DEADLINE_ENV}", file=sys.stderr, flush=True)
+                return
             self.run_one(plan)
 
 
