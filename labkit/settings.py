@@ -11,6 +11,20 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def env_number(name: str, allowed: str) -> float | None:
+    """``$name`` as a number > 0; None when unset or empty; else a ValueError naming it and ``allowed``."""
+    raw = os.environ.get(name, "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r}: allowed values are {allowed}")
+    return value
+
+
 def _env_path(name: str) -> Path | None:
     value = os.environ.get(name)
     return Path(value).expanduser() if value else None

@@ -79,35 +79,11 @@ def _configs(args) -> list[dict]:
     return cands[:DRY_CONFIGS] if args.dry_run else cands
 
 
-def _compile_some(jobs: list) -> int:
-    """Launch each (M, config) once on a small weight of the timed specialization (N, K multiples of 16, K a
-    multiple of every BLOCK_K, M as timed) so that Triton compiles it into its disk cache. A worker process."""
-    import torch
-
-    from labkit.kernels import fused_triton
-
-    gen = torch.Generator().manual_seed(0)
-    N, K, g = 256, 8192, jobs[0][2] if jobs else 32
-    m = torch.randint(-127, 128, (N, K), dtype=torch.int8, generator=gen).cuda()
-    e = torch.randint(120, 130, (N, K // g), dtype=torch.uint8, generator=gen).cuda()
-    done = 0
-    for M, c, _ in jobs:
-        try:
-            fused_triton.launch(torch.randn(M, K, device="cuda").bfloat16(), m, e, None, g, c)
-            done += 1
-        except Exception:  # recorded when the timing process meets it
-            pass
-    torch.cuda.synchronize()
-    return done
-
-
 def _precompile(args) -> int:
-    import multiprocessing as mp
+    from labkit.kernels.precompile import precompile
 
     jobs = [(M, c, args.group) for M in args.batches for c in _configs(args)]
-    w = args.compile_workers
-    with mp.get_context("spawn").Pool(w) as pool:
-        return sum(pool.map(_compile_some, [jobs[i::w] for i in range(w)]))
+    return precompile(jobs, args.compile_workers, K=8192)
 
 
 def _measure(launch, graphed, check, timer, dry_run: bool) -> dict:

@@ -91,30 +91,8 @@ def _configs(args, M: int, N: int) -> list[dict]:
     return candidates(M, N, args.quick, tuple(args.kinds.split(",")))
 
 
-def _compile_some(jobs: list) -> int:
-    """Launch each (M, config) once on a small problem of the same specialization (sizes divisible by 16,
-    M as timed), so Triton compiles it into its disk cache. Runs in a worker process."""
-    import torch
-
-    from labkit.kernels import fused_triton
-
-    gen = torch.Generator().manual_seed(0)
-    N, K, g = 256, 1024, jobs[0][2] if jobs else 32
-    m = torch.randint(-127, 128, (N, K), dtype=torch.int8, generator=gen).cuda()
-    e = torch.randint(120, 130, (N, K // g), dtype=torch.uint8, generator=gen).cuda()
-    done = 0
-    for M, cfg, _ in jobs:
-        try:
-            fused_triton.launch(torch.randn(M, K, device="cuda").bfloat16(), m, e, None, g, cfg)
-            done += 1
-        except Exception:  # recorded when the timing process meets it
-            pass
-    torch.cuda.synchronize()
-    return done
-
-
 def _precompile(args) -> int:
-    import multiprocessing as mp
+    from labkit.kernels.precompile import precompile
 
     jobs, seen = [], set()
     for shape in args.shapes:
@@ -125,9 +103,7 @@ def _precompile(args) -> int:
                 if key not in seen:
                     seen.add(key)
                     jobs.append((M, cfg, args.group))
-    w = args.compile_workers
-    with mp.get_context("spawn").Pool(w) as pool:
-        return sum(pool.map(_compile_some, [jobs[i::w] for i in range(w)]))
+    return precompile(jobs, args.compile_workers, K=1024)
 
 
 def main(argv=None) -> int:

@@ -51,14 +51,8 @@ FREE_SHARE = 0.9  # of the free memory: the allocators' fragmentation and CUDA c
 
 
 def worker_gib(plans: list[StudyPlan] | None = None) -> float:
-    env = os.environ.get("LABKIT_WORKER_GIB")
-    if env:
-        try:
-            value = float(env)
-        except ValueError:
-            value = -1.0
-        if not value > 0:
-            raise ValueError(f"LABKIT_WORKER_GIB={env!r}: allowed values are numbers > 0 (GiB per worker)")
+    value = _settings.env_number("LABKIT_WORKER_GIB", "numbers > 0 (GiB per worker)")
+    if value is not None:
         return value
     names = {p.objective for p in plans or []}
     return max((WORKER_GIB.get(n, max(WORKER_GIB.values())) for n in names), default=max(WORKER_GIB.values()))

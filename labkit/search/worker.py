@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 import warnings
@@ -18,6 +17,7 @@ import warnings
 import optuna
 from optuna.trial import TrialState
 
+from .. import settings as _settings
 from . import cache as _cache
 from . import host_wait
 from .plan import StudyPlan, build_objective
@@ -43,16 +43,7 @@ DEADLINE_ENV = "LABKIT_SEARCH_DEADLINE"
 
 def search_deadline() -> float | None:
     """``$LABKIT_SEARCH_DEADLINE`` as a Unix time, or None when unset."""
-    raw = os.environ.get(DEADLINE_ENV, "")
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(f"{DEADLINE_ENV}={raw!r}: allowed values are Unix times in seconds (> 0), or unset")
-    return value
+    return _settings.env_number(DEADLINE_ENV, "Unix times in seconds (> 0), or unset")
 
 
 def expected_trial_seconds(study: optuna.Study) -> float:
