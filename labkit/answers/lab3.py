@@ -282,14 +282,18 @@ def front_text(pareto: dict, points: list[dict], fp32: float, n_test: int) -> st
                  "studies: " + "; ".join(f"{p['from']} {p['accuracy']:.4f} at {p['bits']:.2f} bits" for p in foreign)
                  + f", so the multi-objective study alone ({len(pareto['front'])} points) did not find the whole "
                  "trade-off. ")
+    beaten: dict[tuple, list[dict]] = {}  # an untrained point -> the QAT'd configurations it is above
     for q in pareto.get("qat") or []:
         ptq_better = [p for p in points if p["bits"] <= q["bits"] + 0.5 and p["accuracy"] > q["accuracy"]]
         if ptq_better:
             b = max(ptq_better, key=lambda p: p["accuracy"])
-            more = b["bits"] - q["bits"]
-            text += (f"Without any training, {b['from']} reaches {b['accuracy']:.4f} at {b['bits']:.2f} bits "
-                     + (f"({more:+.2f} bits), " if more > 0 else "(fewer bits), ")
-                     + f"above the QAT'd {q['bits']:.2f}-bit configuration ({q['accuracy']:.4f}). ")
+            beaten.setdefault((b["from"], b["accuracy"], b["bits"]), []).append(q)
+    for (source, acc, bits), qs in beaten.items():
+        parts = [f"{q['bits']:.2f}-bit ({q['accuracy']:.4f}; "
+                 + (f"{bits - q['bits']:+.2f} bits here)" if bits > q["bits"] else "fewer bits here)") for q in qs]
+        which = (f"{parts[0].replace('-bit', '-bit configuration', 1)}" if len(parts) == 1
+                 else ", ".join(parts[:-1]) + f" and {parts[-1].replace('-bit', '-bit configurations', 1)}")
+        text += f"Without any training, {source} reaches {acc:.4f} at {bits:.2f} bits, above the QAT'd {which}. "
     return text
 
 
