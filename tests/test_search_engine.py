@@ -339,3 +339,35 @@ def test_workers_stop_between_trials_at_the_deadline_and_the_search_resumes(tmp_
     monkeypatch.delenv(DEADLINE_ENV)
     study = run_studies([plan], storage=url, workers=1, progress=False)["deadline"]
     assert len(complete(study)) == 12 and len(study.trials) == 12
+
+
+def test_a_worker_that_saw_room_stands_down_when_earlier_trials_fill_the_study(tmp_path, monkeypatch):
+    # the race: a worker saw room, but others asked the study's last trials before it asked its own
+    from labkit.search import worker as W
+
+    url = f"journal:{tmp_path / 's.journal'}"
+    plan = StudyPlan("stale", TOY, {}, {"sleep": 0.0}, "random", 0, 2)
+    store = search.make_storage(url)
+    W.ensure_study(store, plan)
+    study = optuna.load_study(study_name="stale", storage=store)
+    for _ in range(2):  # running in a live process (this one): not reaped
+        study.ask().set_user_attr(WORKER_ATTR, identity(0))
+    views = iter([("room", {"running": 0}), ("done", {"running": 0})])
+    monkeypatch.setattr(W, "plan_state", lambda plan, study: next(views))
+    W.Worker([plan], url, worker=1).run()
+    trials = optuna.load_study(study_name="stale", storage=store).trials
+    assert len(trials) == 3 and trials[2].state == TrialState.FAIL
+    assert trials[2].user_attrs["failed_because"].startswith("surplus") and "x" not in trials[2].params
+
+
+def test_a_trial_is_surplus_only_when_earlier_ones_fill_the_study(tmp_path):
+    from labkit.search.worker import surplus
+
+    study = optuna.create_study(storage=search.make_storage(f"journal:{tmp_path / 'u.journal'}"), study_name="u")
+    done = study.ask()
+    study.tell(done, 1.0)
+    running = [study.ask() for _ in range(3)]  # numbers 1, 2, 3
+    assert not surplus(study, running[0].number, 3)   # 1 finished ahead of it
+    assert not surplus(study, running[1].number, 3)   # 1 finished + trial 1
+    assert surplus(study, running[2].number, 3)       # 1 finished + trials 1 and 2 fill 3
+    assert surplus(study, running[0].number, 1)

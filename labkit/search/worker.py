@@ -34,6 +34,19 @@ class QueueEmpty(Exception):
     """A queue-only study's last queued point was taken by another worker between our check and our ask."""
 
 
+class Surplus(Exception):
+    """Workers that saw room at the same moment asked more trials than the study has left: the later ones
+    stand down before any work (without this, 14 workers resuming a study 2 trials short ran 11 trials)."""
+
+
+def surplus(study: optuna.Study, number: int, n_trials: int) -> bool:
+    """Whether trial ``number`` is beyond ``n_trials``: finished trials plus the running ones asked before it
+    already fill the study."""
+    ahead = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+                or (t.state == TrialState.RUNNING and t.number < number) for t in study.get_trials(deepcopy=False))
+    return ahead >= n_trials
+
+
 # A Unix time (seconds) after which no trial should still be running: a worker starts a trial only where the
 # study's median trial time ends before it. A search lent a fixed slot (labkit regenerate's calls) then stops
 # between trials instead of being killed in them: a killed trial is lost work, and its retries, all queued at
@@ -198,6 +211,10 @@ class Worker:
             if plan.queue_only and "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
                 trial.set_user_attr("failed_because", "queue empty: another worker took the last queued point")
                 raise QueueEmpty(plan.name)
+            if not plan.queue_only and surplus(study, trial.number, plan.n_trials):
+                # a sampled study needs no particular point: a retry taken here is not queued again
+                trial.set_user_attr("failed_because", "surplus: earlier trials fill the study's n_trials")
+                raise Surplus(plan.name)
             try:
                 return objective(trial)
             except Exception as err:  # optuna keeps no reason: the trial says what failed it
@@ -211,7 +228,7 @@ class Worker:
         with warnings.catch_warnings():
             # optimize() warns that a caught exception failed a trial; the trial records it anyway
             warnings.simplefilter("ignore", UserWarning)
-            study.optimize(wrapped, n_trials=1, catch=(RuntimeError, FloatingPointError, QueueEmpty),
+            study.optimize(wrapped, n_trials=1, catch=(RuntimeError, FloatingPointError, QueueEmpty, Surplus),
                            show_progress_bar=False)
         release_gpu_memory()
         if self.on_trial is not None:
