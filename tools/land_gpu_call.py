@@ -4,19 +4,23 @@
 
 - state.tgz goes to .carry/ (carry it in the next call) and its state.json to
   notebooks/executed/full/regen_state.json (committed: the next session resumes from it);
-- for each step this call finished, its figures/<lab>/ files that differ from the checkout are copied in
-  (a lab folder is skipped, with a warning, where another step of the same folder ran unfinished in that
-  call: its partial files would mix in), and its executed notebook is published
+- for each step this call finished, the figures/<lab>/ files it wrote (modified after the call started: the
+  machine's tree copy puts the checkout's own, maybe older, files beside them) that differ from the checkout
+  are copied in (a lab folder is skipped, with a warning, where another step of the same folder ran unfinished
+  in that call: its partial files would mix in), and its executed notebook is published
   (tools/publish_notebooks.py).
+A call older than the landed state of the same regeneration is refused (it would put older results back).
 Nothing is committed; `git status` shows what landed.
 """
 import argparse
+import calendar
 import filecmp
 import json
 import shutil
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,8 +38,24 @@ def lab_folder(step: str) -> str:
     return "lab4" if step.startswith("mxint8") else step.split("_", 1)[0]
 
 
-def land(call_dir: Path) -> list[str]:
+def _epoch(stamp: str) -> float:
+    """A state's ``started`` (UTC, ``%Y-%m-%dT%H:%M:%SZ``) as a Unix time."""
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _refuse_older(state: dict, landed: Path) -> None:
+    if not landed.is_file():
+        return
+    before = json.loads(landed.read_text())
+    same = before.get("fresh", {}).get("started") == state.get("fresh", {}).get("started")
+    if same and len(before.get("calls", [])) > len(state["calls"]):
+        raise SystemExit(f"this call is {state['calls'][-1]['call']}, but {landed} already holds "
+                         f"{before['calls'][-1]['call']} of the same regeneration: land calls in order")
+
+
+def land(call_dir: Path, root: Path = ROOT) -> list[str]:
     notes = []
+    state_copy = root / STATE_COPY.relative_to(ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         with tarfile.open(call_dir / "state.tgz") as tar:
@@ -43,12 +63,14 @@ def land(call_dir: Path) -> list[str]:
         with tarfile.open(call_dir / "results.tgz") as tar:
             tar.extractall(tmp / "results", filter="data")
         state = json.loads((tmp / "state" / "runs" / "regen" / "state.json").read_text())
+        _refuse_older(state, state_copy)
         call = state["calls"][-1]["call"]
-        carry = ROOT / ".carry"
+        started = _epoch(state["calls"][-1]["started"]) - 1  # the stamp has whole seconds
+        carry = root / ".carry"
         shutil.rmtree(carry, ignore_errors=True)
         shutil.copytree(tmp / "state", carry)
-        STATE_COPY.parent.mkdir(parents=True, exist_ok=True)
-        STATE_COPY.write_text(json.dumps(state, indent=1, sort_keys=True))
+        state_copy.parent.mkdir(parents=True, exist_ok=True)
+        state_copy.write_text(json.dumps(state, indent=1, sort_keys=True))
         ran = {name: next(r for r in e["runs"][::-1] if r["call"] == call)["status"]
                for name, e in state["steps"].items() if any(r["call"] == call for r in e["runs"])}
         unfinished = {lab_folder(n) for n, s in ran.items() if s != "done"}
@@ -63,15 +85,16 @@ def land(call_dir: Path) -> list[str]:
                 continue
             src = tmp / "results" / "figures" / folder
             copied = []
-            for f in sorted(p for p in src.rglob("*") if p.is_file() and not {"quick", "smoke"} & set(p.parts)):
-                dest = ROOT / "figures" / folder / f.relative_to(src)
+            for f in sorted(p for p in src.rglob("*") if p.is_file() and not {"quick", "smoke"} & set(p.parts)
+                            and p.stat().st_mtime >= started):
+                dest = root / "figures" / folder / f.relative_to(src)
                 if not dest.is_file() or not filecmp.cmp(f, dest, shallow=False):
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, dest)
                     copied.append(dest.name)
             executed = tmp / "results" / "runs" / "full" / f"{name}.ipynb"
             if executed.is_file():
-                publish_notebooks.publish(executed, ROOT / "notebooks" / "executed" / "full")
+                publish_notebooks.publish(executed, root / "notebooks" / "executed" / "full")
             notes.append(f"{name}: done in {call}; figures/{folder}: {', '.join(copied) or 'no change'}"
                          + ("; executed notebook published" if executed.is_file() else ""))
     notes.append(regenerate.status_text(state))

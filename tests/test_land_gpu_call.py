@@ -1,0 +1,69 @@
+"""tools/land_gpu_call.py: a call's results land in the checkout; only the files the call wrote (a warm GPU
+machine's tree copy puts the checkout's older files beside them), and never an older call over a newer one."""
+import calendar
+import importlib.util
+import io
+import json
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "land_gpu_call.py"
+STARTED = "2026-11-26T13:09:00Z"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("land_gpu_call", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _tar(path: Path, files: dict[str, tuple[bytes, float]]) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, (data, mtime) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), mtime
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _call(tmp_path: Path, calls: int, fresh: str = "F") -> Path:
+    t0 = calendar.timegm(time.strptime(STARTED, "%Y-%m-%dT%H:%M:%SZ"))
+    state = {"calls": [{"call": f"call{i + 1}", "started": STARTED} for i in range(calls)], "sft": {},
+             "fresh": {"started": fresh, "supersedes": None, "superseded_calls": 0, "superseded_done": []},
+             "steps": {"lab1_prune": {"status": "done", "runs": [{"call": f"call{calls}", "status": "done",
+                                                                   "seconds": 1.0}]}}}
+    folder = tmp_path / f"call{calls}"
+    folder.mkdir()
+    _tar(folder / "state.tgz", {"runs/regen/state.json": (json.dumps(state).encode(), t0)})
+    _tar(folder / "results.tgz", {"figures/lab1/pruning.json": (b"new pruning", t0 + 60),
+                                  # the checkout's copy of another step's file, as the call's machine had it
+                                  "figures/lab1/quantization.json": (b"stale quantization", t0 - 3600)})
+    return folder
+
+
+def test_a_call_lands_only_the_files_it_wrote(tmp_path):
+    root = tmp_path / "repo"
+    (root / "figures" / "lab1").mkdir(parents=True)
+    (root / "figures" / "lab1" / "quantization.json").write_bytes(b"landed from an earlier call")
+    notes = _tool().land(_call(tmp_path, 2), root=root)
+    assert (root / "figures" / "lab1" / "pruning.json").read_bytes() == b"new pruning"
+    assert (root / "figures" / "lab1" / "quantization.json").read_bytes() == b"landed from an earlier call"
+    assert any("pruning.json" in n and "quantization" not in n for n in notes)
+    landed = json.loads((root / "notebooks" / "executed" / "full" / "regen_state.json").read_text())
+    assert len(landed["calls"]) == 2 and (root / ".carry" / "runs" / "regen" / "state.json").is_file()
+
+
+def test_an_older_call_of_the_same_regeneration_is_refused(tmp_path):
+    root = tmp_path / "repo"
+    tool = _tool()
+    tool.land(_call(tmp_path, 3), root=root)
+    with pytest.raises(SystemExit, match="call2.*already holds call3.*land calls in order"):
+        tool.land(_call(tmp_path, 2), root=root)
+    # a new regeneration's first call lands over the last one's record
+    (tmp_path / "new").mkdir()
+    tool.land(_call(tmp_path / "new", 1, fresh="G"), root=root)
+    assert json.loads((root / "notebooks" / "executed" / "full" / "regen_state.json").read_text())["fresh"][
+        "started"] == "G"
