@@ -99,3 +99,12 @@ def test_pruning_says_where_random_stays_at_chance_after_fine_tuning_and_why():
     text = " ".join(lab1.pruning(p, {**S, "profile": "full"}))
     assert f"Random pruning after fine-tuning is at chance at sparsities {at}" in text
     assert f"Why fine-tuning does not recover random pruning from {at[0]:g} up" in text and "5 epochs" in text
+
+
+def test_qat_at_the_narrowest_width_is_read_as_recovering_only_off_chance():
+    q = copy.deepcopy(_numbers("quantization"))
+    low = min(q["rows"], key=lambda r: r["width"])
+    low["ptq"], low["qat"] = 0.5, 0.5
+    assert f"At {low['width']} bits QAT stays at chance 0.5000 -> 0.5000" in " ".join(lab1.quantization(q, S))
+    low["qat"] = 0.8
+    assert f"At {low['width']} bits QAT recovers 0.5000 -> 0.8000" in " ".join(lab1.quantization(q, S))

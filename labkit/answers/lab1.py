@@ -128,8 +128,9 @@ def quantization(q: dict, settings: dict) -> list[str]:
                      f"QAT minus the control is {sides(vs, 'width')}"
                      + (": QAT's gain over the untouched fp32 model is the extra training, not quantization"
                         if over_base and not above else "") + ". ")
-        text += (f"At {low['width']} bits QAT recovers {low['ptq']:.4f} -> {low['qat']:.4f}, "
-                 f"{sd.diff(low, 'qat', ctrl, 'accuracy').text()} from the control.")
+        stuck = sd.at_chance(low, "qat")
+        text += (f"At {low['width']} bits QAT {'stays at chance' if stuck else 'recovers'} {low['ptq']:.4f} -> "
+                 f"{low['qat']:.4f}, {sd.diff(low, 'qat', ctrl, 'accuracy').text()} from the control.")
     out.append(text)
     wide16 = [r for r in rows if r["width"] >= 16]
     if wide16:
