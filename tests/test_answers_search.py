@@ -99,3 +99,13 @@ def test_the_front_over_every_study_and_the_ptq_point_above_the_qat_headline():
     assert "above the QAT'd 3.70-bit (0.8100; +0.40 bits here) and 3.80-bit configurations (0.8050; +0.30" in front
     assert ("cost search lambda 0.01 reaches 0.8400 at 5.90 bits, above the QAT'd 6.00-bit configuration "
             "(0.8300; fewer bits here)") in front
+
+
+def test_each_format_search_is_read_against_its_own_uniform_point():
+    curves = {"integer": [0.5, 0.84], "block_log": [0.826, 0.826, 0.8312], "block_fp": [0.8422, 0.8426],
+              "mxint8": [0.8425], "all formats": [0.8, 0.84]}
+    text = lab3.against_uniform(curves, 25000)
+    assert "gained beyond two standard errors for block_log +0.0052 (+2.2 SE)" in text
+    assert "Level with it: block_fp +0.0004 (+0.2 SE)" in text
+    assert "mxint8 ran that point alone" in text and "integer" not in text and "all formats" not in text
+    assert "for none." in lab3.against_uniform({"block_fp": [0.84, 0.8401]}, 25000)

@@ -75,6 +75,27 @@ def formats_answer(rows: list[dict], fp32: float, n_test: int, all_formats: dict
     return text
 
 
+def against_uniform(best_so_far: dict[str, list[float]], n_test: int) -> str:
+    """Each per-format search's best against its own uniform point, the trial queued first (integer's search is
+    Task 1's, read against its own baselines there); formats with nothing to choose ran that point alone."""
+    gained, level, alone = [], [], []
+    for name, curve in best_so_far.items():
+        if name in ("integer", "all formats"):
+            continue
+        if len(curve) == 1:
+            alone.append(name)
+            continue
+        d, se = curve[-1] - curve[0], accuracy_se(curve[0], n_test)
+        (gained if d > 2 * se else level).append(f"{name} {d:+.4f} ({d / se:+.1f} SE)")
+    text = ("Against each format's own uniform point (its first, queued trial), the search gained beyond two "
+            "standard errors for " + ("; ".join(gained) if gained else "none") + ". ")
+    if level:
+        text += "Level with it: " + "; ".join(level) + ". "
+    if alone:
+        text += f"With no parameter to choose, {', '.join(alone)} ran that point alone. "
+    return text
+
+
 def cost_rows(per_lambda: dict[float, dict]) -> list[dict]:
     """``per_lambda[lam] = {"accuracy", "bits", "counts"}`` of each cost search's best trial."""
     return [{"lambda": lam, "accuracy": r["accuracy"], "weight bits": r["bits"],
@@ -331,7 +352,8 @@ def render(payloads: dict[str, dict | None]) -> str:
     if f_p is not None:
         num = f_p["numbers"]
         parts += ["## Task 2: one search per format, and all formats together", table_md(num["rows"]),
-                  "- **Task 2.** " + formats_answer(num["rows"], fp32, n_test, num["all_formats"])]
+                  "- **Task 2.** " + formats_answer(num["rows"], fp32, n_test, num["all_formats"])
+                  + (" " + against_uniform(num["best_so_far"], n_test).strip() if "best_so_far" in num else "")]
     points = stored_points((i_p or {}).get("numbers"), (f_p or {}).get("numbers"), pareto)
     parts += ["## Cost and the Pareto front", table_md(pareto.get("cost", [])),
               "- **Cost.** " + lambda_text(pareto.get("cost", [])),
