@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 
 from ..training.triton_modes import in_mode as _in_mode, interpreter_scalar_compat
+from . import fused_gemv
 from .device import capability
 from ..training.triton_modes import interpreting  # noqa: F401 - interpreting: this module's API
 
@@ -340,8 +341,6 @@ def _kernels(mode: bool) -> dict:
     helpers["_pdl_enter"] = triton.jit(_in_mode(_pdl_enter, helpers))
     helpers["_pdl_exit"] = triton.jit(_in_mode(_pdl_exit, helpers))
     helpers["_finish"] = triton.jit(_in_mode(_finish, helpers))
-    from . import fused_gemv
-
     out = {kind: triton.jit(_in_mode(fn, helpers))
            for kind, fn in (("gemv", _gemv_kernel), ("dq", _dq_kernel), ("tma", _tma_kernel))}
     out[fused_gemv.KIND] = fused_gemv.jit_kernel(helpers, _in_mode)
@@ -378,16 +377,15 @@ def tma_ok(x2: torch.Tensor, mantissa: torch.Tensor) -> str | None:
     return None
 
 
-def _one_row(K: int, group_size: int) -> dict:
-    """pick_config's launch for one row: the gemv kernel, or with ONE_ROW_SPLIT the gemv_split kernel at
-    fused_gemv.ONE_ROW (its K tile no wider than K needs, and at least a group)."""
-    if ONE_ROW_SPLIT:
-        from . import fused_gemv
+# the gemv kernel's one-row launch (ONE_ROW_SPLIT False)
+GEMV_ONE_ROW = {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 3}
 
-        bk = max(group_size, min(fused_gemv.ONE_ROW["BLOCK_K"], triton.next_power_of_2(K)))
-        return {**fused_gemv.ONE_ROW, "BLOCK_K": bk}
-    return {"kind": "gemv", "BLOCK_N": 4, "BLOCK_K": max(group_size, min(1024, triton.next_power_of_2(K))),
-            "num_warps": 4, "num_stages": 3}
+
+def _one_row(K: int, group_size: int) -> dict:
+    """pick_config's launch for one row: fused_gemv.ONE_ROW with ONE_ROW_SPLIT, else GEMV_ONE_ROW, its K tile no
+    wider than K needs and at least a group."""
+    base = fused_gemv.ONE_ROW if ONE_ROW_SPLIT else GEMV_ONE_ROW
+    return {**base, "BLOCK_K": max(group_size, min(base["BLOCK_K"], triton.next_power_of_2(K)))}
 
 
 def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=torch.bfloat16,
@@ -463,8 +461,6 @@ def check_config(config: dict, group_size: int) -> dict:
     if pf and not config.get("PDL", False):
         raise ValueError(f"config PREFETCH={pf} needs PDL=True (it prefetches before waiting on the previous kernel)")
     if kind == "gemv_split":
-        from . import fused_gemv
-
         return fused_gemv.check({**config, "kind": kind}, group_size)
     bk = int(config["BLOCK_K"])
     if bk < 16 or bk & (bk - 1):
@@ -510,8 +506,6 @@ def launch(x2: torch.Tensor, mantissa: torch.Tensor, exponent2: torch.Tensor, bi
                exponent2.stride(1))
     b = bias if bias is not None else x2
     if kind == "gemv_split":
-        from . import fused_gemv
-
         return fused_gemv.launch(kernels()[kind], x2, mantissa, exponent2, bias, y, group_size, config,
                                  asm=bool(config.get("ASM", True)) and not interp, pdl=pdl, prefetch=prefetch,
                                  early=early)
