@@ -23,9 +23,9 @@ Timed, each on the same packed weight:
   work, see below) and before the dequantize-then-matmul path. A GPU run without gemlite is an error unless
   ``--no-gemlite`` says so; the dry run (CPU) records why it was not timed.
 
-Method: the GPU's time per call, from ``labkit.kernels.timing.graph_ms``: the calls captured in a CUDA graph
-and replayed (no Python launch cost), each call on its own copy of the weight, enough copies to exceed the L2
-cache three times over (no call finds its weight in L2, as in a model whose layers each read their own
+Method: the GPU's time per call, from ``labkit.kernels.timing.graph_time``: the calls captured in a CUDA graph
+and replayed (no Python launch cost; about 10 ms of GPU work a replay, sized from a graphed pass), each call
+on its own copy of the weight, enough copies to exceed the L2 cache three times over (no call finds its weight in L2, as in a model whose layers each read their own
 weights). ``*_eager_ms``: per-call CUDA-event times of ordinary eager calls with L2 flushed before each
 (``labkit.kernels.bench.Timer``): these include the Python launch cost wherever it exceeds the flush, which at
 small shapes is the host's time, not the kernel's. "Weight GB/s" is packed bytes (N*K mantissas + N*K/group
@@ -142,9 +142,9 @@ def run(args) -> dict:
             "dequant_path": extension.describe(),
             "shape_convention": "N x K = out_features x in_features (nn.Linear weight layout); x is (batch, K) bf16",
             "method": ("CPU perf_counter median, interpreter/CPU: NOT a measurement" if args.dry_run else
-                       "*_ms: CUDA-graph replay over rotated weight copies (labkit.kernels.timing.graph_ms), the "
-                       "GPU's time; *_eager_ms: eager calls, CUDA events, L2 flushed before each (host included "
-                       "where it exceeds the flush)"),
+                       "*_ms: CUDA-graph replay over rotated weight copies (labkit.kernels.timing.graph_time: about "
+                       "10 ms of GPU work a replay, *_calls_per_replay calls), the GPU's time; *_eager_ms: eager "
+                       "calls, CUDA events, L2 flushed before each (host included where it exceeds the flush)"),
             "fused_configs": {} if args.dry_run else fused_configs(rows, dev),
             "gemlite": gl,
             "weight_GBps": "packed bytes (N*K + N*K/group) / time, for every path",
@@ -152,10 +152,11 @@ def run(args) -> dict:
 
 
 def _time(row: dict, name: str, fn, graphed: list, timer, dry_run: bool) -> None:
-    from labkit.kernels.timing import graph_ms
+    from labkit.kernels.timing import graph_time
 
-    ms = timer(fn) if dry_run else graph_ms(graphed)
+    ms, reps = (timer(fn), 1) if dry_run else graph_time(graphed)
     row[f"{name}_ms"] = ms
+    row[f"{name}_calls_per_replay"] = reps * len(graphed)
     row[f"{name}_weight_GBps"] = row["packed_bytes"] / ms / 1e6
     if not dry_run:
         row[f"{name}_eager_ms"] = timer(fn)

@@ -1,7 +1,8 @@
 """Why one launch times differently in two benchmarks: the one-row fused MXINT8 kernel at one shape, timed by
 ``graph_ms`` through each call path (the layer's ``mxint8_linear``, ``fused_triton.launch`` at its pick, the same
-launch without PDL), in rounds, each also right after a float64 reference product (full-load work) and with
-long graphs (steady clocks). A CUDA GPU only.
+launch without PDL) and bf16, in rounds, with the graph's length sized four ways: from an eager pass (how
+``graph_ms`` sized it before: the host's launch cost counted), from a graphed pass (``graph_time`` now), the same
+right after a float64 reference product (full-load work), and fixed long (100 passes). A CUDA GPU only.
 
     python benchmarks/mxint8/fused_linear_probe.py --out probe.json [--shapes 28672x8192 14336x4096] [--rounds 3]
 """
@@ -17,12 +18,28 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
+def eager_reps(fns) -> int:
+    """The earlier sizing: about 2 ms of work per replay as one eager pass measures it (host included)."""
+    import torch
+
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for fn in fns:
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return max(1, min(200, int(2.0 / max(start.elapsed_time(end), 1e-3))))
+
+
 def main(argv=None) -> int:
     import torch
     import torch.nn.functional as F
 
     from labkit.kernels import fused_gemv, fused_linear, fused_triton
-    from labkit.kernels.timing import graph_ms, rel_error, rotation, weight_copies
+    from labkit.kernels.timing import graph_time, rel_error, rotation, weight_copies
     from labkit.results import provenance
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -51,13 +68,15 @@ def main(argv=None) -> int:
         for r in range(args.rounds):
             for name, make in paths.items():
                 fns = [make(*s) for s in sets]
-                for how in ("plain", "after_fp64", "long"):
+                for how in ("eager_sized", "graph_sized", "after_fp64", "long"):
                     if how == "after_fp64":
                         rel_error(fns[0](), x, sets[0][2])
-                    ms = graph_ms(fns, reps=100 if how == "long" else None)
-                    rows.append({"shape": shape, "round": r, "path": name, "how": how, "us": 1e3 * ms,
-                                 "t": round(time.perf_counter() - t0, 2)})
-                    print(f"{shape} r{r} {name:14s} {how:10s} {1e3 * ms:8.1f} us  [{rows[-1]['t']} s]", flush=True)
+                    reps = {"eager_sized": eager_reps(fns), "long": 100}.get(how)
+                    ms, reps = graph_time(fns, reps=reps)
+                    rows.append({"shape": shape, "round": r, "path": name, "how": how, "us": 1e3 * ms, "reps": reps,
+                                 "calls_per_replay": reps * len(fns), "t": round(time.perf_counter() - t0, 2)})
+                    print(f"{shape} r{r} {name:14s} {how:11s} {1e3 * ms:8.1f} us  {reps * len(fns):5d} calls a replay"
+                          f"  [{rows[-1]['t']} s]", flush=True)
     out = {"rows": rows, "picked": fused_triton.picked(x, sets[0][0], g), "one_row": fused_gemv.ONE_ROW,
            "provenance": provenance(), "command": " ".join(sys.argv)}
     Path(args.out).write_text(json.dumps(out, indent=1, default=str))

@@ -7,6 +7,7 @@ the L2 cache, so no call reads its weight from L2), and reports the median over 
 """
 from __future__ import annotations
 
+import math
 import statistics
 
 import torch
@@ -34,8 +35,12 @@ def capture(fn):
     return graph, out
 
 
-def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
-    """Median milliseconds per call of the ``fns`` (one per rotated input), captured in one CUDA graph."""
+def graph_time(fns, reps: int | None = None, replays: int = 7, target_ms: float = 10.0) -> tuple[float, int]:
+    """(median milliseconds per call, reps) of the ``fns`` (one per rotated input) captured ``reps`` times over in
+    one CUDA graph. Without ``reps``: enough passes for ``target_ms`` of GPU time per replay, sized from one
+    graphed pass, so a replay's fixed cost (launch, first kernel) is under a percent of it. Sizing from an eager
+    pass counted the host's launch cost too: paths with more Python per call got shorter graphs, each call
+    carrying more of that fixed cost (benchmarks/mxint8/fused_linear_probe.py compares the two)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm up off the capture stream, as torch.cuda.graphs asks
@@ -43,31 +48,41 @@ def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
             fn()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
-    if reps is None:  # about 2 ms of work per replay, at least one pass over the copies
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for fn in fns:
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        reps = max(1, min(200, int(2.0 / max(start.elapsed_time(end), 1e-3))))
+    if reps is None:
+        one = _graph(fns, 1)
+        pass_ms = min(_replay_ms(one) for _ in range(3))
+        del one
+        reps = max(1, min(1000, math.ceil(target_ms / max(pass_ms, 1e-3))))
+    graph = _graph(fns, reps)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = [_replay_ms(graph) / (reps * len(fns)) for _ in range(replays)]
+    del graph
+    return statistics.median(times), reps
+
+
+def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
+    """Median milliseconds per call of the ``fns`` (one per rotated input), captured in one CUDA graph
+    (``graph_time``)."""
+    return graph_time(fns, reps, replays)[0]
+
+
+def _graph(fns, reps: int):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(reps):
             for fn in fns:
                 fn()
+    return graph
+
+
+def _replay_ms(graph) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
     graph.replay()
+    end.record()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / (reps * len(fns)))
-    del graph
-    return statistics.median(times)
+    return start.elapsed_time(end)
 
 
 def weight_copies(N: int, K: int, group_size: int, copies: int, generator: torch.Generator) -> list[tuple]:
