@@ -255,31 +255,6 @@ def test_gpu_gemv_split_dtypes_and_edges():
             assert_bounded(y.cpu(), x, m, e, g, None, u_round(dtype))
 
 
-@pytest.mark.cuda
-@needs_gpu
-@pytest.mark.parametrize("M", [2, 5, 16])
-def test_gpu_gemv_split_row_blocks(M):
-    """ROWS > 1 compiled (the PTX decode and exponent load, which the interpreter does not run): whole and ragged
-    row blocks, split-K and AHEAD, bf16 and fp16 x with bias; the same bits from a CUDA graph replay."""
-    from labkit.kernels import fused_triton
-    from labkit.kernels.timing import capture
-
-    g, N, K = 32, 300, 1056
-    m, e = make_weight(N, K, g)
-    for dtype in (torch.bfloat16, torch.float16):
-        x, b = rand_x((M, K), dtype), torch.randn(N).to(dtype)
-        mc, ec, xc, bc = m.cuda(), e.cuda(), x.cuda(), b.cuda()
-        for c in (cfg(4, 512, 1, ROWS=2, E_ASM=True, num_warps=2), cfg(2, 256, 3, ROWS=4, AHEAD=True, E_ASM=True),
-                  cfg(4, 256, 1, ROWS=16, E_ASM=True, num_warps=8), cfg(8, 128, 2, ROWS=8)):
-            y = fused_triton.launch(xc, mc, ec, bc, g, c)
-            assert_bounded(y.cpu(), x, m, e, g, b, u_round(dtype))
-            graph, out = capture(lambda c=c: fused_triton.launch(xc, mc, ec, bc, g, c))
-            out.zero_()
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out, y)
-
-
 def test_m1_benchmark_dry_run(tmp_path, monkeypatch):
     """benchmarks/mxint8/fused_linear_m1.py end to end on CPU (interpreter, a tiny shape): the JSON it writes."""
     if not HAS_TRITON:
