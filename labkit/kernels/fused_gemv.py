@@ -94,13 +94,13 @@ def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr, ROWS: tl.co
         w = _i8x4_to_f32_asm(m)  # noqa: F821
     else:
         w = _i8_to_f32(m)  # noqa: F821
-    if ROWS > 1:  # one return: the compiler does not stop at a return inside a constexpr branch
-        sums = tl.reduce(w[None, :, :, :] * x[:, None, :, :], 3, _ADD) * _scale(e)[None, :, :]  # noqa: F821
-    elif X_PER_ROW:
-        sums = tl.reduce(w * x, 2, _ADD) * _scale(e)  # noqa: F821
+    if ROWS > 1:
+        return tl.reduce(w[None, :, :, :] * x[:, None, :, :], 3, _ADD) * _scale(e)[None, :, :]  # noqa: F821
+    if X_PER_ROW:
+        p = w * x
     else:
-        sums = tl.reduce(w * x[None, :, :], 2, _ADD) * _scale(e)  # noqa: F821
-    return sums
+        p = w * x[None, :, :]
+    return tl.reduce(p, 2, _ADD) * _scale(e)  # noqa: F821
 
 
 def _row_out(total, b_ptr, y_ptr, out, mask, offs_n, n_mask, HAS_BIAS: tl.constexpr):
