@@ -89,22 +89,6 @@ def test_interpreted_gemv_split_ahead_and_rows(interpreter, split):
 
 
 @needs_triton
-@pytest.mark.parametrize("rows,M,split,ahead,dtype", [(2, 3, 1, False, torch.bfloat16), (4, 4, 2, True, torch.bfloat16),
-                                                      (4, 9, 1, False, torch.float16), (8, 5, 3, False, torch.float32),
-                                                      (16, 16, 1, True, torch.bfloat16)])
-def test_interpreted_gemv_split_row_blocks(interpreter, rows, M, split, ahead, dtype):
-    """ROWS rows a program (each tile decoded once for all of them): M a multiple of ROWS, ragged (the last
-    block re-reads the last row, its extra outputs dropped), fewer rows than ROWS; split-K; ragged N and K;
-    bias."""
-    N, K, g = 21, 224, 32
-    m, e = make_weight(N, K, g)
-    x, b = rand_x((M, K), dtype), torch.randn(N).to(dtype)
-    y = interpreter.launch(x, m, e, b, g, cfg(8, 64, split, AHEAD=ahead, ROWS=rows))
-    assert y.shape == (M, N)
-    assert_bounded(y, x, m, e, g, b, u_interp(dtype))
-
-
-@needs_triton
 def test_interpreted_gemv_split_edge_exponents_and_strides(interpreter):
     """Exponents 0..6 (fp32-subnormal scales), 254 with |m| = 127, 255 (NaN groups); strided x and mantissa."""
     g, N, K = 16, 24, 64
@@ -142,7 +126,7 @@ def test_interpreted_gemv_split_same_bits_and_counters_back_to_zero(interpreter,
 def test_gemv_split_bad_configs_say_what_is_allowed(interpreter):
     check = interpreter.check_config
     assert check(cfg(8, 64), 32) == {**cfg(8, 64), "AHEAD": False, "X_PER_ROW": False, "E_ASM": False,
-                                     "ROWS": 1, "num_warps": 4, "num_stages": 1}
+                                     "num_warps": 4, "num_stages": 1}
     bad = [(cfg(6, 64), r"BLOCK_N=6: allowed values are powers of two 1..256"),
            (cfg(512, 64), r"BLOCK_N=512: allowed values"),
            (cfg(8, 16), r"BLOCK_K=16: allowed values are powers of two >= group_size=32"),
@@ -155,9 +139,6 @@ def test_gemv_split_bad_configs_say_what_is_allowed(interpreter):
            (cfg(8, 64, num_warps=3), r"num_warps=3: allowed values are 1, 2, 4, 8, 16"),
            (cfg(8, 64, num_stages=0), r"num_stages=0: allowed values are integers 1..8"),
            (cfg(8, 64, BLOCK_M=16), r"BLOCK_M=16: not a gemv_split key"),
-           (cfg(8, 64, ROWS=3), r"ROWS=3: allowed values are powers of two 1..16"),
-           (cfg(8, 64, ROWS=32), r"ROWS=32: allowed values"),
-           (cfg(8, 64, ROWS=2, X_PER_ROW=True), r"X_PER_ROW=True: allowed with ROWS=1 only"),
            (cfg(8, 64, PDL=2), r"PDL=2: allowed values are True, False")]
     for c, msg in bad:
         with pytest.raises(ValueError, match=msg):

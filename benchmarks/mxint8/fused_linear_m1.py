@@ -39,21 +39,9 @@ _spec.loader.exec_module(peer)
 
 
 def cfg(bn: int, bk: int, split: int = 1, warps: int = 4, ahead: bool = False, x_row: bool = False,
-        e_asm: bool = False, rows: int = 1) -> dict:
-    c = {"kind": "gemv_split", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "AHEAD": ahead,
-         "X_PER_ROW": x_row, "E_ASM": e_asm, "num_warps": warps, "num_stages": 1}
-    return {**c, "ROWS": rows} if rows > 1 else c
-
-
-def row_block_candidates() -> list[dict]:
-    """``--row-blocks``: launches for 2-16 rows that decode each W tile once for ROWS rows. The product tile
-    (ROWS, BLOCK_N, BLOCK_K) is held in registers: 64 or 128 fp32 values a thread."""
-    out = []
-    for rows in (2, 4, 8, 16):
-        for bn, bk, warps in itertools.product((1, 2, 4, 8), (256, 512, 1024), (2, 4, 8)):
-            if rows * bn * bk // (32 * warps) in (64, 128):
-                out.append(cfg(bn, bk, warps=warps, e_asm=True, rows=rows))
-    return out
+        e_asm: bool = False) -> dict:
+    return {"kind": "gemv_split", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "AHEAD": ahead,
+            "X_PER_ROW": x_row, "E_ASM": e_asm, "num_warps": warps, "num_stages": 1}
 
 
 def candidates() -> list[dict]:
@@ -86,18 +74,15 @@ def candidates() -> list[dict]:
     return out
 
 
-def _configs(args, M: int | None = None) -> list[dict]:
-    """The launches timed at M rows (all of them without M); ``--row-blocks``: those with M/4 <= ROWS <= M."""
-    cands = json.loads(args.configs) if args.configs else row_block_candidates() if args.row_blocks else candidates()
-    if args.row_blocks and M is not None:
-        cands = [c for c in cands if M <= 4 * c.get("ROWS", 1) and c.get("ROWS", 1) <= M]
+def _configs(args) -> list[dict]:
+    cands = json.loads(args.configs) if args.configs else candidates()
     return cands[:DRY_CONFIGS] if args.dry_run else cands
 
 
 def _precompile(args) -> int:
     from labkit.kernels.precompile import precompile
 
-    jobs = [(M, c, args.group) for M in args.batches for c in _configs(args, M)]
+    jobs = [(M, c, args.group) for M in args.batches for c in _configs(args)]
     return precompile(jobs, args.compile_workers, K=8192)
 
 
@@ -138,7 +123,7 @@ def time_case(N: int, K: int, M: int, sets: list, args, timer, gen, dev) -> dict
     row["configs"] = [{"config": c, **_measure(
         lambda c=c: fused_triton.launch(x, m0, e0, None, g, c),
         [lambda m=m, e=e, c=c: fused_triton.launch(x, m, e, None, g, c) for m, e, _ in sets], check, timer,
-        args.dry_run)} for c in _configs(args, M)]
+        args.dry_run)} for c in _configs(args)]
     good = sorted((r for r in row["configs"] if r.get("ok")), key=lambda r: r["ms"])
     row["best"] = good[0] if good else None
     return row
@@ -256,7 +241,6 @@ def main(argv=None) -> int:
     p.add_argument("--compile-workers", type=int, default=0,
                    help="compile every candidate first in this many processes (0: compile as timed)")
     p.add_argument("--no-gemlite", action="store_true", help="time without the gemlite peer")
-    p.add_argument("--row-blocks", action="store_true", help="the ROWS > 1 candidates (for --batches 2..16)")
     p.add_argument("--dry-run", action="store_true",
                    help="CPU, a tiny shape, the first candidates in Triton's interpreter: exercises the code only")
     args = p.parse_args(argv)

@@ -1,6 +1,5 @@
 """The one-row kernel of the fused MXINT8 linear, launch kind ``gemv_split``: ``y = x @ dequant(W)^T (+ bias)``
-for x of one row (more rows run as one program per ``ROWS`` rows and W slice: ``ROWS`` = 1 re-reads and
-re-decodes the slice per row; ``ROWS`` > 1 decodes each tile once and applies it to every row of the block).
+for x of one row (more rows run as one program per row and W slice, each re-reading its slice).
 
 Each program streams one (BLOCK_N features) x (K range) slice of W once, in (BLOCK_N, NG, GROUP) tiles (NG =
 BLOCK_K / GROUP groups a tile): int8 decoded to fp32 in registers, multiplied by x, summed within each group,
@@ -39,7 +38,6 @@ ONE_ROW = {"kind": KIND, "BLOCK_N": 4, "BLOCK_K": 1024, "SPLIT_K": 1, "AHEAD": F
            "E_ASM": True, "num_warps": 4, "num_stages": 1}
 WARPS = (1, 2, 4, 8, 16)
 MAX_BLOCK_N = 256
-MAX_ROWS = 16
 
 
 def _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk, BLOCK_N: tl.constexpr,
@@ -85,17 +83,14 @@ def _ld_u8(ptrs):
                                      dtype=tl.int32, is_pure=True, pack=1)
 
 
-def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr, ROWS: tl.constexpr):
-    """(BLOCK_N, NG), or (ROWS, BLOCK_N, NG) for x of ``ROWS`` > 1 rows (ROWS, NG, GROUP): each group's sum of
-    decoded mantissa times x, scaled by its ``2**(E-133)``."""
+def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr):
+    """(BLOCK_N, NG): each group's sum of decoded mantissa times x, scaled by its ``2**(E-133)``."""
     # fused_triton's helpers, named in this mode's copy of this function (fused_triton._kernels); _ADD, not
     # tl.sum: tl.sum's combine function was decorated in the mode triton was imported in
     if ASM:
         w = _i8x4_to_f32_asm(m)  # noqa: F821
     else:
         w = _i8_to_f32(m)  # noqa: F821
-    if ROWS > 1:
-        return tl.reduce(w[None, :, :, :] * x[:, None, :, :], 3, _ADD) * _scale(e)[None, :, :]  # noqa: F821
     if X_PER_ROW:
         p = w * x
     else:
@@ -103,10 +98,10 @@ def _group_sums(m, e, x, ASM: tl.constexpr, X_PER_ROW: tl.constexpr, ROWS: tl.co
     return tl.reduce(p, 2, _ADD) * _scale(e)  # noqa: F821
 
 
-def _row_out(total, b_ptr, y_ptr, out, mask, offs_n, n_mask, HAS_BIAS: tl.constexpr):
+def _row_out(total, b_ptr, y_ptr, out, n_mask, offs_n, HAS_BIAS: tl.constexpr):
     if HAS_BIAS:
         total += tl.load(b_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + out, total.to(y_ptr.dtype.element_ty), mask=n_mask)
 
 
 def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
@@ -114,12 +109,11 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
                        GROUP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        SPLIT_K: tl.constexpr, ASM: tl.constexpr, EVEN_K: tl.constexpr, AHEAD: tl.constexpr,
                        X_PER_ROW: tl.constexpr, E_ASM: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr,
-                       EARLY: tl.constexpr, ROWS: tl.constexpr):
-    # one flat grid, row block fastest then split: the programs of one W slice are launched together
+                       EARLY: tl.constexpr):
+    # one flat grid, row fastest then split: the programs of one W slice are launched together
     pid = tl.program_id(0)
-    row_blocks = (M + ROWS - 1) // ROWS
-    pid_m = pid % row_blocks
-    tile = pid // row_blocks  # (feature block, split)
+    pid_m = pid % M
+    tile = pid // M  # (feature block, split)
     pid_k = tile % SPLIT_K
     pid_n = tile // SPLIT_K
     NG: tl.constexpr = BLOCK_K // GROUP
@@ -129,20 +123,12 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
     rows = tl.minimum(offs_n, N - 1).to(tl.int64)
     w_ptrs = m_ptr + rows[:, None, None] * stride_mn
     e_ptrs = e_ptr + rows[:, None] * stride_en
-    if ROWS > 1:  # rows past M re-read the last row; the store drops them
-        offs_m = pid_m * ROWS + tl.arange(0, ROWS)
-        x_ptrs = x_ptr + tl.minimum(offs_m, M - 1).to(tl.int64)[:, None, None] * stride_xm
-    else:
-        offs_m = pid_m
-        x_ptrs = x_ptr + pid_m.to(tl.int64) * stride_xm
+    x_ptrs = x_ptr + pid_m.to(tl.int64) * stride_xm
     tiles = ((K + BLOCK_K - 1) // BLOCK_K + SPLIT_K - 1) // SPLIT_K
     k_begin = pid_k * tiles * BLOCK_K
     k_end = tl.minimum(k_begin + tiles * BLOCK_K, K)
     _pdl_enter(m_ptr + rows[:, None] * stride_mn, k_begin, k_end, PDL, PREFETCH, EARLY)  # noqa: F821
-    if ROWS > 1:  # not tl.zeros: a jit helper of the mode triton was imported in
-        acc = tl.full((ROWS, BLOCK_N, NG), 0.0, tl.float32)
-    else:
-        acc = tl.full((BLOCK_N, NG), 0.0, tl.float32)
+    acc = tl.full((BLOCK_N, NG), 0.0, tl.float32)  # not tl.zeros: a jit helper of the mode triton was imported in
     if AHEAD:
         m_next, e_next, x_next = _tile(w_ptrs, e_ptrs, x_ptrs, k_begin, k_end, stride_mk, stride_eg, stride_xk,
                                        BLOCK_N, GROUP, NG, True, X_PER_ROW, E_ASM)
@@ -154,30 +140,24 @@ def _gemv_split_kernel(x_ptr, m_ptr, e_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, 
         else:
             m, e, x = _tile(w_ptrs, e_ptrs, x_ptrs, k0, k_end, stride_mk, stride_eg, stride_xk, BLOCK_N, GROUP, NG,
                             not EVEN_K, X_PER_ROW, E_ASM)
-        acc += _group_sums(m, e, x, ASM, X_PER_ROW, ROWS)
+        acc += _group_sums(m, e, x, ASM, X_PER_ROW)
     _pdl_exit(PDL, EARLY)  # noqa: F821
-    if ROWS > 1:
-        part = tl.reduce(acc, 2, _ADD)  # noqa: F821 - (ROWS, BLOCK_N): the one cross-warp reduction
-        out = offs_m.to(tl.int64)[:, None] * N + offs_n[None, :]
-        mask = (offs_m < M)[:, None] & n_mask[None, :]
-    else:
-        part = tl.reduce(acc, 1, _ADD)  # noqa: F821 - (BLOCK_N,)
-        out = pid_m.to(tl.int64) * N + offs_n
-        mask = n_mask
+    part = tl.reduce(acc, 1, _ADD)  # noqa: F821 - (BLOCK_N,): the one cross-warp reduction
+    out = pid_m.to(tl.int64) * N + offs_n
     if SPLIT_K == 1:
-        _row_out(part, b_ptr, y_ptr, out, mask, offs_n, n_mask, HAS_BIAS)
+        _row_out(part, b_ptr, y_ptr, out, n_mask, offs_n, HAS_BIAS)
     else:
         plane = tl.cast(M, tl.int64) * N
-        tl.store(ws_ptr + pid_k * plane + out, part, mask=mask)
+        tl.store(ws_ptr + pid_k * plane + out, part, mask=n_mask)
         tl.debug_barrier()  # every thread's partial is written before the release below publishes it
-        slot = pid_n * row_blocks + pid_m
+        slot = pid_n * M + pid_m
         arrived = tl.atomic_add(count_ptr + slot, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
-            total = tl.load(ws_ptr + out, mask=mask, other=0.0, cache_modifier=".cg")
+            total = tl.load(ws_ptr + out, mask=n_mask, other=0.0, cache_modifier=".cg")
             for s in tl.static_range(1, SPLIT_K):
-                total += tl.load(ws_ptr + s * plane + out, mask=mask, other=0.0, cache_modifier=".cg")
+                total += tl.load(ws_ptr + s * plane + out, mask=n_mask, other=0.0, cache_modifier=".cg")
             tl.atomic_xchg(count_ptr + slot, 0, sem="relaxed", scope="gpu")  # every split has arrived: reusable
-            _row_out(total, b_ptr, y_ptr, out, mask, offs_n, n_mask, HAS_BIAS)
+            _row_out(total, b_ptr, y_ptr, out, n_mask, offs_n, HAS_BIAS)
 
 
 def jit_kernel(helpers: dict, in_mode):
@@ -195,8 +175,7 @@ def _pow2(v) -> bool:
 
 def check(config: dict, group_size: int) -> dict:
     """``config`` with its gemv_split defaults filled in; ValueError naming the key and its allowed values."""
-    c = {"SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": False, "E_ASM": False, "ROWS": 1, "num_warps": 4,
-         "num_stages": 1, **config}
+    c = {"SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": False, "E_ASM": False, "num_warps": 4, "num_stages": 1, **config}
     bn, bk, sk = c.get("BLOCK_N"), c.get("BLOCK_K"), c["SPLIT_K"]
     if not (_pow2(bn) and bn <= MAX_BLOCK_N):
         raise ValueError(f"gemv_split config BLOCK_N={bn!r}: allowed values are powers of two 1..{MAX_BLOCK_N}")
@@ -213,12 +192,8 @@ def check(config: dict, group_size: int) -> dict:
                          f"{', '.join(map(str, WARPS))}")
     if not (isinstance(c["num_stages"], int) and 1 <= c["num_stages"] <= 8):
         raise ValueError(f"gemv_split config num_stages={c['num_stages']!r}: allowed values are integers 1..8")
-    if not (_pow2(c["ROWS"]) and c["ROWS"] <= MAX_ROWS):
-        raise ValueError(f"gemv_split config ROWS={c['ROWS']!r}: allowed values are powers of two 1..{MAX_ROWS}")
-    if c["ROWS"] > 1 and c["X_PER_ROW"]:
-        raise ValueError("gemv_split config X_PER_ROW=True: allowed with ROWS=1 only (x is loaded per W row)")
     if "BLOCK_M" in c:
-        raise ValueError(f"gemv_split config BLOCK_M={c['BLOCK_M']!r}: not a gemv_split key (rows a program: ROWS)")
+        raise ValueError(f"gemv_split config BLOCK_M={c['BLOCK_M']!r}: not a gemv_split key (one row a program)")
     return c
 
 
@@ -243,8 +218,8 @@ def launch(kernel, x2, mantissa, exponent2, bias, y, group_size: int, config: di
     """Run ``kernel`` (this mode's ``_gemv_split_kernel``) into ``y`` (M, N) with a checked ``config``."""
     M, K = x2.shape
     N = mantissa.shape[0]
-    bn, bk, split, rows = config["BLOCK_N"], config["BLOCK_K"], config["SPLIT_K"], config.get("ROWS", 1)
-    slots = triton.cdiv(N, bn) * triton.cdiv(M, rows)
+    bn, bk, split = config["BLOCK_N"], config["BLOCK_K"], config["SPLIT_K"]
+    slots = triton.cdiv(N, bn) * M
     ws = counts = y
     if split > 1:
         counts = _counters(x2.device, slots)
@@ -255,5 +230,5 @@ def launch(kernel, x2, mantissa, exponent2, bias, y, group_size: int, config: di
         HAS_BIAS=bias is not None, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, ASM=asm, EVEN_K=K % bk == 0,
         AHEAD=bool(config["AHEAD"]), X_PER_ROW=bool(config["X_PER_ROW"]),
         E_ASM=bool(config["E_ASM"]) and asm, PDL=pdl, PREFETCH=prefetch, EARLY=early, num_warps=config["num_warps"],
-        num_stages=config["num_stages"], ROWS=rows, launch_pdl=pdl)
+        num_stages=config["num_stages"], launch_pdl=pdl)
     return y
