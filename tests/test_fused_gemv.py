@@ -12,6 +12,7 @@ from test_fused_mxint8 import (
     TINY,
     U_ACC,
     assert_bounded,
+    assert_replays,
     make_weight,
     needs_gpu,
     needs_triton,
@@ -209,12 +210,7 @@ def test_gpu_gemv_split_one_row_shapes(shape):
         excess = (y.cpu().double() - ref).abs() - tol
         assert excess.max() <= 0, f"{c}: {int((excess > 0).sum())} entries outside the bound"
         assert torch.equal(fused_triton.launch(xc, mc, ec, bc, g, c), y)
-        graph, out = capture(lambda c=c: fused_triton.launch(xc, mc, ec, bc, g, c))
-        for _ in range(2):
-            out.zero_()
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(out, y)
+        assert_replays(capture(lambda c=c: fused_triton.launch(xc, mc, ec, bc, g, c)), y, times=2)
 
 
 @pytest.mark.cuda

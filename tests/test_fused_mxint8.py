@@ -75,6 +75,17 @@ def assert_bounded(y, x, m, e, g, bias, u_out):
                            f"{float((err - tol)[~nan].max()):.3g}, max |err| {float(err[~nan].max()):.3g}")
 
 
+def assert_replays(captured, expected: torch.Tensor, times: int) -> None:
+    """Each replay of a captured (graph, out) (``timing.capture``), ``out`` zeroed first, rewrites ``expected``'s
+    bits."""
+    graph, out = captured
+    for _ in range(times):
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, expected)
+
+
 def rand_x(shape, dtype, seed=1):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
@@ -497,12 +508,7 @@ def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
     assert_bounded(first.cpu(), x.cpu(), m.cpu(), e.cpu(), g, None, u_round(torch.bfloat16))
     for _ in range(5):
         assert torch.equal(fused_triton.launch(x, m, e, None, g, cfg), first)
-    graph, out = capture(lambda: fused_triton.launch(x, m, e, None, g, cfg))
-    for _ in range(3):
-        out.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, first)
+    assert_replays(capture(lambda: fused_triton.launch(x, m, e, None, g, cfg)), first, times=3)
 
 
 @pytest.mark.cuda

@@ -11,9 +11,9 @@ product first (relative Frobenius error <= 2^-7, as fused_linear.py) and timed a
 (``labkit.kernels.timing.graph_ms``: one CUDA graph over rotated weight copies exceeding the L2 cache, so no
 call finds its weight in L2). gemlite (``A16W8_INT8``, built as fused_linear.py builds it) is timed after every
 fused case, as there. Per shape and batch it prints the fastest correct candidate and the ratios gemlite/best and
-bf16/best (> 1: the candidate is faster), and its packed-weight rate against a device copy's (read + write, as
-fused_linear_sweep.py counts it). ``--compile-workers N`` compiles the candidates first in N processes
-(Triton's disk cache then serves the timing process).
+bf16/best (> 1: the candidate is faster), and its packed-weight rate against a device copy's (read + write,
+``timing.copy_ms``, as fused_linear_sweep.py counts it). ``--compile-workers N`` compiles the candidates first in
+N processes (Triton's disk cache then serves the timing process).
 """
 from __future__ import annotations
 
@@ -129,17 +129,6 @@ def time_case(N: int, K: int, M: int, sets: list, args, timer, gen, dev) -> dict
     return row
 
 
-def copy_time(packed: int, copies: int, dev) -> float:
-    """A device copy of the packed bytes, the bandwidth roofline (as fused_linear_sweep.py times it)."""
-    import torch
-
-    from labkit.kernels.timing import graph_ms
-
-    src = torch.empty(packed, dtype=torch.uint8, device=dev)
-    dsts = [torch.empty_like(src) for _ in range(copies)]
-    return graph_ms([lambda d=d: d.copy_(src) for d in dsts])
-
-
 def time_gemlite(row: dict, sets: list, dev, timer, dry_run: bool) -> None:
     """gemlite's A16W8 layer on the same bf16 weights (one layer per copy), checked against its own int8 weight."""
     from labkit.kernels.timing import rel_error
@@ -174,6 +163,7 @@ def summarize(row: dict) -> str:
 def run(args) -> dict:
     import torch
 
+    from labkit.kernels import timing
     from labkit.kernels.timing import rotation, weight_copies
 
     dev = torch.device("cpu" if args.dry_run else "cuda")
@@ -188,7 +178,7 @@ def run(args) -> dict:
         N, K = peer.parse_shape(shape)
         packed = N * K + N * K // args.group
         sets = weight_copies(N, K, args.group, 1 if args.dry_run else rotation(packed, l2), gen)
-        copy_ms = None if args.dry_run else copy_time(packed, len(sets), dev)
+        copy_ms = None if args.dry_run else timing.copy_ms(packed, len(sets), dev)
         for M in args.batches:
             row = time_case(N, K, M, sets, args, timer, gen, dev)
             row["copy_ms"] = copy_ms

@@ -130,6 +130,7 @@ def main(argv=None) -> int:
 
     from labkit import results
     from labkit.kernels import fused_triton
+    from labkit.kernels import timing
     from labkit.kernels.timing import graph_ms, rel_error, rotation, weight_copies
 
     if not torch.cuda.is_available():
@@ -145,10 +146,7 @@ def main(argv=None) -> int:
         packed = N * K + N * K // g
         copies = rotation(packed, props.L2_cache_size)
         weights = weight_copies(N, K, g, copies, gen)
-        src = torch.empty(packed, dtype=torch.uint8, device=dev)
-        dsts = [torch.empty_like(src) for _ in range(copies)]
-        copy_ms = graph_ms([lambda d=d: d.copy_(src) for d in dsts])
-        del src, dsts
+        copy_ms = timing.copy_ms(packed, copies, dev)
         for M in args.batches:
             x = torch.randn(M, K, device=dev, generator=gen).to(torch.bfloat16)
             m0, e0, w0 = weights[0]

@@ -68,6 +68,14 @@ def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
     return graph_time(fns, reps, replays)[0]
 
 
+def copy_ms(nbytes: int, copies: int, device) -> float:
+    """``graph_ms`` of a device copy of ``nbytes`` into each of ``copies`` destinations: the bandwidth roofline
+    the weight-streaming kernels are read against (its rate counts read + write)."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dsts = [torch.empty_like(src) for _ in range(copies)]
+    return graph_ms([lambda d=d: d.copy_(src) for d in dsts])
+
+
 def _graph(fns, reps: int):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
