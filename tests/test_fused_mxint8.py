@@ -341,7 +341,9 @@ def test_pick_config_follows_the_sweep(interpreter):
         for N, K in ((4096, 4096), (14336, 4096), (28672, 8192), (384, 1536)):
             one = pick(1, N, K, g, sms=132)
             assert one["kind"] == ("gemv_split" if interpreter.ONE_ROW_SPLIT else "gemv")
-            assert one["BLOCK_K"] % g == 0 and one["BLOCK_K"] <= max(g, 1024)
+            assert one["BLOCK_K"] % g == 0 and one["BLOCK_K"] <= max(g, 2048)
+            assert interpreter.pdl_choice(one, 1, K) == (interpreter.EARLY_PREFETCH if interpreter.ONE_ROW_SPLIT
+                                                          else {"PREFETCH": 0, "TRIGGER": "end"})
             for M in (2, 4, 8, 16, 32, 64):
                 for tma in (False, True):
                     c = pick(M, N, K, g, sms=132, tma=tma)
@@ -349,6 +351,8 @@ def test_pick_config_follows_the_sweep(interpreter):
                     if M <= 16:
                         wide = N >= 2 * 132 * 32 and K <= 4096
                         assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("dq", 32 if wide else 16, 1)
+                        early = not wide and M <= interpreter.EARLY_PREFETCH_ROWS and K > 4096
+                        assert interpreter.pdl_choice(c, M, K)["PREFETCH"] == (1024 if early else 0)
                     elif M <= 32 or (not tma and N < 66 * 128):
                         assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("dq", 64, 2)
                     elif N >= 66 * 128:
@@ -357,9 +361,14 @@ def test_pick_config_follows_the_sweep(interpreter):
                         assert (c["kind"], c["BLOCK_N"], c["SPLIT_K"]) == ("tma", 32, 1)
                     f32 = pick(M, N, K, g, sms=132, dtype=torch.float32, tma=tma)
                     assert f32["BLOCK_K"] <= max(g, 128) and f32["kind"] != "tma"
-    # PDL only for compiled launches on sm_90+: the interpreter's picked launch has none
+    # PDL only for compiled launches on sm_90+: the interpreter's picked launch has none, nor its PDL choices
     m, _ = make_weight(64, 96, 32)
     assert "PDL" not in interpreter.picked(rand_x((4, 96), torch.bfloat16), m, 32)
+    assert not {"PDL", "TRIGGER", "PREFETCH"} & set(interpreter.picked(rand_x((1, 96), torch.bfloat16), m, 32))
+    # every picked launch, PDL choices included, passes the check given configs pass
+    for M, K in ((1, 96), (3, 8192), (3, 96), (16, 8192)):
+        c = interpreter.pick_config(M, 64, K, 32)
+        assert interpreter.check_config({**c, "PDL": True, **interpreter.pdl_choice(c, M, K)}, 32)
     with pytest.raises(ValueError, match="kind='wide'.*allowed values are 'gemv', 'dq', 'tma'"):
         interpreter.check_config({"kind": "wide", "BLOCK_N": 16, "BLOCK_K": 32}, 32)
     with pytest.raises(ValueError, match="BLOCK_K=48: allowed values are powers of two >= 16"):

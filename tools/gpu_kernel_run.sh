@@ -16,7 +16,7 @@ for step in $steps; do
              2>&1 | tee "$OUT/sweep.log" | grep -v Warning ;;
     pdl) timeout "${PDL_TIMEOUT:-330}" python3 benchmarks/mxint8/fused_linear_pdl.py --out "$OUT/fused_linear_pdl.json" ${PDL_ARGS:-} \
            2>&1 | grep -v Warning ;;
-    bench) timeout 200 python3 benchmarks/mxint8/fused_linear.py --out "$OUT/fused_linear.json" 2>&1 | tail -16 ;;
+    bench) timeout 320 python3 benchmarks/mxint8/fused_linear.py --out "$OUT/fused_linear.json" ${BENCH_ARGS:-} 2>&1 | grep -v Warning | tail -30 ;;
     dequant) timeout 300 python3 -m labkit.kernels.variants --out "$OUT/mxint8_variants.json" ${VARIANT_ARGS:-} \
                2>&1 | grep -v Warning | tail -60 ;;
     gputests) LABKIT_REQUIRE_CUDA=1 timeout 500 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE tests/ --durations=8 \

@@ -30,12 +30,12 @@ import triton
 import triton.language as tl
 
 KIND = "gemv_split"
-# pick_config's launch at M == 1 (with fused_triton.ONE_ROW_SPLIT): of the 74 configurations that
-# benchmarks/mxint8/fused_linear_m1.py timed twice on an H100 (fused_linear_m1.json, _run2.json), the one whose
-# slowest shape was fastest against gemlite A16W8: 2-3.5% faster than the gemv kernel in all three shapes of both
-# runs, and 0.95-1.12x gemlite's speed (gemlite's own time moved by up to 13% between the runs).
-ONE_ROW = {"kind": KIND, "BLOCK_N": 4, "BLOCK_K": 1024, "SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": False,
-           "E_ASM": True, "num_warps": 4, "num_stages": 1}
+# pick_config's launch at M == 1 (with fused_triton.ONE_ROW_SPLIT): the fastest of 16 launches at 14336x4096 and
+# 28672x8192 on an H100 (benchmarks/mxint8/fused_linear_m1_big.json: 22.5 and 80.8 us, 1-2% ahead of the 1024-wide
+# tile with PTX exponent loads that the 74-launch sweeps of fused_linear_m1.json and _run2.json had picked, and
+# level with it at 4096x4096 in fused_linear_m1_pdl.json). fused_triton.EARLY_PREFETCH adds its PDL choice.
+ONE_ROW = {"kind": KIND, "BLOCK_N": 4, "BLOCK_K": 2048, "SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": False,
+           "E_ASM": False, "num_warps": 4, "num_stages": 1}
 WARPS = (1, 2, 4, 8, 16)
 MAX_BLOCK_N = 256
 

@@ -48,6 +48,13 @@ GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above
 # slower than no PDL beyond the spread (4096x4096: 4 rows 11.0 -> 10.3 us); the trigger at the start and the L2
 # prefetch each lost elsewhere (14336x4096 at 16 rows 26.8 -> 34.9 us: early programs of the next grid crowd SMs).
 PDL_DEFAULT = {"PDL": True, "PREFETCH": 0, "TRIGGER": "end"}
+# Where streaming W is nearly all of the work (one row; 2-4 rows with K > 4096) the next grid launching at once and
+# fetching its first KB of each W row into L2 before it waits overlaps one call's tail with the next one's start:
+# on an H100 (benchmarks/mxint8/fused_linear_m1_pdl.json, fused_linear_sweep_pdl.json) one row 22.5 -> 21.1 us at
+# 14336x4096, 80.8 -> 80.3 at 28672x8192, 8.1 -> 7.5 at 4096x4096; 4 rows at 28672x8192 96.0 -> 87.7 us. At 16
+# rows it lost (94.4 -> 97.5 us), as did 4 rows at 14336x4096 (24.7 us, no gain for any PDL setting).
+EARLY_PREFETCH = {"TRIGGER": "start", "PREFETCH": 1024}
+EARLY_PREFETCH_ROWS = 4
 
 
 def _add(a, b):
@@ -395,7 +402,7 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
     for each row range the configuration whose worst ratio to cuBLAS was highest), ``tma`` whether the tma kernel
     can run (``tma_ok``):
     one row: gemv in long K tiles (or gemv_split: ``_one_row``). 2-16 rows: dq with 16 features and K tiles of
-    512, or 32 and 256 where N gives 2+ programs per SM at 32 and K <= 4096. 17-32 rows: dq with 64 features,
+    512, or 32 and 256 where N gives 2+ programs per SM at 32 and K <= 4096. (``picked`` adds the PDL choices.) 17-32 rows: dq with 64 features,
     K tiles of 256, split-K 2. 33-64 rows: 128 features where N gives half the SMs a program at 128; else the tma
     kernel with 32 features (dq's 64-feature split-K 2 without it). fp16/fp32 x decode W to fp32 tiles: shorter K
     tiles."""
@@ -430,11 +437,20 @@ def pdl_blocker(device) -> str | None:
     return None
 
 
+def pdl_choice(config: dict, M: int, K: int) -> dict:
+    """The PREFETCH and TRIGGER of a picked launch: ``EARLY_PREFETCH`` for the one-row gemv_split kernel and for
+    2..EARLY_PREFETCH_ROWS rows at dq's 16-feature tile with K > 4096, else PDL_DEFAULT's."""
+    early = config["kind"] == fused_gemv.KIND or (config["kind"] == "dq" and config["BLOCK_N"] == 16
+                                                 and M <= EARLY_PREFETCH_ROWS and K > 4096)
+    return EARLY_PREFETCH if early else {k: PDL_DEFAULT[k] for k in EARLY_PREFETCH}
+
+
 def with_pdl(config: dict, x2: torch.Tensor) -> dict:
-    """``config`` plus PDL_DEFAULT (PDL, PREFETCH, TRIGGER) where the config names no PDL and the device allows."""
+    """``config`` plus PDL_DEFAULT's PDL with ``pdl_choice``'s PREFETCH and TRIGGER where the config names no PDL
+    and the device allows."""
     if "PDL" in config or pdl_blocker(x2.device):
         return config
-    return {**config, **PDL_DEFAULT}
+    return {**config, "PDL": PDL_DEFAULT["PDL"], **pdl_choice(config, x2.shape[0], x2.shape[1])}
 
 
 def picked(x2: torch.Tensor, mantissa: torch.Tensor, group_size: int) -> dict:
