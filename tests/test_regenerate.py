@@ -213,8 +213,11 @@ def test_fresh_status_on_a_clean_clone_shows_every_step_pending(tmp_path, monkey
                           f"{calls} call(s)")
     for step in regenerate.PLAN:
         line = next(li for li in out.splitlines() if li.split()[:1] == [step.notebook])
-        assert line.split()[1] == "pending" and "(not started)" in line, line
-    assert out.rstrip().endswith("left: " + ", ".join(s.notebook for s in regenerate.PLAN))
+        fresh = regenerate.fresh_state(json.loads(committed), regenerate.COMMITTED_STATE)
+        expected = regenerate.expected_seconds(step, fresh)  # the superseded record's time, or the plan's estimate
+        assert line.split()[1] == "pending" and f"(not started; expected {expected:.0f} s)" in line, line
+    total = sum(regenerate.expected_seconds(s, fresh) for s in regenerate.PLAN)
+    assert out.rstrip().endswith("left: " + ", ".join(s.notebook for s in regenerate.PLAN) + f" (expected {total:.0f} s)")
     assert regenerate.main(["--fresh", "--status"]) == 0  # python -m labkit.maintain.regenerate too
     assert capsys.readouterr().out == out
     assert not (tmp_path / "runs").exists() and regenerate.COMMITTED_STATE.read_bytes() == committed  # read only

@@ -444,11 +444,15 @@ def status_text(state: dict) -> str:
         runs = entry.get("runs", [])
         spent = sum(r["seconds"] for r in runs)
         calls = ", ".join(f"{r['call']} {r['status']} {r['seconds']:.0f} s" for r in runs) or "not started"
+        if entry.get("status") != "done":  # what a call must leave room for (measured where a call did)
+            calls += f"; expected {expected_seconds(step, state):.0f} s"
         lines.append(f"  {step.notebook:18s} {entry.get('status', 'pending'):8s} {spent:6.0f} s  ({calls})")
     total = sum(r["seconds"] for e in state["steps"].values() for r in e.get("runs", []))
-    left = [s.notebook for s in pending(state)]
+    left = pending(state)
+    expected = sum(expected_seconds(s, state) for s in left)
     lines.append(f"  notebook time so far {total:.0f} s over {len(state['calls'])} call(s); "
-                 + (f"left: {', '.join(left)}" if left else "every step is done"))
+                 + (f"left: {', '.join(s.notebook for s in left)} (expected {expected:.0f} s)" if left
+                    else "every step is done"))
     return "\n".join(lines)
 
 
