@@ -27,6 +27,11 @@ def test_sampler_verdict_names_a_winner_only_beyond_two_standard_errors():
                                       "tpe": [0.86, 0.84, 0.87]}), 25000, 300)
     assert "No sampler can be called better" in tie and "wins" not in tie
     assert "20 trials cover 7% of it" in tie
+    assert "trails" not in tie  # grid's gap to the leader is within the seeds' spread here
+    low = lab2.sampler_verdict(bands({"random": [0.860, 0.859, 0.860], "grid": [0.858, 0.858, 0.858],
+                                      "tpe": [0.859, 0.861, 0.860]}), 25000, 300)
+    assert "No sampler can be called better" in low and "Grid trails tpe by 0.0020" in low
+    assert "within one test-set standard error" in low
 
 
 def test_sampler_verdict_with_one_seed_and_a_short_budget():

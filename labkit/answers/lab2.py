@@ -40,6 +40,7 @@ def sampler_verdict(bands: dict[str, dict], n_test: int, grid_size: int) -> str:
         text += (f"**No sampler can be called better at this budget**: {top['sampler']} leads {second['sampler']} "
                  f"by {diff:.4f}, within two standard errors of the difference over seeds (2 x {combined:.4f}); "
                  f"one test-set standard error is {test_se:.4f} ({n_test:,} reviews). ")
+        text += _trailing(top, rows[2:], test_se)
     if trials <= TPE_STARTUP:
         text += (f"TPE's first {TPE_STARTUP} trials are random (its startup phase), so with {trials} trials it never "
                  "modelled anything: here it is Random with other seeds. ")
@@ -49,6 +50,20 @@ def sampler_verdict(bands: dict[str, dict], n_test: int, grid_size: int) -> str:
                  "running trials as bad results (constant liar), so the workers spread out. ")
     text += (f"Grid walks a seeded shuffle of its {grid_size} points (sizes only: a fixed grid cannot hold "
              f"depth-dependent Identity choices), so {trials} trials cover {trials / grid_size:.0%} of it.")
+    return text
+
+
+def _trailing(top: dict, rest: list[dict], test_se: float) -> str:
+    """A sentence per sampler below the runner-up whose gap to the leader exceeds two standard errors of the
+    difference over seeds (a tie at the top is not a tie of every sampler)."""
+    text = ""
+    for r in rest:
+        gap = top["mean best"] - r["mean best"]
+        se = math.sqrt(top["SE over seeds"] ** 2 + r["SE over seeds"] ** 2)
+        if math.isfinite(se) and gap > 2 * se:
+            text += (f"{r['sampler'].capitalize()} trails {top['sampler']} by {gap:.4f}, beyond two standard errors "
+                     f"over seeds (2 x {se:.4f}) but {'within' if gap < test_se else 'beyond'} one test-set "
+                     "standard error. ")
     return text
 
 
