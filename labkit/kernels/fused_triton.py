@@ -402,10 +402,10 @@ def pick_config(M: int, N: int, K: int, group_size: int, sms: int = 132, dtype=t
     for each row range the configuration whose worst ratio to cuBLAS was highest), ``tma`` whether the tma kernel
     can run (``tma_ok``):
     one row: gemv in long K tiles (or gemv_split: ``_one_row``). 2-16 rows: dq with 16 features and K tiles of
-    512, or 32 and 256 where N gives 2+ programs per SM at 32 and K <= 4096. (``picked`` adds the PDL choices.) 17-32 rows: dq with 64 features,
+    512, or 32 and 256 where N gives 2+ programs per SM at 32 and K <= 4096. 17-32 rows: dq with 64 features,
     K tiles of 256, split-K 2. 33-64 rows: 128 features where N gives half the SMs a program at 128; else the tma
     kernel with 32 features (dq's 64-feature split-K 2 without it). fp16/fp32 x decode W to fp32 tiles: shorter K
-    tiles."""
+    tiles. ``picked`` adds the PDL choices (``pdl_choice``)."""
     def dq(bn: int, bk: int, split: int, warps: int, stages: int) -> dict:
         bk = max(group_size, bk if dtype == torch.bfloat16 else min(bk, 128))
         return {"kind": "dq", "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": warps,

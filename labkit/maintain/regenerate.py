@@ -439,19 +439,19 @@ def status_text(state: dict) -> str:
     lines = [f"[regen] a fresh regeneration (superseding {fresh['supersedes'] or 'no record'}: "
              f"{fresh['superseded_calls']} call(s), {len(fresh['superseded_done'])} step(s) done); plan:"
              if fresh else "[regen] plan:"]
+    # what a call must leave room for, per unfinished step (measured where a call did)
+    left = {s.notebook: expected_seconds(s, state) for s in pending(state)}
     for step in PLAN:
         entry = state["steps"].get(step.notebook, {})
         runs = entry.get("runs", [])
         spent = sum(r["seconds"] for r in runs)
         calls = ", ".join(f"{r['call']} {r['status']} {r['seconds']:.0f} s" for r in runs) or "not started"
-        if entry.get("status") != "done":  # what a call must leave room for (measured where a call did)
-            calls += f"; expected {expected_seconds(step, state):.0f} s"
+        if step.notebook in left:
+            calls += f"; expected {left[step.notebook]:.0f} s"
         lines.append(f"  {step.notebook:18s} {entry.get('status', 'pending'):8s} {spent:6.0f} s  ({calls})")
     total = sum(r["seconds"] for e in state["steps"].values() for r in e.get("runs", []))
-    left = pending(state)
-    expected = sum(expected_seconds(s, state) for s in left)
     lines.append(f"  notebook time so far {total:.0f} s over {len(state['calls'])} call(s); "
-                 + (f"left: {', '.join(s.notebook for s in left)} (expected {expected:.0f} s)" if left
+                 + (f"left: {', '.join(left)} (expected {sum(left.values()):.0f} s)" if left
                     else "every step is done"))
     return "\n".join(lines)
 
