@@ -192,6 +192,11 @@ def _activation_hook(module, args):
     return (module.activation_mask(args[0]),) + tuple(args[1:])
 
 
+# a function of the input alone, with no per-call record: a CUDA-graphed step may replay it
+# (labkit.training.cuda_graphs.why_not)
+_activation_hook.graph_safe = True
+
+
 def _stable(name: str) -> int:
     """A per-layer seed offset that is the same in every process (``hash`` of a str is not)."""
     return zlib.crc32(name.encode()) % 100_000

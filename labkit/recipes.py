@@ -104,7 +104,9 @@ def train_seeds(s: dict) -> list[int]:
 
 
 def _sft_key(s: dict, seed: int) -> dict:
-    return {**{k: s[k] for k in SFT_KEYS}, "train_seed": seed, "version": SFT_VERSION}
+    step = train.step_key(s.get("device", "auto"))  # graphed and eager steps train other bits; CPU keys carry none
+    return {**{k: s[k] for k in SFT_KEYS}, "train_seed": seed, "version": SFT_VERSION,
+            **({"train_step": step} if step else {})}
 
 
 def checkpoint_path(s: dict, seed: int | None = None):

@@ -17,7 +17,7 @@ import optuna
 import torch
 
 from .. import recipes
-from ..training import cuda_graphs, determinism, step_kernels, train
+from ..training import cuda_graphs, determinism, train
 from ..compress import compress
 from ..models import count_parameters
 from ..search.cache import cached_or_run, config_key
@@ -35,7 +35,9 @@ def trial_settings(s: dict) -> dict:
     out["device"] = train.pick_device(s["device"]).type
     if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
         out["eval_sdpa"] = train.EVAL_SDPA
-        out["train_step"] = step_kernels.cache_key(cuda_graphs.wanted(torch.device("cuda"), None))
+        out["train_step"] = train.step_key("cuda")
+        # post-training and its control are graphed as well: not the bits of results stored without this key
+        out["graphed_loops"] = "all" if cuda_graphs.wanted(torch.device("cuda"), None) else "none"
         # strict determinism switches attention's backward to its deterministic kernels: other weights
         out["determinism"] = determinism.mode()
     return out
@@ -113,6 +115,8 @@ class NASObjective:
                 more = post_train(model)
                 value = accuracy(model)
                 trial.set_user_attr("accuracy_post_trained", value)
+                if "graph_replays" in more:
+                    trial.set_user_attr("post_train_graphs", {k: more[k] for k in cuda_graphs.RAN})
                 trial.set_user_attr("train_seconds", fit["train_seconds"] + more["train_seconds"])
                 # the same post-training without compression, so the gain above can be read against what the
                 # extra training does on its own

@@ -5,14 +5,17 @@ needs longer to launch them than the GPU needs to run them (Lab 2 on an H100, a 
 16 ms a step eager, of which the kernels take ~3 ms; benchmarks/training/lab2_trial_profile.json). A captured
 graph launches the whole step at once. The eager loop stays the reference (``graphs=False`` or
 ``LABKIT_CUDA_GRAPHS=0``); tests compare both. On the H100 (torch 2.11) a Lab 2 epoch of a 2 x 128 model took 1.3 s graphed against 12.5 s eager
-(benchmarks/training/graph_after_effect.json); graphed evaluation gained nothing measurable (Lab 3's quantized
-evaluations within 4%: benchmarks/quant/lab3_trial_graphs.json), so only Lab 2's search training uses graphs by
-default.
+(benchmarks/training/graph_after_effect.json), and a quarter epoch of the labs' fine-tuning 1.25-2.9 s against
+2.5-4.4 s (benchmarks/training/finetune_graphs.json), so training uses graphs on CUDA by default; graphed
+evaluation gained nothing measurable (Lab 3's quantized evaluations within 4%:
+benchmarks/quant/lab3_trial_graphs.json), so evaluation stays eager unless asked.
 
 A shape's first ``warmup`` batches run eagerly (real steps, on a side stream as PyTorch's docs ask: lazy
 state such as the optimizer's is created there), the next one is captured and every later one replayed.
 Capture is refused, loudly, where a replay could silently differ from eager code: a model with hooks (a hook
-may record something per batch, which a replay skips). A capture that fails (an op that waits on the host,
+may record something per batch, which a replay skips), unless each hook has ``graph_safe = True`` (a function of
+its inputs and the module's tensors that keeps no per-call record, such as activation pruning's mask: a replay
+recomputes it). A capture that fails (an op that waits on the host,
 e.g. ``.item()``) warns once with the reason and leaves that run eager.
 """
 from __future__ import annotations
@@ -31,7 +34,7 @@ _WARNED: set = set()
 
 def wanted(device: torch.device, graphs: bool | None) -> bool:
     """``graphs``: None = on CUDA unless ``LABKIT_CUDA_GRAPHS=0``; True without CUDA is an error.
-    (train and evaluate default to False; callers opt in with None, as Lab 2's search does.)"""
+    (train defaults to None, evaluate to False.)"""
     if graphs is None:
         value = os.environ.get(ENV, "1")
         if value not in ("0", "1"):
@@ -50,7 +53,9 @@ def why_not(model: torch.nn.Module) -> str | None:
     if _module._global_forward_hooks or _module._global_forward_pre_hooks or _module._global_backward_hooks:
         return "global module hooks are registered (a replay would skip them)"
     for name, m in model.named_modules():
-        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
+        hooks = [*m._forward_hooks.values(), *m._forward_pre_hooks.values(), *m._backward_hooks.values(),
+                 *m._backward_pre_hooks.values()]
+        if any(not getattr(h, "graph_safe", False) for h in hooks):
             return f"module {name or type(m).__name__!r} has hooks (a replay would skip them)"
     return None
 

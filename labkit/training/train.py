@@ -70,7 +70,7 @@ def make_optimizer(params, lr: float, weight_decay: float, device: torch.device)
 
 def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5, weight_decay: float = 0.0,
           device: str = "auto", mixed_precision: bool = True, seed: int = 0, desc: str = "train",
-          progress: bool = True, log_every: int = 50, graphs: bool | None = False,
+          progress: bool = True, log_every: int = 50, graphs: bool | None = None,
           deterministic: str | None = None, warmup: float = 0.0) -> dict:
     """Train ``model`` in place on ``loader`` (batches of ``input_ids``/``attention_mask``/``labels``): a
     ``DataLoader`` or ``labkit.training.batches.TensorBatches``.
@@ -79,11 +79,14 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
     device and are read every ``log_every`` steps for the progress bar (never when ``progress`` is off)
     and once at the end, so the host never waits on the GPU inside the loop.
 
-    ``graphs``: True, or None (= on CUDA unless ``LABKIT_CUDA_GRAPHS=0``): each batch shape's step
+    ``graphs``: None (default: on CUDA unless ``LABKIT_CUDA_GRAPHS=0``) or True: each batch shape's step
     (forward, backward, AdamW, learning rate) is captured as a CUDA graph and replayed
     (``labkit.training.cuda_graphs``); the metrics then carry what ran (``graph_replays``, ``eager_calls``,
-    ``graph_failure``). Off by default: Lab 2's search asks for it (measured and tested there); quantized
-    and pruned models have not been run as graphs on a GPU yet.
+    ``graph_failure``). False: the eager loop, the reference. A small BERT's step is launch-bound on a GPU:
+    a quarter epoch of MiniLM-L2 at 512 tokens on an H100 took 1.25-2.9 s graphed against 2.5-4.4 s eager
+    for plain, pruned, QAT and LoRA models (benchmarks/training/finetune_graphs.json). Graphed and eager
+    runs are each repeatable but differ in bits (dropout draws from another RNG stream): ``step_key`` names
+    the path in the cache keys of trained results.
 
     ``deterministic``: ``strict`` (default, or ``$LABKIT_DETERMINISM``), ``warn`` or ``off``; see
     ``labkit.training.determinism``. Strict on CUDA: an op without a deterministic kernel raises.
@@ -102,6 +105,16 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
         out = _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, desc, progress,
                      log_every, graphs, warmup)
     return {**out, "determinism": how}
+
+
+def step_key(device: str = "auto") -> str | None:
+    """What a training step on ``device`` runs, for the cache keys of trained results: None on CPU (the eager
+    loop); on CUDA the graphed step's kernels by version, or ``torch`` where graphs are off
+    (``LABKIT_CUDA_GRAPHS=0``)."""
+    dev = pick_device(device)
+    if dev.type != "cuda":
+        return None
+    return step_kernels.cache_key(cuda_graphs.wanted(dev, None))
 
 
 def warmup_steps(warmup: float, total: int) -> int:
