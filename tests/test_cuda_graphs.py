@@ -212,12 +212,16 @@ def _compressed(kind):
     if kind == "pruned":  # weights masked by parametrization, activations by a graph-safe pre-hook
         return prune(model, {"weight": {"sparsity": 0.5, "method": "l1-norm"},
                              "activation": {"sparsity": 0.5, "method": "l1-norm"}}).model
+    if kind == "qat_log":  # Lab 3's log format: its bounds must not be copied to the GPU inside a step
+        from labkit.quant.study import flat_config, study_params
+
+        return quantize(model, flat_config("log", study_params("log", 8)), inplace=True).model
     return quantize(model, fixed_point(8), inplace=True).model
 
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.parametrize("kind", ["pruned", "qat_int8"])
+@pytest.mark.parametrize("kind", ["pruned", "qat_int8", "qat_log"])
 def test_graphed_training_of_compressed_models_matches_eager(imdb_batches, kind):
     """The labs' fine-tuning of pruned and fixed-point models, graphed against eager (no dropout)."""
     make_train, test = imdb_batches

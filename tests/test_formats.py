@@ -899,3 +899,23 @@ def test_residual_sign_scale_gradient_matches_float64_on_a_large_tensor():
         assert torch.isnan(q[5])
         torch.testing.assert_close(q.double(), q64, rtol=1e-6, atol=0, equal_nan=True)  # fp32 level sums
         torch.testing.assert_close(s.grad.double(), s64.grad, rtol=1e-5, atol=1e-3)
+
+
+def test_log_round_int_bounds_match_tensor_bounds():
+    """Int bounds stay Python floats (a CUDA graph cannot capture their copy to the GPU); per-block bounds are
+    tensors. Both give the same bits, zeros, saturation, inf and NaN included."""
+    from labkit.quant.formats.log import log_round
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.cat([torch.rand(4000, generator=g) * 2.0 ** torch.randint(-20, 20, (4000,), generator=g),
+                   torch.tensor([0.0, float("inf"), float("nan"), 2.0 ** -9, 2.0 ** -10, 2.0 ** 7, 3.0 * 2 ** 6])])
+    for dtype in (torch.float32, torch.float64):
+        x = a.to(dtype)
+        scalar = log_round(x, -9, 6)
+        tensor = log_round(x, torch.full_like(x, -9, dtype=torch.int32), torch.full_like(x, 6, dtype=torch.int32))
+        assert torch.equal(scalar.isnan(), tensor.isnan())
+        assert torch.equal(torch.nan_to_num(scalar), torch.nan_to_num(tensor))
+        # 0 stays 0, inf and everything above 2^6 saturate, 2^-10 (half the smallest step) rounds up to 2^-9
+        assert scalar[-7] == 0 and scalar[-6] == scalar[-2] == scalar[-1] == 2.0 ** 6
+        assert scalar[-4] == scalar[-3] == 2.0 ** -9 and scalar[-5].isnan()
+        assert log_round(x, -9, 6)[torch.isfinite(x) & (x < 2.0 ** -10)].eq(0).all()

@@ -93,10 +93,13 @@ class LogFormat(NumberFormat):
 
 def log_round(a: torch.Tensor, emin, emax) -> torch.Tensor:
     """|x| (>= 0) to {0} U {2^e : emin <= e <= emax}; ``emin``/``emax`` are ints or per-block int tensors."""
-    top = pow2(torch.as_tensor(emax, device=a.device), a.dtype)
-    a = torch.minimum(a, top)  # saturate first (inf too); NaN stays NaN
+    # int bounds stay Python floats (exact powers of two): a tensor made from them would be a host-to-device
+    # copy, which a CUDA-graphed QAT step cannot capture
+    scalar = not isinstance(emax, torch.Tensor)
+    a = torch.clamp(a, max=2.0 ** emax) if scalar else torch.minimum(a, pow2(emax, a.dtype))  # saturate, inf too
     e = torch.clamp(round_log2(a), emin, emax)
-    zero = a < pow2(torch.as_tensor(emin, device=a.device) - 1, a.dtype)  # below half the smallest magnitude
+    half = 2.0 ** (emin - 1) if not isinstance(emin, torch.Tensor) else pow2(emin - 1, a.dtype)
+    zero = a < half  # below half the smallest magnitude; NaN stays NaN
     return torch.where(zero | torch.isnan(a), a * 0, pow2(e, a.dtype))
 
 
