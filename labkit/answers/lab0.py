@@ -186,9 +186,10 @@ def lora_text(settings: dict, lora: dict, merged: float, merge_gap: float, sft: 
                      "model")
     diff = merged - lora["accuracy"]
     text += (f"). Merged into the weights: **{merged:.3f}** ({diff:+.4f}, a net {round(diff * lora['n']):+d} of "
-             f"{lora['n']:,} reviews); the largest logit difference on a test batch is {merge_gap:.1e}"
-             + (": merging only changes how the sums round (W x + B(A x) against (W + BA) x), which moves the few "
-                "reviews whose two logits lie that close." if merge_gap < 1e-3 else
+             f"{lora['n']:,} reviews); the largest fp32 logit difference on a test batch is {merge_gap:.1e}"
+             + (": the merge is exact up to rounding. The accuracies are measured in bf16 autocast, where W x + "
+                "B(A x) and (W + BA) x round differently (8 significant bits), which moves the reviews whose two "
+                "logits lie within that rounding of each other." if merge_gap < 1e-3 else
                 ", more than rounding the merged sums explains: the merged model is not the adapted one."))
     if linear_biases is not None:
         text += f" Every Linear kept its bias: {linear_biases}."
