@@ -91,15 +91,17 @@ class LogFormat(NumberFormat):
         return LogQuantizer(self)
 
 
+def _pow2(k, dtype: torch.dtype):
+    """2^k: a Python float for an int ``k`` (a tensor made from it would be a host-to-device copy, which a
+    CUDA-graphed QAT step cannot capture), ``pow2`` for a tensor."""
+    return pow2(k, dtype) if isinstance(k, torch.Tensor) else 2.0 ** k
+
+
 def log_round(a: torch.Tensor, emin, emax) -> torch.Tensor:
     """|x| (>= 0) to {0} U {2^e : emin <= e <= emax}; ``emin``/``emax`` are ints or per-block int tensors."""
-    # int bounds stay Python floats (exact powers of two): a tensor made from them would be a host-to-device
-    # copy, which a CUDA-graphed QAT step cannot capture
-    scalar = not isinstance(emax, torch.Tensor)
-    a = torch.clamp(a, max=2.0 ** emax) if scalar else torch.minimum(a, pow2(emax, a.dtype))  # saturate, inf too
+    a = torch.clamp(a, max=_pow2(emax, a.dtype))  # saturate first (inf too); NaN stays NaN
     e = torch.clamp(round_log2(a), emin, emax)
-    half = 2.0 ** (emin - 1) if not isinstance(emin, torch.Tensor) else pow2(emin - 1, a.dtype)
-    zero = a < half  # below half the smallest magnitude; NaN stays NaN
+    zero = a < _pow2(emin - 1, a.dtype)  # below half the smallest magnitude
     return torch.where(zero | torch.isnan(a), a * 0, pow2(e, a.dtype))
 
 
