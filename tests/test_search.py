@@ -163,6 +163,16 @@ def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
     assert plans["pareto"].directions == ["maximize", "minimize"] and plans["uniform"].queue_only
 
 
+def test_lab2_task2_starts_its_longest_trials_first():
+    from labkit import profiles
+    from labkit.labs import lab2
+
+    s = profiles.lab_settings("lab2", "smoke")
+    plans = {p.name.split("-cas-")[1].rsplit("-", 1)[0]: p for p in lab2.task2_plans(s, {"num_hidden_layers": 2})}
+    assert plans["compress+train"].priority > plans["compress"].priority > plans["none"].priority
+    assert all(p.priority == 0 for p in lab2.task1_plans(s))  # the samplers' studies share workers evenly
+
+
 
 def test_the_committed_journals_plans_and_module_paths_resolve():
     """A stored study keeps the plan it was created with: its objective ("lab2", "lab3" or "module:function")
@@ -228,3 +238,23 @@ def test_the_trial_cache_key_holds_warmup(monkeypatch):
     assert lab2_objectives.trial_settings(s)["warmup"] == s["warmup"] > 0
     # warm-up changes what a trial computes: a trial without it is not reused for one with it
     assert _config_key(s, "compress") != _config_key({**s, "warmup": 0.0}, "compress")
+
+
+def test_task2_schedule_simulation_gives_the_known_makespans():
+    """benchmarks/search/task2_schedule.py's simulation on a case worked by hand: 3 workers, four 1 s trials
+    without compression and two 4 s post-training trials. Even shares start the second long trial at 2 s
+    (ends at 6 s); longest first starts both at once (ends at 4 s)."""
+    import dataclasses
+    import importlib.util
+
+    from labkit import profiles
+    from labkit.labs import lab2
+
+    path = HERE.parent / "benchmarks" / "search" / "task2_schedule.py"
+    spec = importlib.util.spec_from_file_location("task2_schedule", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    plans = lab2.task2_plans(profiles.lab_settings("lab2", "smoke"), {"num_hidden_layers": 2})
+    durations = {"none": [1.0] * 4, "compress": [], "compress+train": [4.0, 4.0]}
+    assert bench.makespan(plans, durations, workers=3) == 4.0
+    assert bench.makespan([dataclasses.replace(p, priority=0) for p in plans], durations, workers=3) == 6.0

@@ -184,6 +184,22 @@ def test_result_cache_reuses_a_configuration_across_studies(tmp_path):
     assert "cached" not in second.trials[1].user_attrs
 
 
+def test_a_free_worker_takes_the_highest_priority_then_the_fewest_running():
+    a, b = (StudyPlan(n, TOY, {}, {"sleep": 0}, "random", 0, 4) for n in "ab")
+    assert search.worker.pick([(3, 0, a), (1, 1, b)]) is b  # equal priorities: the fewest running
+    assert search.worker.pick([(2, 0, a), (2, 1, b)]) is a  # then the plans' order
+    a.priority = 1
+    assert search.worker.pick([(3, 0, a), (1, 1, b)]) is a  # a higher priority first, however many run
+
+
+def test_a_worker_runs_the_higher_priority_studys_trials_first(tmp_path):
+    plans = [StudyPlan("short", TOY, {}, {"sleep": 0}, "random", 0, 3),
+             StudyPlan("long", TOY, {}, {"sleep": 0}, "random", 1, 3, priority=1)]
+    studies = run_studies(plans, storage=f"journal:{tmp_path / 'pr.journal'}", workers=1, progress=False)
+    started = sorted((t.datetime_start, name) for name, st in studies.items() for t in complete(st))
+    assert [name for _, name in started] == ["long"] * 3 + ["short"] * 3
+
+
 def test_a_different_plan_under_an_existing_name_is_refused(tmp_path):
     url = f"journal:{tmp_path / 'd.journal'}"
     run_studies([StudyPlan("d", TOY, {}, {"sleep": 0}, "random", 0, 2)], storage=url, workers=1, progress=False)
@@ -206,6 +222,8 @@ def test_progress_lines_say_done_total_best_and_time(tmp_path, capsys):
     (dict(sampler="cmaes"), r"sampler='cmaes'; allowed values are 'random', 'grid', 'tpe'"),
     (dict(sampler="grid"), r"the grid sampler needs a finite search space"),
     (dict(objective="nowhere"), r"objective 'nowhere' unknown; allowed: lab2"),
+    (dict(priority=1.5), r"priority must be an integer, got 1.5"),
+    (dict(priority=True), r"priority must be an integer, got True"),
 ])
 def test_bad_plans_are_refused_before_any_worker_starts(bad, match):
     with pytest.raises((ValueError, KeyError), match=match):
@@ -241,6 +259,7 @@ def test_a_plan_stored_by_an_older_labkit_or_run_differently_is_the_same_study(t
     old["settings"] = {"lr": 1.0, "workers": 8, "storage": "journal:/elsewhere"}  # how it was run then
     study.set_user_attr("plan", old)
     study.set_user_attr("ready", True)
+    plan.priority = 3  # scheduling only: not part of the study
     run_studies([plan], storage=url, workers=1, progress=False)  # resumes it, no error
     assert len(complete(optuna.load_study(study_name="o", storage=storage))) == 2
 

@@ -38,7 +38,9 @@ class StudyPlan:
     space of the grid sampler (its first ``n_trials`` points in a seeded order are queued once, so
     concurrent workers never run a point twice). ``enqueue``: parameter sets to run first (e.g. the best
     architecture of an earlier search). ``directions``: one per objective value (several: a multi-objective
-    study, e.g. ``["maximize", "minimize"]`` for accuracy and bits).
+    study, e.g. ``["maximize", "minimize"]`` for accuracy and bits). ``priority``: how a worker running several
+    studies picks the next trial: a higher priority first (give studies with longer trials a higher one: longest
+    first ends the search sooner); equal priorities share the workers evenly. Not part of the study's identity.
     """
     name: str
     objective: str
@@ -50,6 +52,7 @@ class StudyPlan:
     grid: dict | None = None
     enqueue: list = field(default_factory=list)
     directions: list = field(default_factory=lambda: ["maximize"])
+    priority: int = 0
 
     def __post_init__(self):
         if not isinstance(self.n_trials, int) or isinstance(self.n_trials, bool) or self.n_trials < 1:
@@ -60,6 +63,8 @@ class StudyPlan:
         if self.sampler not in SAMPLERS:
             raise ValueError(f"study {self.name!r}: sampler={self.sampler!r}; allowed values are "
                              f"{', '.join(map(repr, SAMPLERS))}")
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool):
+            raise ValueError(f"study {self.name!r}: priority must be an integer, got {self.priority!r}")
         bad = [d for d in self.directions if d not in ("maximize", "minimize")]
         if not self.directions or bad:
             raise ValueError(f"study {self.name!r}: directions={self.directions!r}; each must be 'maximize' or "
@@ -79,6 +84,7 @@ class StudyPlan:
         """What makes two plans the same study: everything but ``n_trials`` and how it is run."""
         out = json.loads(self.to_json())
         out.pop("n_trials")
+        out.pop("priority")
         out["settings"] = {k: v for k, v in out["settings"].items() if k not in RUN_ONLY}
         return out
 

@@ -151,6 +151,12 @@ def release_gpu_memory() -> None:
         torch.cuda.empty_cache()
 
 
+def pick(room: list[tuple[int, int, StudyPlan]]) -> StudyPlan:
+    """The plan a free worker takes from ``(running trials, order, plan)`` rows of plans with room: the highest
+    ``priority``, then the fewest running trials, then the plans' order."""
+    return min(room, key=lambda r: (-r[2].priority, r[0], r[1]))[2]
+
+
 class Worker:
     """Runs trials of ``plans``; ``objectives`` may give in-process callables by study name (no plan
     rebuild, for notebooks and tests)."""
@@ -186,7 +192,7 @@ class Worker:
         return objective
 
     def next_plan(self) -> StudyPlan | None | bool:
-        """A plan with room (fewest running trials first), False to wait, None when all are done."""
+        """A plan with room (see ``pick``), False to wait, None when all are done."""
         room, waiting = [], False
         for order, plan in enumerate(self.plans):
             study = self._study(plan)
@@ -200,7 +206,7 @@ class Worker:
                 raise RuntimeError(f"study {plan.name!r}: {len(errors)} trials failed; the last error: "
                                    f"{errors[-1].user_attrs.get('error', '(not recorded)')}")
         if room:
-            return min(room, key=lambda r: r[:2])[2]
+            return pick(room)
         return False if waiting else None
 
     def run_one(self, plan: StudyPlan) -> None:
