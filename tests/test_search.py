@@ -258,3 +258,27 @@ def test_task2_schedule_simulation_gives_the_known_makespans():
     durations = {"none": [1.0] * 4, "compress": [], "compress+train": [4.0, 4.0]}
     assert bench.makespan(plans, durations, workers=3) == 4.0
     assert bench.makespan([dataclasses.replace(p, priority=0) for p in plans], durations, workers=3) == 6.0
+
+
+def test_task2_wall_benchmark_runs_both_schedules_and_appends_rows(tmp_path, monkeypatch):
+    """benchmarks/search/task2_wall.py on the smoke profile, one worker: each schedule adds a row naming its
+    priorities, and every study finished its trials."""
+    import importlib.util
+
+    from labkit import profiles
+
+    path = HERE.parent / "benchmarks" / "search" / "task2_wall.py"
+    spec = importlib.util.spec_from_file_location("task2_wall", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "wall.json"
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))
+    for schedule in ("longest", "even"):
+        assert bench.main(["--schedule", schedule, "--profile", "smoke", "--workers", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    n = profiles.lab_settings("lab2", "smoke")["compression_trials"]
+    assert [r["schedule"] for r in rows] == ["longest", "even"]
+    assert rows[0]["priorities"] == {"none": 0, "compress": 1, "compress+train": 2}
+    assert rows[1]["priorities"] == {"none": 0, "compress": 0, "compress+train": 0}
+    assert all(r["completed"] == {"none": n, "compress": n, "compress+train": n} for r in rows)
+    assert all(r["wall_seconds"] > 0 and r["max_gpu_peak_gib"] is None for r in rows)  # no GPU here

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The fused MXINT8 linear on a GPU machine, one call: the fused MXINT8 kernel's CUDA tests, its launch-config sweep and the
 # QAT step benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests] [gputests]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests] [gputests] [task2wall]
 # gputests: the whole GPU test set, as `make test-gpu PY=python3` runs it (a skipped CUDA test fails).
+# task2wall: Lab 2 Task 2 from nothing under TASK2_SCHEDULE (longest, the default, or even): one row in $OUT.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -21,6 +22,8 @@ for step in $steps; do
                2>&1 | grep -v Warning | tail -60 ;;
     gputests) LABKIT_REQUIRE_CUDA=1 timeout 500 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE tests/ --durations=8 \
                 >"$OUT/pytest_gpu.log" 2>&1; echo "gputests rc=$?"; tail -25 "$OUT/pytest_gpu.log" ;;
+    task2wall) timeout "${TASK2_TIMEOUT:-540}" python3 benchmarks/search/task2_wall.py --schedule "${TASK2_SCHEDULE:-longest}" \
+                 --out "$OUT/task2_wall.json" 2>&1 | grep -v Warning | tail -12 ;;
     dtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_mxint8.py --durations=5 \
               >"$OUT/pytest_mxint8.log" 2>&1; echo "dequant tests rc=$?"; tail -8 "$OUT/pytest_mxint8.log" ;;
     qat) IFS=, read -ra variants <<<"${QAT_VARIANTS:-fp32,bf16,fp32 --compile-model,bf16 --no-compile --compile-model}"

@@ -1,0 +1,101 @@
+"""Lab 2 Task 2's search time on this machine under one schedule: longest first (``lab2.PRIORITY``, the default)
+or even shares (every study priority 0). One run per call; each appends a row to ``--out``.
+
+Task 2 runs as the notebook runs it (its three studies, the profile's workers, MPS as the profile says) from
+Task 1's best architecture, into a new journal: no cached trial, so all of its trials train. The start is
+the best of the committed full-profile journal's Task 1 (``figures/lab2/studies.journal.xz``); other profiles
+start from a seeded sample of their space. The row records the wall time, the trials that ran out of GPU
+memory and ran again, and each mode's median trial time. ``benchmarks/search/task2_schedule.py`` predicts
+the ratio from trial times; this measures it.
+
+    python benchmarks/search/task2_wall.py --schedule longest|even [--profile full] [--workers auto]
+        [--out benchmarks/search/task2_wall.json]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import lzma
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+from labkit.labs import lab2
+from labkit.labs.lab2_space import sample_architecture
+from labkit.profiles import lab_settings
+from labkit.results import provenance
+from labkit.search import run_studies
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "figures" / "lab2" / "studies.journal.xz"
+SCHEDULES = ("longest", "even")
+
+
+def start_params(s: dict, tmp: Path) -> dict:
+    """Task 1's best in the committed journal (full profile), else a seeded sample of the profile's space."""
+    if s["profile"] == "full":
+        plain = tmp / "committed.journal"
+        plain.write_bytes(lzma.decompress(COMMITTED.read_bytes()))
+        task1 = run_studies(lab2.task1_plans(s), storage=f"journal:{plain}", report_only=True)
+        return lab2.best_trial(task1)[1].params
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    while True:
+        trial = study.ask()
+        try:
+            sample_architecture(trial, True, s["space"])
+            return trial.params
+        except optuna.TrialPruned:  # an invalid combination: draw again
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--schedule", required=True, choices=SCHEDULES)
+    parser.add_argument("--profile", default="full")
+    parser.add_argument("--workers", default=None, help="trial processes (default: the profile's)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("task2_wall.json"))
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    over = {} if args.workers is None else {"workers": args.workers if args.workers == "auto" else int(args.workers)}
+    s = lab_settings("lab2", args.profile, **over)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        start = start_params(s, tmp)
+        # best models saved beside the journal, not over the notebook's (runs/lab2)
+        plans = [dataclasses.replace(p, options={**p.options, "best_dir": str(tmp / "best" / p.options["mode"])},
+                                     priority=p.priority if args.schedule == "longest" else 0)
+                 for p in lab2.task2_plans(s, start)]
+        t0 = time.perf_counter()
+        studies = run_studies(plans, storage=f"journal:{tmp / 'task2.journal'}", workers=s["workers"],
+                              progress="lines", desc=f"Lab 2 task 2 ({args.schedule})", mps=s["mps"],
+                              log_dir=tmp / "logs")
+        wall = time.perf_counter() - t0
+        modes = {p.name: p.options["mode"] for p in plans}
+        trials = {modes[n]: st.get_trials() for n, st in studies.items()}  # read before the journal goes
+    done = {m: [t for t in ts if t.state.name == "COMPLETE"] for m, ts in trials.items()}
+    row = {
+        "schedule": args.schedule, "profile": args.profile, "workers": s["workers"], "mps": s["mps"],
+        "wall_seconds": round(wall, 1),
+        "priorities": {modes[p.name]: p.priority for p in plans},
+        "completed": {m: len(v) for m, v in done.items()},
+        "out_of_memory_retries": sum("out of memory" in str(t.user_attrs.get("failed_because", ""))
+                                     for ts in trials.values() for t in ts),
+        "median_trial_seconds": {m: round(statistics.median(t.user_attrs["trial_seconds"] for t in v), 1)
+                                 for m, v in done.items() if v},
+        "max_gpu_peak_gib": max((t.user_attrs["gpu_peak_gib"] for v in done.values() for t in v
+                                 if "gpu_peak_gib" in t.user_attrs), default=None),  # CUDA only
+        "start": start, "provenance": provenance(),
+    }
+    rows = json.loads(args.out.read_text())["rows"] if args.out.is_file() else []
+    args.out.write_text(json.dumps({"rows": rows + [row]}, indent=1) + "\n")
+    print(f"Task 2, {args.schedule}: {wall:.0f} s wall, {row['completed']} trials, "
+          f"{row['out_of_memory_retries']} out-of-memory retries; median trial s {row['median_trial_seconds']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
