@@ -1,8 +1,9 @@
 """A trial worker: runs trials of a list of study plans against shared storage until they are done.
 
 Many workers (processes, here or on other machines) may run the same plans at once; Optuna's storage is
-the only thing they share: no scheduler. A worker takes, each time, a study that still has room (fewest
-running trials first, so concurrent workers spread over the studies), runs one trial there, and stops when
+the only thing they share: no scheduler. A worker takes, each time, a study that still has room (the highest
+priority, then the fewest running trials, so concurrent workers spread over studies of equal priority; see
+``pick``), runs one trial there, and stops when
 every study is done. ``python -m labkit.search --plans FILE --storage URL --worker N`` runs one.
 """
 from __future__ import annotations
