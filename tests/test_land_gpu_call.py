@@ -67,3 +67,25 @@ def test_an_older_call_of_the_same_regeneration_is_refused(tmp_path):
     tool.land(_call(tmp_path / "new", 1, fresh="G"), root=root)
     assert json.loads((root / "notebooks" / "executed" / "full" / "regen_state.json").read_text())["fresh"][
         "started"] == "G"
+
+
+def test_a_step_that_lists_its_files_lands_beside_an_unfinished_step_of_its_folder(tmp_path):
+    """lab1_quantize finished alone (its run lists what it wrote); lab1_prune timed out in the same call:
+    quantize's files land, prune's partial file does not. Without the list the folder is skipped."""
+    t0 = calendar.timegm(time.strptime(STARTED, "%Y-%m-%dT%H:%M:%SZ"))
+    for listed in (True, False):
+        quantize = {"call": "call1", "status": "done", "seconds": 1.0,
+                    **({"files": ["lab1/ptq.json"]} if listed else {})}
+        state = {"calls": [{"call": "call1", "started": STARTED}], "sft": {},
+                 "steps": {"lab1_quantize": {"status": "done", "runs": [quantize]},
+                           "lab1_prune": {"status": "timeout",
+                                          "runs": [{"call": "call1", "status": "timeout", "seconds": 9.0}]}}}
+        folder, root = tmp_path / f"call-{listed}", tmp_path / f"repo-{listed}"
+        folder.mkdir()
+        _tar(folder / "state.tgz", {"runs/regen/state.json": (json.dumps(state).encode(), t0)})
+        _tar(folder / "results.tgz", {"figures/lab1/ptq.json": (b"new ptq", t0 + 60),
+                                      "figures/lab1/pruning.json": (b"half a pruning run", t0 + 90)})
+        notes = _tool().land(folder, root=root)
+        assert (root / "figures" / "lab1" / "ptq.json").is_file() is listed
+        assert not (root / "figures" / "lab1" / "pruning.json").exists()
+        assert any("copy its files by hand" in n for n in notes) is not listed

@@ -303,3 +303,28 @@ def test_a_search_step_gets_a_worker_deadline_before_its_timeout():
     expected = time.time() + 500 - regenerate.SEARCH_DRAW_S
     assert abs(float(env[DEADLINE_ENV]) - expected) < 5
     assert regenerate.search_deadline_env(steps["lab1_prune"], 500) == {}
+
+
+def test_a_step_alone_records_the_figures_it_wrote(runs, monkeypatch):
+    """Each finished step lists the files under figures/ it wrote (quick/ and smoke/ left out), not files
+    another step wrote before it; a step that did not finish, or ran side by side, lists none."""
+    import os
+
+    figures = runs / "figures"
+    (figures / "lab1").mkdir(parents=True)
+    old = figures / "lab1" / "quantization.json"
+    old.write_text("from before")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    writes = {"lab1_quantize": ["lab1/ptq.json", "lab1/quick/ptq.json"], "lab1_prune": ["lab1/pruning.json"]}
+
+    def run(step, timeout, log):
+        for name in writes.get(step.notebook, []):
+            (figures / name).parent.mkdir(parents=True, exist_ok=True)
+            (figures / name).write_text(step.notebook)
+        return ("timeout" if step.notebook == "lab1_prune" else "done"), 1.0
+
+    state = regenerate.regenerate(3000, only=["lab1_quantize", "lab1_prune"], runner=run)
+    assert state["steps"]["lab1_quantize"]["runs"][0]["files"] == ["lab1/ptq.json"]
+    assert "files" not in state["steps"]["lab1_prune"]["runs"][0]
+    state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats"], runner=run, parallel=True)
+    assert all("files" not in r for r in state["steps"]["lab3_formats"]["runs"])

@@ -4,10 +4,11 @@
 
 - state.tgz goes to .carry/ (carry it in the next call) and its state.json to
   notebooks/executed/full/regen_state.json (committed: the next session resumes from it);
-- for each step this call finished, the figures/<lab>/ files it wrote (modified after the call started: the
-  machine's tree copy puts the checkout's own, maybe older, files beside them) that differ from the checkout
-  are copied in (a lab folder is skipped, with a warning, where another step of the same folder ran unfinished
-  in that call: its partial files would mix in), and its executed notebook is published
+- for each step this call finished, the files it wrote that differ from the checkout are copied in: those its
+  run lists (``files``, recorded where the step ran alone in the call), else the figures/<lab>/ files modified
+  after the call started (the machine's tree copy puts the checkout's own, maybe older, files beside them;
+  without a list a lab folder is skipped, with a warning, where another step of the same folder ran unfinished
+  in that call: its partial files would mix in); its executed notebook is published
   (tools/publish_notebooks.py).
 A call older than the landed state of the same regeneration is refused (it would put older results back).
 Nothing is committed; `git status` shows what landed.
@@ -71,23 +72,27 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
         shutil.copytree(tmp / "state", carry)
         state_copy.parent.mkdir(parents=True, exist_ok=True)
         state_copy.write_text(json.dumps(state, indent=1, sort_keys=True))
-        ran = {name: next(r for r in e["runs"][::-1] if r["call"] == call)["status"]
-               for name, e in state["steps"].items() if any(r["call"] == call for r in e["runs"])}
-        unfinished = {lab_folder(n) for n, s in ran.items() if s != "done"}
-        for name, status in sorted(ran.items()):
-            if status != "done":
-                notes.append(f"{name}: {status} in {call}: nothing landed")
+        runs = {name: next(r for r in e["runs"][::-1] if r["call"] == call)
+                for name, e in state["steps"].items() if any(r["call"] == call for r in e["runs"])}
+        unfinished = {lab_folder(n) for n, r in runs.items() if r["status"] != "done"}
+        for name, run in sorted(runs.items()):
+            if run["status"] != "done":
+                notes.append(f"{name}: {run['status']} in {call}: nothing landed")
                 continue
             folder = lab_folder(name)
-            if folder in unfinished:
+            figures = tmp / "results" / "figures"
+            if "files" in run:  # the step ran alone: exactly what it wrote (regenerate.written_since)
+                wrote = [figures / f for f in run["files"]]
+            elif folder in unfinished:
                 notes.append(f"{name}: done, but another figures/{folder} step ran unfinished in {call}: "
                              "copy its files by hand")
                 continue
-            src = tmp / "results" / "figures" / folder
+            else:
+                wrote = [p for p in (figures / folder).rglob("*") if p.is_file()
+                         and not {"quick", "smoke"} & set(p.parts) and p.stat().st_mtime >= started]
             copied = []
-            for f in sorted(p for p in src.rglob("*") if p.is_file() and not {"quick", "smoke"} & set(p.parts)
-                            and p.stat().st_mtime >= started):
-                dest = root / "figures" / folder / f.relative_to(src)
+            for f in sorted(p for p in wrote if p.is_file()):
+                dest = root / "figures" / f.relative_to(figures)
                 if not dest.is_file() or not filecmp.cmp(f, dest, shallow=False):
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, dest)
@@ -95,7 +100,7 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
             executed = tmp / "results" / "runs" / "full" / f"{name}.ipynb"
             if executed.is_file():
                 publish_notebooks.publish(executed, root / "notebooks" / "executed" / "full")
-            notes.append(f"{name}: done in {call}; figures/{folder}: {', '.join(copied) or 'no change'}"
+            notes.append(f"{name}: done in {call}; figures: {', '.join(copied) or 'no change'}"
                          + ("; executed notebook published" if executed.is_file() else ""))
     notes.append(regenerate.status_text(state))
     return notes
