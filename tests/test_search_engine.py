@@ -184,6 +184,34 @@ def test_result_cache_reuses_a_configuration_across_studies(tmp_path):
     assert "cached" not in second.trials[1].user_attrs
 
 
+def test_after_running_out_of_gpu_memory_a_worker_waits_for_another_trial_to_end(tmp_path):
+    import threading
+
+    from labkit.search.worker import Worker
+
+    url = f"journal:{tmp_path / 'w.journal'}"
+    oom = {"x": 3, "marker": str(tmp_path / "oom-once")}
+    plan = StudyPlan("w", TOY, {}, {"sleep": 0.0, "oom_once": oom}, "grid", 0, 2, grid={"x": [3, 4], "y": ["a"]})
+    worker = Worker([plan], search.make_storage(url), worker=0, poll=0.05)
+    search.worker.ensure_study(worker.storage, plan)
+    for _ in range(2):  # until x=3 has run (the grid's seeded order decides when)
+        worker.run_one(plan)
+        if worker.after_oom:
+            break
+    assert worker.after_oom  # set by the out-of-memory failure, cleared by run() before it waits
+
+    study = worker._study(plan)
+    other = study.ask()  # another worker's trial, running (this live process as its worker)
+    other.set_user_attr(WORKER_ATTR, identity(7))
+    ended = []
+    threading.Timer(0.5, lambda: (study.tell(other, 0.5), ended.append(time.time()))).start()
+    worker.wait_for_a_finish(timeout=30)
+    assert ended and time.time() >= ended[0]  # it returned only once the other trial had ended
+    start = time.time()
+    worker.wait_for_a_finish(timeout=30)  # nothing runs now: no wait
+    assert time.time() - start < 1
+
+
 def test_a_free_worker_takes_the_highest_priority_then_the_fewest_running():
     a, b = (StudyPlan(n, TOY, {}, {"sleep": 0}, "random", 0, 4) for n in "ab")
     assert search.worker.pick([(3, 0, a), (1, 1, b)]) is b  # equal priorities: the fewest running

@@ -29,6 +29,7 @@ from .samplers import grid_order
 log = logging.getLogger("labkit.search")
 READY_TIMEOUT_S = 120
 PLAN_GRACE_S = 20  # a new study's creator stores its plan within milliseconds, unless the storage is busy
+OOM_WAIT_S = 600  # the longest a worker waits, after an out-of-memory failure, for another trial to end
 
 
 class QueueEmpty(Exception):
@@ -171,6 +172,7 @@ class Worker:
         self.results = _cache.ResultCache(self.storage)
         self.me = identity(worker)
         self._studies: dict[str, optuna.Study] = {}
+        self.after_oom = False  # the last trial ran out of GPU memory: wait for room before the next
 
     def _study(self, plan: StudyPlan) -> optuna.Study:
         if plan.name not in self._studies:
@@ -228,8 +230,10 @@ class Worker:
                 trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:2000])
                 # other workers' models filled the GPU: not the point's fault, so it runs again later
                 # (past MAX_RETRIES it counts as the objective's error)
-                if _out_of_memory(err) and requeue(study, storage.get_trial(trial._trial_id)):
-                    trial.set_user_attr("failed_because", "CUDA out of memory (point queued again)")
+                if _out_of_memory(err):
+                    self.after_oom = True
+                    if requeue(study, storage.get_trial(trial._trial_id)):
+                        trial.set_user_attr("failed_because", "CUDA out of memory (point queued again)")
                 raise
 
         with warnings.catch_warnings():
@@ -241,10 +245,29 @@ class Worker:
         if self.on_trial is not None:
             self.on_trial()
 
+    def wait_for_a_finish(self, timeout: float = OOM_WAIT_S) -> None:
+        """Return once another trial of these plans ends, none is running, or after ``timeout`` seconds: after
+        an out-of-memory failure the GPU is full, and a trial started at once (the same point, queued again)
+        would meet the same full GPU."""
+        def ended_and_running():  # plan_state fails dead workers' trials: they count as ended
+            c = [plan_state(plan, self._study(plan))[1] for plan in self.plans]
+            return sum(x["complete"] + x["fail"] + x["pruned"] for x in c), sum(x["running"] for x in c)
+
+        ended, running = ended_and_running()
+        end = time.time() + timeout
+        while running and time.time() < end:
+            time.sleep(self.poll)
+            now_ended, running = ended_and_running()
+            if now_ended > ended:
+                return
+
     def run(self) -> None:
         for plan in self.plans:
             ensure_study(self.storage, plan)
         while True:
+            if self.after_oom:
+                self.after_oom = False
+                self.wait_for_a_finish()
             plan = self.next_plan()
             if plan is None:
                 return
