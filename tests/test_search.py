@@ -240,20 +240,26 @@ def test_the_trial_cache_key_holds_warmup(monkeypatch):
     assert _config_key(s, "compress") != _config_key({**s, "warmup": 0.0}, "compress")
 
 
+def _search_benchmark(name: str):
+    """A script of benchmarks/search/ as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, HERE.parent / "benchmarks" / "search" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_task2_schedule_simulation_gives_the_known_makespans():
     """benchmarks/search/task2_schedule.py's simulation on a case worked by hand: 3 workers, four 1 s trials
     without compression and two 4 s post-training trials. Even shares start the second long trial at 2 s
     (ends at 6 s); longest first starts both at once (ends at 4 s)."""
     import dataclasses
-    import importlib.util
 
     from labkit import profiles
     from labkit.labs import lab2
 
-    path = HERE.parent / "benchmarks" / "search" / "task2_schedule.py"
-    spec = importlib.util.spec_from_file_location("task2_schedule", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _search_benchmark("task2_schedule")
     plans = lab2.task2_plans(profiles.lab_settings("lab2", "smoke"), {"num_hidden_layers": 2})
     durations = {"none": [1.0] * 4, "compress": [], "compress+train": [4.0, 4.0]}
     assert bench.makespan(plans, durations, workers=3) == 4.0
@@ -263,14 +269,9 @@ def test_task2_schedule_simulation_gives_the_known_makespans():
 def test_task2_wall_benchmark_runs_both_schedules_and_appends_rows(tmp_path, monkeypatch):
     """benchmarks/search/task2_wall.py on the smoke profile, one worker: each schedule adds a row naming its
     priorities, and every study finished its trials."""
-    import importlib.util
-
     from labkit import profiles
 
-    path = HERE.parent / "benchmarks" / "search" / "task2_wall.py"
-    spec = importlib.util.spec_from_file_location("task2_wall", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _search_benchmark("task2_wall")
     out = tmp_path / "wall.json"
     monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))
     for schedule in ("longest", "even"):

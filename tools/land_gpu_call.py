@@ -75,25 +75,24 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
         runs = {name: next(r for r in e["runs"][::-1] if r["call"] == call)
                 for name, e in state["steps"].items() if any(r["call"] == call for r in e["runs"])}
         unfinished = {lab_folder(n) for n, r in runs.items() if r["status"] != "done"}
+        figures = tmp / "results" / "figures"
         for name, run in sorted(runs.items()):
             if run["status"] != "done":
                 notes.append(f"{name}: {run['status']} in {call}: nothing landed")
                 continue
             folder = lab_folder(name)
-            figures = tmp / "results" / "figures"
             if "files" in run:  # the step ran alone: exactly what it wrote (regenerate.written_since)
-                wrote = [figures / f for f in run["files"]]
+                wrote = run["files"]
             elif folder in unfinished:
                 notes.append(f"{name}: done, but another figures/{folder} step ran unfinished in {call}: "
                              "copy its files by hand")
                 continue
             else:
-                wrote = [p for p in (figures / folder).rglob("*") if p.is_file()
-                         and not {"quick", "smoke"} & set(p.parts) and p.stat().st_mtime >= started]
+                wrote = [f"{folder}/{f}" for f in regenerate.written_since(figures / folder, started)]
             copied = []
-            for f in sorted(p for p in wrote if p.is_file()):
-                dest = root / "figures" / f.relative_to(figures)
-                if not dest.is_file() or not filecmp.cmp(f, dest, shallow=False):
+            for w in sorted(wrote):
+                f, dest = figures / w, root / "figures" / w
+                if f.is_file() and (not dest.is_file() or not filecmp.cmp(f, dest, shallow=False)):
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, dest)
                     copied.append(dest.name)

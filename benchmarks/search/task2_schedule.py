@@ -17,19 +17,16 @@ import argparse
 import dataclasses
 import heapq
 import json
-import lzma
 import random
 import statistics
-import tempfile
 from pathlib import Path
 
 import optuna
-from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 
 from labkit import profiles
 from labkit.labs import lab2
 from labkit.results import provenance
+from labkit.search import make_storage
 from labkit.search.worker import pick
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,18 +34,14 @@ COMMITTED = ROOT / "figures" / "lab2" / "studies.journal.xz"
 
 
 def measured_seconds(paths: list[Path]) -> dict[str, list[float]]:
-    """``trial_seconds`` of every finished Task 2 trial in the journals, by mode."""
+    """``trial_seconds`` of every finished Task 2 trial in the journals (plain or ``.xz``), by mode."""
     out: dict[str, list[float]] = {mode: [] for mode in lab2.MODES.values()}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, path in enumerate(paths):
-            plain = Path(tmp) / f"{i}.journal"
-            plain.write_bytes(lzma.decompress(path.read_bytes()) if path.suffix == ".xz" else path.read_bytes())
-            storage = JournalStorage(JournalFileBackend(str(plain)))
-            for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
-                if "-cas-" not in summary.study_name:
-                    continue
-                mode = summary.study_name.split("-cas-")[1].rsplit("-", 1)[0]
-                study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    for path in paths:
+        storage = make_storage(f"journal:{path}")
+        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+            study = optuna.load_study(study_name=summary.study_name, storage=storage)
+            mode = study.user_attrs.get("plan", {}).get("options", {}).get("mode")
+            if mode in out:  # Task 2's studies (Task 1's have no mode)
                 out[mode] += [float(t.user_attrs["trial_seconds"]) for t in study.trials
                               if t.state.name == "COMPLETE" and "trial_seconds" in t.user_attrs]
     return out
@@ -57,8 +50,7 @@ def measured_seconds(paths: list[Path]) -> dict[str, list[float]]:
 def makespan(plans, durations: dict[str, list[float]], workers: int) -> float:
     """When the last trial ends, free workers choosing by ``pick``; ``durations``: each mode's trial times in
     the order its trials start."""
-    mode = {p.name: p.name.split("-cas-")[1].rsplit("-", 1)[0] for p in plans}
-    left = {p.name: list(durations[mode[p.name]]) for p in plans}
+    left = {p.name: list(durations[p.options["mode"]]) for p in plans}
     running = {p.name: 0 for p in plans}
     events, now, free = [], 0.0, workers
     while True:

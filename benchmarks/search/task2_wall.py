@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import lzma
 import statistics
 import tempfile
 import time
@@ -35,12 +34,10 @@ COMMITTED = ROOT / "figures" / "lab2" / "studies.journal.xz"
 SCHEDULES = ("longest", "even")
 
 
-def start_params(s: dict, tmp: Path) -> dict:
+def start_params(s: dict) -> dict:
     """Task 1's best in the committed journal (full profile), else a seeded sample of the profile's space."""
     if s["profile"] == "full":
-        plain = tmp / "committed.journal"
-        plain.write_bytes(lzma.decompress(COMMITTED.read_bytes()))
-        task1 = run_studies(lab2.task1_plans(s), storage=f"journal:{plain}", report_only=True)
+        task1 = run_studies(lab2.task1_plans(s), storage=f"journal:{COMMITTED}", report_only=True)
         return lab2.best_trial(task1)[1].params
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     while True:
@@ -64,7 +61,7 @@ def main(argv=None) -> int:
     s = lab_settings("lab2", args.profile, **over)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        start = start_params(s, tmp)
+        start = start_params(s)
         # best models saved beside the journal, not over the notebook's (runs/lab2)
         plans = [dataclasses.replace(p, options={**p.options, "best_dir": str(tmp / "best" / p.options["mode"])},
                                      priority=p.priority if args.schedule == "longest" else 0)

@@ -405,7 +405,7 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
     where = f" on GPU {gpu}" if gpu is not None else ""
     print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left{where}", flush=True)
     log = log_dir / f"{call}-{step.notebook}.log"
-    began = time.time()
+    began = time.time()  # file mtimes may keep whole seconds: written_since gets a second's slack
     status, seconds = runner(step, remaining, log) if gpu is None else runner(step, remaining, log, gpu=gpu)
     if status == "failed" and step.search and _measured_on_other_sft(log):
         # this call's SFT model is not the one the stored trials were measured on: start that search over
@@ -428,7 +428,7 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
         entry["runs"].append({"call": call, "status": status, "seconds": round(seconds, 1), "commit": commit,
                               **({"side_by_side": True} if parallel else {}),
                               **({"gpu": gpu} if gpu is not None else {}),
-                              **({"files": written_since(began)} if alone else {})})
+                              **({"files": written_since(_settings.figures_dir(), began - 1)} if alone else {})})
         # a stopped search or per-seed notebook kept what it finished; a per-seed notebook that failed did not
         partial = step.resumable and (step.search is not None or status == "timeout")
         entry["status"] = status if status == "done" else ("partial" if partial else status)
@@ -439,12 +439,12 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
     print(f"[regen] {step.notebook}: {status} in {seconds:.0f} s", flush=True)
 
 
-def written_since(began: float) -> list[str]:
-    """Files under figures/ (the quick and smoke folders left out) modified since ``began``, relative to it."""
-    root = _settings.figures_dir()
+def written_since(root: Path, since: float) -> list[str]:
+    """Files under ``root`` (its quick and smoke folders left out) modified at or after ``since``, relative to
+    it."""
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")
                   if p.is_file() and not {"quick", "smoke"} & set(p.relative_to(root).parts)
-                  and p.stat().st_mtime >= began - 1)  # mtimes may keep whole seconds
+                  and p.stat().st_mtime >= since)
 
 
 def status_text(state: dict) -> str:
