@@ -32,6 +32,9 @@ def test_sampler_verdict_names_a_winner_only_beyond_two_standard_errors():
                                       "tpe": [0.859, 0.861, 0.860]}), 25000, 300)
     assert "No sampler can be called better" in low and "Grid trails tpe by 0.0020" in low
     assert "within one test-set standard error" in low
+    level = lab2.sampler_verdict(bands({"random": [0.8604, 0.8583, 0.8598], "grid": [0.858, 0.859, 0.858],
+                                        "tpe": [0.8582, 0.8608, 0.8595]}), 25000, 300)
+    assert "are level (their means differ by less than 0.0001)" in level and "leads" not in level
 
 
 def test_sampler_verdict_with_one_seed_and_a_short_budget():

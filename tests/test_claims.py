@@ -130,12 +130,15 @@ def test_every_committed_result_names_its_commit_or_says_why_not():
     bad = []
     for f in files:
         d = json.loads(f.read_text())
-        prov = d.get("provenance") or {}
-        commit = prov.get("git_commit", "missing")
-        ok = (isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", commit)) or \
-             (commit is None and prov.get("commit_note"))
-        if not ok:
-            bad.append(f"{f.relative_to(root)}: {commit!r}")
+        # a file of appended rows (one run each) names a commit in every row
+        provs = [r.get("provenance") or {} for r in d["rows"]] if "rows" in d and "provenance" not in d \
+            else [d.get("provenance") or {}]
+        for prov in provs or [{}]:
+            commit = prov.get("git_commit", "missing")
+            ok = (isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", commit)) or \
+                 (commit is None and prov.get("commit_note"))
+            if not ok:
+                bad.append(f"{f.relative_to(root)}: {commit!r}")
     assert not bad, bad
 
 

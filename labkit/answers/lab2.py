@@ -37,8 +37,11 @@ def sampler_verdict(bands: dict[str, dict], n_test: int, grid_size: int) -> str:
         text += (f"**{top['sampler'].upper()} wins**: its lead over {second['sampler']} ({diff:.4f}) exceeds two "
                  f"standard errors of the difference over seeds (2 x {combined:.4f}). ")
     else:
-        text += (f"**No sampler can be called better at this budget**: {top['sampler']} leads {second['sampler']} "
-                 f"by {diff:.4f}, within two standard errors of the difference over seeds (2 x {combined:.4f}); "
+        # a lead that rounds to 0.0000 is a tie, not a lead
+        lead = (f"{top['sampler']} and {second['sampler']} are level (their means differ by less than 0.0001)"
+                if diff < 5e-5 else f"{top['sampler']} leads {second['sampler']} by {diff:.4f}")
+        text += (f"**No sampler can be called better at this budget**: {lead}, "
+                 f"within two standard errors of the difference over seeds (2 x {combined:.4f}); "
                  f"one test-set standard error is {test_se:.4f} ({n_test:,} reviews). ")
         text += _trailing(top, rows[2:], test_se)
     if trials <= TPE_STARTUP:

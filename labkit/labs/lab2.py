@@ -16,8 +16,9 @@ from .lab2_space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space, restrict
 
 SAMPLERS = ("random", "grid", "tpe")
 MODES = {"no compression": "none", "compressed": "compress", "compressed + post-training": "compress+train"}
-# Task 2's workers start the longest trials first (median 36, 46 and 190 s per mode on an H100): with even
-# shares the last post-training trials start late and set the search's end (benchmarks/search/task2_schedule.py)
+# Task 2's workers start the longest trials first (median 36, 46 and 190 s per mode on an H100), so the last
+# post-training trials do not start late; measured on an H100 the gain is small (376 s against 391 s with even shares,
+# one run each: benchmarks/search/task2_wall.json), as long trials side by side slow each other
 PRIORITY = {"none": 0, "compress": 1, "compress+train": 2}
 
 
