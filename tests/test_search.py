@@ -266,6 +266,38 @@ def test_task2_schedule_simulation_gives_the_known_makespans():
     assert bench.makespan([dataclasses.replace(p, priority=0) for p in plans], durations, workers=3) == 6.0
 
 
+def _trial_memory(tmp_path, variants: str) -> dict:
+    out = tmp_path / "mem.json"
+    bench = _search_benchmark("trial_memory")
+    assert bench.main(["--profile", "smoke", "--variants", variants, "--out", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_trial_memory_benchmark_names_each_phase_of_a_trial(tmp_path):
+    """benchmarks/search/trial_memory.py, smoke profile: each variant runs in its own process and records the
+    compress+train trial's phases in order; an unknown variant is refused by name."""
+    result = _trial_memory(tmp_path, "eager")
+    (row,) = result["rows"]
+    assert row["variant"] == "eager" and row["env"] == {"LABKIT_CUDA_GRAPHS": "0"}
+    assert [p["phase"] for p in row["phases"]] == ["train", "eval trained", "eval compressed", "post-train",
+                                                   "eval post-trained", "control train", "eval control"]
+    assert all(p["seconds"] > 0 for p in row["phases"]) and 0 <= row["value"] <= 1
+    if not torch.cuda.is_available():
+        assert "peak_reserved_gib" not in row  # no memory numbers without a GPU
+    with pytest.raises(SystemExit, match="unknown.*allowed: graphs, eager, graphs[+]expandable"):
+        _search_benchmark("trial_memory").main(["--profile", "smoke", "--variants", "graphs,cudnn"])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_trial_memory_benchmark_on_gpu_separates_allocated_from_reserved(tmp_path):
+    """On a GPU every phase records its peaks, allocated within reserved; the trial's peak is the phases' max."""
+    (row,) = _trial_memory(tmp_path, "graphs")["rows"]
+    for p in row["phases"]:
+        assert 0 < p["peak_allocated_gib"] <= p["peak_reserved_gib"], p
+    assert row["peak_reserved_gib"] == max(p["peak_reserved_gib"] for p in row["phases"])
+
+
 def test_task2_wall_benchmark_runs_both_schedules_and_appends_rows(tmp_path, monkeypatch):
     """benchmarks/search/task2_wall.py on the smoke profile, one worker: each schedule adds a row naming its
     priorities, and every study finished its trials."""
