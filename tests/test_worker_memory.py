@@ -94,3 +94,24 @@ def test_run_studies_sizes_auto_workers_by_mps(monkeypatch, tmp_path):
             search_run.run_studies([toy], storage=f"journal:{tmp_path / 'j.journal'}", workers="auto",
                                    progress=False, mps="auto")
         assert seen[-1] == (expect, wanted)
+
+
+def test_workers_get_expandable_segments_unless_the_user_chose(monkeypatch, tmp_path):
+    """Fixed segments let one Lab 2 trial reserve 18x the memory it uses (benchmarks/search/trial_memory.json),
+    which the other workers on its GPU then cannot have: workers start with expandable segments, and a user's
+    own PYTORCH_CUDA_ALLOC_CONF is kept."""
+    started = []
+
+    class FakePopen:
+        def __init__(self, cmd, env, **kw):
+            started.append(env)
+
+    monkeypatch.setattr(search_run.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(search_run, "visible_gpus", lambda: ["0"])
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    search_run.launch([plan("lab2")], "sqlite:///x.db", 2, tmp_path / "a")
+    assert [e["PYTORCH_CUDA_ALLOC_CONF"] for e in started] == ["expandable_segments:True"] * 2
+    started.clear()
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")
+    search_run.launch([plan("lab2")], "sqlite:///x.db", 1, tmp_path / "b")
+    assert started[0]["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"

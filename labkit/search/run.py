@@ -48,6 +48,11 @@ def visible_gpus() -> list[str]:
 # formats); LABKIT_WORKER_GIB overrides. Objectives without an entry get the largest.
 WORKER_GIB = {"lab2": 5.0, "lab3": 9.0}
 FREE_SHARE = 0.9  # of the free memory: the allocators' fragmentation and CUDA contexts need the rest
+# The workers' allocator, unless the user set one: a Lab 2 trial alone on an H100 held 4.2 GiB of tensors at its
+# peak but reserved 75.9 GiB with fixed segments (evaluations of ragged batch shapes fragment them), 9.5 GiB with
+# expandable ones, at the same accuracy and time (benchmarks/search/trial_memory.json); a worker's reserve is
+# what the others sharing the GPU cannot have.
+ALLOC_CONF = "expandable_segments:True"
 
 
 def worker_gib(plans: list[StudyPlan] | None = None) -> float:
@@ -141,6 +146,7 @@ def launch(plans: list[StudyPlan], url: str, workers: int, log_dir: Path, first_
                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
                # inductor's compile pool would start a process per core in every worker: compile inline
                "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
+        env.setdefault("PYTORCH_CUDA_ALLOC_CONF", ALLOC_CONF)
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
         log = log_dir / f"worker{i}.log"
