@@ -62,6 +62,17 @@ def test_post_training_is_read_against_its_control():
     assert lab2.post_vs_control([{"accuracy_post_trained": 0.8}]) is None
 
 
+def test_post_training_names_the_trials_at_chance_that_carry_its_mean():
+    """Two of four trials at chance after training: post-training lifts both compressed copies, the control one."""
+    trials = _post([0.01, 0.0], [0.01, 0.0]) + [
+        {"accuracy_trained": 0.5, "accuracy_compressed": 0.5, "accuracy_post_trained": 0.82, "accuracy_control": 0.5},
+        {"accuracy_trained": 0.5, "accuracy_compressed": 0.5, "accuracy_post_trained": 0.68, "accuracy_control": 0.6}]
+    text = lab2.post_training_text(trials, 0.86, 25_000, 0.5)
+    assert ("2 of 4 trials were at chance after training: post-training lifted 2 of their compressed copies off it "
+            "(to 0.6800-0.8200), the same training 1 of their controls") in text
+    assert "were at chance" not in lab2.post_training_text(_post([0.01, 0.0], [0.01, 0.0]), 0.86, 25_000, 0.5)
+
+
 def test_a_search_below_its_own_baseline_says_so():
     text = lab3.baseline_text(0.80, [0.5] * 37 + [0.8, 0.79, 0.7], 0.8356, 25_000)
     assert "**The search did not reach its own baseline**" in text and "37 of 40 trials sit at chance" in text

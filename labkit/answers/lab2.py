@@ -190,6 +190,11 @@ def studies_header(storage: str, tag: str, prov: dict, s: dict) -> str:
             f"{space} {how_trials_ran(prov)}")
 
 
+def at_chance(accuracy: float, n_test: int) -> bool:
+    """Within two test-set standard errors of 0.5: the model answers one class."""
+    return abs(accuracy - 0.5) <= 2 * accuracy_se(0.5, n_test)
+
+
 def collapse_by_depth(trials: dict[str, list[dict]], n_test: int) -> dict[int, dict]:
     """Per depth (``num_hidden_layers``): trials and how many ended at chance (within two test-set standard
     errors of 0.5: the model answers one class), over every study's completed trials."""
@@ -199,7 +204,7 @@ def collapse_by_depth(trials: dict[str, list[dict]], n_test: int) -> dict[int, d
             depth = t["params"].get("num_hidden_layers")
             row = out.setdefault(depth, {"trials": 0, "at_chance": 0})
             row["trials"] += 1
-            row["at_chance"] += abs(t["value"] - 0.5) <= 2 * accuracy_se(0.5, n_test)
+            row["at_chance"] += at_chance(t["value"], n_test)
     return dict(sorted(out.items()))
 
 
@@ -287,6 +292,22 @@ def control_text(g: dict | None, post_epochs: float, post_lr: float | None) -> s
                    "brings the compressed models about as far as the same training brings the uncompressed ones.")
 
 
+def chance_text(trials: list[dict], n_test: int) -> str:
+    """Trials at chance after training, and how many of them post-training and the control lifted off it: a few
+    such trials carry the mean of post-training's change, so the reader learns where it comes from."""
+    both = [t for t in trials if {"accuracy_trained", "accuracy_post_trained", "accuracy_control"} <= t.keys()]
+    flat = [t for t in both if at_chance(t["accuracy_trained"], n_test)]
+    if not flat:
+        return ""
+    lifted = [t["accuracy_post_trained"] for t in flat if not at_chance(t["accuracy_post_trained"], n_test)]
+    controls = sum(not at_chance(t["accuracy_control"], n_test) for t in flat)
+    return (f" {len(flat)} of {len(both)} trials were at chance after training: post-training lifted "
+            f"{len(lifted)} of their compressed copies off it"
+            + (f" (to {min(lifted):.4f}-{max(lifted):.4f})" if lifted else "")
+            + f", the same training {controls} of their controls. These trials make the mean; the median reads "
+            "the others.")
+
+
 def post_training_text(trials: list[dict], start_value: float, n_test: int, post_epochs: float,
                        post_lr: float | None = None) -> str:
     """Post-training's within-trial change with its median and spread, then read against its equal-training
@@ -310,7 +331,7 @@ def post_training_text(trials: list[dict], start_value: float, n_test: int, post
     if g is not None:
         return (f"Post-training's change per trial (over the compressed accuracy): mean {sum(d) / k:+.4f}, "
                 f"**median {median:+.4f}**, range {d[0]:+.4f} to {big:+.4f} over {k} trials. "
-                + control_text(g, post_epochs, post_lr))
+                + control_text(g, post_epochs, post_lr) + chance_text(trials, n_test))
     return (f"Post-training's change per trial: mean {sum(d) / k:+.4f}, **median {median:+.4f}**, range {d[0]:+.4f} "
             f"to {big:+.4f} over {k} trials"
             + (f" (the largest, {big:+.4f}, carries the mean)" if big > 3 * abs(median) and k > 2 else "") + ". "
