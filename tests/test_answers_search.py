@@ -70,7 +70,13 @@ def test_post_training_names_the_trials_at_chance_that_carry_its_mean():
     text = lab2.post_training_text(trials, 0.86, 25_000, 0.5)
     assert ("2 of 4 trials were at chance after training: post-training lifted 2 of their compressed copies off it "
             "(to 0.6800-0.8200), the same training 1 of their controls") in text
+    assert "These trials make the mean" in text
     assert "were at chance" not in lab2.post_training_text(_post([0.01, 0.0], [0.01, 0.0]), 0.86, 25_000, 0.5)
+    stuck = lab2.post_training_text(trials[:3] + [{**trials[3], "accuracy_post_trained": 0.5}], 0.86, 25_000, 0.5)
+    assert "lifted 1 of their compressed copies off it (to 0.8200-0.8200)" in stuck
+    none = lab2.post_training_text(trials[:2] + [{**t, "accuracy_post_trained": 0.5} for t in trials[2:]],
+                                   0.86, 25_000, 0.5)
+    assert "lifted 0 of their compressed copies off it, the same training" in none and "make the mean" not in none
 
 
 def test_a_search_below_its_own_baseline_says_so():

@@ -304,8 +304,8 @@ def chance_text(trials: list[dict], n_test: int) -> str:
     return (f" {len(flat)} of {len(both)} trials were at chance after training: post-training lifted "
             f"{len(lifted)} of their compressed copies off it"
             + (f" (to {min(lifted):.4f}-{max(lifted):.4f})" if lifted else "")
-            + f", the same training {controls} of their controls. These trials make the mean; the median reads "
-            "the others.")
+            + f", the same training {controls} of their controls."
+            + (" These trials make the mean; the median reads the others." if lifted else ""))
 
 
 def post_training_text(trials: list[dict], start_value: float, n_test: int, post_epochs: float,
