@@ -327,7 +327,7 @@ def post_training_text(trials: list[dict], start_value: float, n_test: int, post
     if median <= 0:
         return (f"Post-training's change per trial: mean {sum(d) / k:+.4f}, **median {median:+.4f}**, range {d[0]:+.4f} "
                 f"to {big:+.4f} over {k} trials: the {post_epochs:g} epoch of training with compression in place did "
-                "not raise accuracy here. " + control_text(g, post_epochs, post_lr))
+                "not raise accuracy here. " + control_text(g, post_epochs, post_lr) + chance_text(trials, n_test))
     if g is not None:
         return (f"Post-training's change per trial (over the compressed accuracy): mean {sum(d) / k:+.4f}, "
                 f"**median {median:+.4f}**, range {d[0]:+.4f} to {big:+.4f} over {k} trials. "
