@@ -79,6 +79,23 @@ def test_post_training_names_the_trials_at_chance_that_carry_its_mean():
     assert "lifted 0 of their compressed copies off it, the same training" in none and "make the mean" not in none
 
 
+def test_each_compression_search_is_read_against_its_start():
+    """Task 1's best runs first in every Task 2 search (trial 0, or its retry after a failure): a search whose best
+    is its start found nothing better, and only a gap beyond two test-set standard errors counts as beating it."""
+    def study(start, others, retried=False):
+        first = {"number": 5, "retry_of": 0} if retried else {"number": 0}
+        return [{**first, "value": start}] + [{"number": i + 1, "value": v} for i, v in enumerate(others)]
+
+    flat = lab2.start_text({"no compression": study(0.86, [0.85, 0.861]), "compressed": study(0.85, [0.84], True)},
+                           25_000)
+    assert "no compression 0.8600 -> best 0.8610 (+0.5 test-set SE)" in flat
+    assert "compressed 0.8500 -> best 0.8500 (the start itself)" in flat
+    assert "**No search beat its start by more than two test-set standard errors**" in flat
+    found = lab2.start_text({"no compression": study(0.86, [0.85]), "compressed": study(0.85, [0.856])}, 25_000)
+    assert "only compressed beat its start" in found and "the others did not" in found
+    assert lab2.start_text({"compressed": [{"number": 3, "value": 0.8}]}, 25_000) == ""  # start not completed
+
+
 def test_a_search_below_its_own_baseline_says_so():
     text = lab3.baseline_text(0.80, [0.5] * 37 + [0.8, 0.79, 0.7], 0.8356, 25_000)
     assert "**The search did not reach its own baseline**" in text and "37 of 40 trials sit at chance" in text

@@ -115,6 +115,29 @@ def compression_answer(best: dict[str, float], effects: dict[str, dict], start: 
     return text
 
 
+def start_text(trials: dict[str, list[dict]], n_test: int) -> str:
+    """Each Task 2 search's best against its own first trial, Task 1's best queued as trial 0 (or that point run
+    again after a failure): a search that did not beat its start found no better architecture for its objective."""
+    rows = []
+    for label, ts in trials.items():
+        first = [t for t in ts if t.get("number") == 0 or t.get("retry_of") == 0]
+        if not first or not ts:
+            return ""  # the start is not among the completed trials: nothing to compare
+        start, best = first[0]["value"], max(t["value"] for t in ts)
+        rows.append((label, start, best, (best - start) / accuracy_se(start, n_test)))
+    beat = [r for r in rows if r[3] > 2]
+    text = "Each search against its start (Task 1's best, run first): " + "; ".join(
+        f"{label} {start:.4f} -> best {best:.4f}" + (" (the start itself)" if best <= start else f" ({z:+.1f} test-set SE)")
+        for label, start, best, z in rows) + ". "
+    if not beat:
+        return text + ("**No search beat its start by more than two test-set standard errors**: in these trials no "
+                       "objective found an architecture better than Task 1's, so the best values say how that "
+                       "architecture fares under each objective, not which architecture each objective prefers.")
+    return text + (f"Beyond two test-set standard errors only {', '.join(r[0] for r in beat)} beat "
+                   f"{'its' if len(beat) == 1 else 'their'} start, with one training seed per trial (no spread over "
+                   "seeds)" + ("; the others did not." if len(beat) < len(rows) else "."))
+
+
 def shortfall(done: dict[str, int], planned: int) -> str:
     """A sentence naming the studies that finished fewer than ``planned`` trials ('' when none did): their
     curves are cut, and comparisons at equal budget use the shortest."""
@@ -377,12 +400,14 @@ def render(payloads: dict[str, dict | None]) -> str:
         effects = num["within_trial"]
         post = num["trials"]["compressed + post-training"]
         n_test = next((t["n_test"] for ts in num["trials"].values() for t in ts if "n_test" in t), 25_000)
+        against = start_text(num["trials"], n_test)
         parts += ["## Task 2: compression-aware search",
                   "- **Compression-aware search.** "
                   + shortfall(num.get("completed") or {k: len(v) for k, v in num["best_so_far"].items()},
                               c["compression_trials"])
                   + compression_answer(num["best"], effects, num["start"], c["quant_width"], c["prune_sparsity"],
                                        c["post_epochs"], n_test, controlled=post_vs_control(post) is not None),
+                  *(["- **Against the start.** " + against] if against else []),
                   "- **Post-training, read with its spread"
                   + (" and against its control.** " if post_vs_control(post) is not None else ".** ")
                   + post_training_text(post, num["start"]["value"], n_test, c["post_epochs"], c.get("post_lr"))]
