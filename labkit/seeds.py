@@ -122,6 +122,11 @@ def accuracy_se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
 
 
+def at_chance(accuracy: float, n: int) -> bool:
+    """Within two standard errors of 0.5 on ``n`` test reviews: the model answers one class."""
+    return abs(accuracy - 0.5) <= 2 * accuracy_se(0.5, n)
+
+
 def difference(a: list[float], b: list[float] | float, n: int | None) -> Difference:
     """``a - b`` per seed (``b`` may be a constant), judged as the module docstring says; ``n``: test reviews
     behind each accuracy (None: no test-set error, e.g. for non-accuracies)."""

@@ -22,7 +22,7 @@ def chance_note(acc: float, share, n: int) -> str:
     """Why an accuracy sits at chance: one class predicted for (almost) every review. ``share``: the share of
     positive predictions, or one per training seed."""
     shares = [share] if share is None or isinstance(share, (int, float)) else list(share)
-    if None in shares or abs(acc - 0.5) > 2 * se(0.5, n):
+    if None in shares or not _seeds.at_chance(acc, n):
         return ""
     constant = [x <= 0.01 or x >= 0.99 for x in shares]
     if all(constant):

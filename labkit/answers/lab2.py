@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..search.samplers import TPE_STARTUP
-from ..seeds import accuracy_se
+from ..seeds import accuracy_se, at_chance
 
 
 def sampler_rows(bands: dict[str, dict]) -> list[dict]:
@@ -121,7 +121,7 @@ def start_text(trials: dict[str, list[dict]], n_test: int) -> str:
     rows = []
     for label, ts in trials.items():
         first = [t for t in ts if t.get("number") == 0 or t.get("retry_of") == 0]
-        if not first or not ts:
+        if not first:
             return ""  # the start is not among the completed trials: nothing to compare
         start, best = first[0]["value"], max(t["value"] for t in ts)
         rows.append((label, start, best, (best - start) / accuracy_se(start, n_test)))
@@ -211,11 +211,6 @@ def studies_header(storage: str, tag: str, prov: dict, s: dict) -> str:
              f"Search space narrowed by this profile to {restrict(s['space'])}.")
     return (f"Studies in `{storage}` (tag `{tag}`); {s['trials']} trials per sampler and seed, seeds {s['seeds']}. "
             f"{space} {how_trials_ran(prov)}")
-
-
-def at_chance(accuracy: float, n_test: int) -> bool:
-    """Within two test-set standard errors of 0.5: the model answers one class."""
-    return abs(accuracy - 0.5) <= 2 * accuracy_se(0.5, n_test)
 
 
 def collapse_by_depth(trials: dict[str, list[dict]], n_test: int) -> dict[int, dict]:

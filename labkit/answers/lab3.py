@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..labs.lab3_precision import short  # noqa: F401 (the notebook prints layer names through answers)
-from ..seeds import accuracy_se
+from ..seeds import accuracy_se, at_chance
 
 # Why a format family loses accuracy when it does: what its value set cannot hold (see each format's
 # docstring in labkit.quant.formats). Cited next to the measured numbers, never instead of them.
@@ -146,16 +146,12 @@ def pareto_answer(front: list[dict], uniform: list[dict], qat: list[dict], fp32:
     return text
 
 
-def _at_chance(acc: float, n: int) -> bool:
-    return abs(acc - 0.5) <= 2 * accuracy_se(0.5, n)
-
-
 def baseline_text(best: float, trials: list[float], uniform_int8: float | None, n_test: int) -> str:
     """Whether Task 1's search beat the obvious baseline inside its own space (int8, frac 4, every layer), and
     what it means when it did not."""
     if uniform_int8 is None:
         return "The uniform int8 baseline was not measured in this run, so the search cannot be read against it. "
-    flat = sum(_at_chance(a, n_test) for a in trials)
+    flat = sum(at_chance(a, n_test) for a in trials)
     if best >= uniform_int8:
         return (f"It beats its obvious baseline, int8 with 4 fractional bits in every layer ({uniform_int8:.4f}), a "
                 "point of its own space. ")
@@ -226,13 +222,13 @@ def task1_answer(numbers: dict, fp32: float, n_test: int) -> str:
             di = bs - bi["accuracy"]
             text += (f"Against the best uniform integer baseline, {bi['label']} in every layer ({bi['accuracy']:.4f} at "
                      f"{bi['bits']:.1f} bits), the best searched trial is {di:+.4f} ({di / se:+.1f} standard errors). ")
-    flat = [t for t in searched if _at_chance(t["accuracy"], n_test)]
-    flat_base = [b["label"] for b in base if _at_chance(b["accuracy"], n_test)]
+    flat = [t for t in searched if at_chance(t["accuracy"], n_test)]
+    flat_base = [b["label"] for b in base if at_chance(b["accuracy"], n_test)]
     if flat or flat_base:
         text += (f"{len(flat)} of {len(searched)} searched trials sit at chance"
                  + (f", as do the baselines {', '.join(flat_base)}" if flat_base else "")
                  + (": the fp32 model is itself at chance here, so chance says nothing about the widths. "
-                    if _at_chance(fp32, n_test) else
+                    if at_chance(fp32, n_test) else
                     ": an integer of width w and frac f holds values up to 2^(w-1-f) in steps of 2^-f, so a layer "
                     "with too few integer bits clips its activations and one with too few fractional bits rounds its "
                     "weights to zero, and one such layer sends the model to chance. "))
@@ -296,7 +292,7 @@ def front_text(pareto: dict, points: list[dict], fp32: float, n_test: int) -> st
     """The front over every stored point against the multi-objective study's own, and what beats the QAT
     headline without any training."""
     full = front_of(points)
-    foreign = [p for p in full if p["from"] != "multi-objective front" and not _at_chance(p["accuracy"], n_test)]
+    foreign = [p for p in full if p["from"] != "multi-objective front" and not at_chance(p["accuracy"], n_test)]
     text = ""
     if foreign:
         text += ("Over every configuration the lab's studies stored, the front gains points from the other "
