@@ -23,7 +23,9 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8], "seeds": [0]}
 
 # %%
-from labkit import per_seed as per_seed_runs, quant, recipes, seeds
+import torch
+
+from labkit import check, per_seed as per_seed_runs, quant, recipes, seeds
 from labkit.compress import fixed_point
 from labkit.profiles import lab_settings
 from labkit.report import say, table
@@ -44,6 +46,29 @@ say(f"Base: the SFT model of Lab 0 (training seed {SEEDS[0]}), **{base_metrics['
     f"training seeds {SEEDS}.")
 
 # %% [markdown]
+# ## Exercise: a fixed-point quantizer
+#
+# Signed fixed point stores an integer `k` of `width` bits (two's complement, so `k` lies in
+# `[-2^(width-1), 2^(width-1) - 1]`) and reads it as `k / 2^frac_width`. Write the quantizer: scale, round
+# **half to even** (`torch.round`), saturate at both ends, scale back, and keep `x`'s shape and dtype. Mind the
+# traps: ties (0.5, 2.5), the asymmetric range, a negative `frac_width`, an empty tensor.
+#
+# *Hint:* `q = clamp(round(x * 2^f), -2^(w-1), 2^(w-1) - 1) / 2^f`.
+
+# %% tags=["exercise"]
+def quantize_fixed(x, width, frac_width):
+    """x quantized to signed fixed point with `width` bits, `frac_width` of them fractional."""
+    ### BEGIN SOLUTION
+    scale = 2.0 ** frac_width
+    k = torch.round(x * scale).clamp(-(2 ** (width - 1)), 2 ** (width - 1) - 1)
+    return (k / scale).to(x.dtype)
+    ### END SOLUTION
+
+
+# %% tags=["check"]
+fixed = check("lab1.fixed_point", quantize_fixed)
+
+# %% [markdown]
 # ## What the quantized model is
 # One config, the course's dict shape, selects every Linear by type. The caller's dict is never changed and
 # the average-bits analysis counts stored bits (int8 with 4 fractional bits is 8 bits, not 12).
@@ -61,7 +86,8 @@ say(f"int8 quantizes **{len(q8.changed)}** Linear layers (e.g. `{next(iter(q8.ch
 
 # %%
 # one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
-per_seed = per_seed_runs.run("lab1", "quantization", S, SEEDS, lambda seed: quantization_seed(S, dl, seed))
+with fixed.installed():  # your quantizer (once its check passes) quantizes every Linear below
+    per_seed = per_seed_runs.run("lab1", "quantization", S, SEEDS, lambda seed: quantization_seed(S, dl, seed))
 for seed, r in zip(SEEDS, per_seed):
     print(f"seed {seed}: fp32 {r['fp32']:.4f}, control {r['control']['accuracy']:.4f}, SFT {r['sft_digest'][:12]}")
 numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes}
@@ -78,13 +104,24 @@ say(table(numbers["rows"], ["width", "frac_width", "ptq", "qat", "qat_train_seco
 # %%
 save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 
-# %% [markdown]
+# %% [markdown] tags=["answer"] question=1a points=2
+# **Question 1a.** From your table: below which width does PTQ lose accuracy, and how much of it does QAT win
+# back? Why can training with the quantizer in place recover what rounding alone loses, and why is the
+# equal-training control the fair comparison for QAT?
+#
+# Model answer: PTQ holds fp32's accuracy down to about 8 bits and falls below it at narrower widths, where the
+# rounding error of each Linear's weights and inputs is comparable to the weights themselves; QAT trains with
+# the rounding in the forward pass (straight-through gradients), so the weights move to values the grid keeps.
+# Extra training alone also lifts accuracy, so QAT's gain is read against the fp32 model trained for the same
+# extra steps.
+
+# %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
 # Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
 # the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
 
-# %%
+# %% tags=["answer-key"]
 text = answers.render_quantize({n: load_results("lab1", n, S["profile"]) for n in answers.QUANTIZE_NAMES})
 save_answers("lab1", "quantize", text, S["profile"])
 say(text.split("\n\n", 2)[-1])

@@ -1,0 +1,214 @@
+"""Check a student's function against labkit's oracle, on the spot.
+
+``check(id, fn)`` prints one line per public case (ok / FAIL, the input, and on a failure what was expected,
+what came back and a hint) and a summary "N of M public cases pass"; it never says "all tests passed": the
+staff may hold further cases (``labkit check --hidden SEED``). It returns a ``CheckResult`` whose ``fn`` is
+what the rest of the notebook uses: the student's function once every case passes, labkit's otherwise (a
+one-line note says which).
+
+Under ``labkit check`` each result is also appended to the JSON-lines file ``$LABKIT_CHECK_LOG``, and
+``$LABKIT_CHECK_HIDDEN`` (a seed) adds that many fresh random cases.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import random
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from .core import Case, Exercise, get, registry
+
+LOG_ENV, HIDDEN_ENV = "LABKIT_CHECK_LOG", "LABKIT_CHECK_HIDDEN"
+PASS, FAIL, NOT_ATTEMPTED = "pass", "fail", "not attempted"
+
+
+@dataclass
+class CaseResult:
+    name: str
+    ok: bool
+    shown: str
+    why: str = ""
+    hint: str = ""
+    hidden: bool = False
+
+
+@dataclass
+class CheckResult:
+    id: str
+    status: str                       # pass | fail | not attempted
+    passed: int
+    total: int
+    hidden_passed: int = 0
+    hidden_total: int = 0
+    cases: list[CaseResult] = field(default_factory=list)
+    fn: Callable | None = field(default=None, repr=False)   # what the rest of the notebook uses
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PASS
+
+    def summary(self) -> str:
+        if self.status == NOT_ATTEMPTED:
+            return f"{self.id}: not attempted (the function still raises NotImplementedError)"
+        text = f"{self.id}: {self.passed} of {self.total} public cases pass"
+        if self.hidden_total:
+            text += f"; {self.hidden_passed} of {self.hidden_total} hidden cases pass"
+        return text
+
+    @contextlib.contextmanager
+    def installed(self):
+        """Inside this block the library calls the student's function where the exercise names one
+        (``Exercise.install``), once its check passed; otherwise labkit's own stays in place."""
+        ex = get(self.id)
+        if not (self.ok and ex.install):
+            yield self
+            return
+        module_name, attr = ex.install.split(":")
+        module = importlib.import_module(module_name)
+        before = getattr(module, attr)
+        setattr(module, attr, self.fn)
+        try:
+            yield self
+        finally:
+            setattr(module, attr, before)
+
+    def record(self) -> dict:
+        out = asdict(self)
+        out.pop("fn")
+        return out
+
+
+def _run_case(ex: Exercise, fn: Callable, case: Case, expected, hidden: bool) -> CaseResult:
+    shown = case.shown()
+    try:
+        got = ex.call(fn, case)
+    except NotImplementedError:
+        raise
+    except Exception as err:  # a student's bug is a failed case, shown, never a crashed notebook
+        frame = traceback.extract_tb(err.__traceback__)[-1]
+        return CaseResult(case.name, False, shown, f"raised {type(err).__name__}: {err} (line {frame.lineno})",
+                          case.hint or ex.hint, hidden)
+    why = ex.differs(expected, got)
+    return CaseResult(case.name, why is None, shown, why or "", "" if why is None else (case.hint or ex.hint), hidden)
+
+
+def hidden_cases(ex: Exercise, seed: int) -> list[Case]:
+    if ex.hidden is None:
+        return []
+    return ex.hidden(random.Random(f"{seed}:{ex.id}"))
+
+
+def evaluate(exercise_id: str, fn: Callable, hidden_seed: int | None = None) -> CheckResult:
+    """Run every public case (and, with ``hidden_seed``, that seed's hidden cases); nothing printed."""
+    ex = get(exercise_id)
+    cases = [(c, False) for c in ex.cases()]
+    if hidden_seed is not None:
+        cases += [(c, True) for c in hidden_cases(ex, hidden_seed)]
+    results = []
+    for case, hidden in cases:
+        expected = ex.call(ex.reference, case)
+        try:
+            results.append(_run_case(ex, fn, case, expected, hidden))
+        except NotImplementedError:
+            public = sum(1 for _, h in cases if not h)
+            return CheckResult(ex.id, NOT_ATTEMPTED, 0, public, 0, len(cases) - public, [], ex.reference)
+    pub = [r for r in results if not r.hidden]
+    hid = [r for r in results if r.hidden]
+    ok = all(r.ok for r in results)
+    return CheckResult(ex.id, PASS if ok else FAIL, sum(r.ok for r in pub), len(pub), sum(r.ok for r in hid),
+                       len(hid), results, fn if ok else ex.reference)
+
+
+def _hidden_seed() -> int | None:
+    text = os.environ.get(HIDDEN_ENV)
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"${HIDDEN_ENV}={text!r}: must be an integer seed") from None
+
+
+def check(exercise_id: str, fn: Callable, quiet: bool = False) -> CheckResult:
+    """Check ``fn`` for exercise ``exercise_id``, print the case lines and the summary, and return the result
+    (its ``fn``: the student's function if every case passed, else labkit's)."""
+    result = evaluate(exercise_id, fn, _hidden_seed())
+    ex = get(exercise_id)
+    if not quiet:
+        print(f"[{ex.id}] {ex.title} ({ex.points} pts); tolerance: {ex.tolerance}")
+        for r in result.cases:
+            tag = ("ok  " if r.ok else "FAIL") + (" (hidden)" if r.hidden else "")
+            line = f"  {tag}  {r.name}: {r.shown}"
+            if not r.ok:
+                line += f"\n        {r.why}\n        hint: {r.hint}"
+            print(line)
+        print(result.summary())
+        ref = ex.install.replace(":", ".") if ex.install else f"{ex.reference.__module__}.{ex.reference.__name__}"
+        if result.ok:
+            print(f"  -> the rest of this notebook uses your function")
+        else:
+            print(f"  -> the rest of this notebook falls back to labkit's {ref}")
+    path = os.environ.get(LOG_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(result.record()) + "\n")
+    return result
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+@dataclass
+class SelfTest:
+    exercises: int
+    references: int
+    stubs: int
+    mutants: int
+    caught: int
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def line(self) -> str:
+        return (f"exercises {self.exercises}, references pass {self.references}/{self.exercises}, stubs fail "
+                f"{self.stubs}/{self.exercises}, mutants caught {self.caught}/{self.mutants}")
+
+
+def self_test(hidden_seed: int = 0, log: Callable[[str], None] = print, ids: list[str] | None = None) -> SelfTest:
+    """For every exercise (or those of ``ids``, a list of ids or id prefixes such as ``"lab1."``): the reference
+    passes its public and hidden cases, a stub is "not attempted", and every registered mutant fails at least
+    one public case."""
+    exercises = {k: v for k, v in registry().items() if ids is None or any(k.startswith(i) for i in ids)}
+    refs = stubs = mutants = caught = 0
+    problems = []
+    for ex in exercises.values():
+        r = evaluate(ex.id, ex.reference, hidden_seed)
+        if r.ok and r.total >= 3:
+            refs += 1
+        else:
+            problems.append(f"{ex.id}: the reference fails its own cases ({r.summary()}) or has < 3 cases")
+        if evaluate(ex.id, _stub).status == NOT_ATTEMPTED:
+            stubs += 1
+        else:
+            problems.append(f"{ex.id}: a stub raising NotImplementedError is not reported 'not attempted'")
+        for name, mutant in ex.mutants.items():
+            mutants += 1
+            m = evaluate(ex.id, mutant)
+            if m.status == FAIL:
+                caught += 1
+                failed = next(c.name for c in m.cases if not c.ok)
+                log(f"  {ex.id}: mutant '{name}' caught by '{failed}'")
+            else:
+                problems.append(f"{ex.id}: mutant '{name}' is not caught ({m.summary()})")
+    result = SelfTest(len(exercises), refs, stubs, mutants, caught, problems)
+    for p in problems:
+        log(f"PROBLEM {p}")
+    log(result.line())
+    return result

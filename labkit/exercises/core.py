@@ -1,0 +1,204 @@
+"""What an exercise is: the function a student writes, labkit's own function as the oracle, public cases that
+cover the traps, plausible wrong answers (mutants) that the cases must catch, and fresh random cases for the
+teaching staff (``hidden``).
+
+Each lab's exercises live in ``labkit/exercises/lab<N>.py`` and register themselves with ``@exercise``.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+REGISTRY: dict[str, "Exercise"] = {}
+LABS = ("lab0", "lab1", "lab2", "lab3", "lab4")
+
+
+@dataclass
+class Case:
+    """One input. ``args``/``kwargs`` are deep-copied before each call (a student's function may change its
+    input in place); ``show`` is how the input is printed (default: a short repr of the arguments); ``hint``
+    is printed when this case fails (the exercise's hint otherwise)."""
+
+    name: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    show: str | None = None
+    hint: str | None = None
+
+    def shown(self) -> str:
+        if self.show is not None:
+            return self.show
+        parts = [short(a) for a in self.args] + [f"{k}={short(v)}" for k, v in self.kwargs.items()]
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """A sheet task the student implements.
+
+    ``reference``: labkit's function with the student's signature (the oracle). ``cases()``: the public cases.
+    ``hidden(rng)``: random cases for staff checks (``rng``: a ``random.Random``). ``mutants``: name -> a
+    plausible wrong implementation; each must fail at least one public case (``labkit check --self-test``).
+    ``run(fn, case)``: how one case calls a function (default ``fn(*args, **kwargs)``); ``compare(expected,
+    got)`` returns ``None`` when they agree, else what differs (default: exact, or within ``atol``/``rtol``).
+    ``install``: ``"module:attribute"`` the rest of the lab calls, replaced by the student's function once its
+    check passes (``CheckResult.installed``)."""
+
+    id: str
+    notebook: str
+    title: str
+    task: str
+    points: int
+    reference: Callable
+    cases: Callable[[], list[Case]]
+    mutants: dict[str, Callable]
+    hint: str
+    hidden: Callable[[Any], list[Case]] | None = None
+    run: Callable[[Callable, Case], Any] | None = None
+    compare: Callable[[Any, Any], str | None] | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    install: str | None = None
+
+    @property
+    def lab(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    @property
+    def tolerance(self) -> str:
+        if self.compare is not None and self.atol == 0 and self.rtol == 0:
+            return getattr(self.compare, "tolerance", "exact")
+        if self.atol == 0 and self.rtol == 0:
+            return "exact (bit for bit)"
+        return f"|got - expected| <= {self.atol:g} + {self.rtol:g} * |expected|"
+
+    def call(self, fn: Callable, case: Case):
+        case = copy.deepcopy(case)
+        if self.run is not None:
+            return self.run(fn, case)
+        return fn(*case.args, **case.kwargs)
+
+    def differs(self, expected, got) -> str | None:
+        if self.compare is not None:
+            return self.compare(expected, got)
+        return differs(expected, got, self.atol, self.rtol)
+
+
+def exercise(**fields) -> Callable[[Callable], Exercise]:
+    """Register an exercise whose reference is the decorated function:
+
+        @exercise(id="lab1.fixed_point", notebook="lab1_quantize", title=..., task=..., points=3,
+                  cases=..., mutants=..., hint=...)
+        def fixed_point(x, width, frac_width): ...
+    """
+    def wrap(reference: Callable) -> Exercise:
+        ex = Exercise(reference=reference, **fields)
+        validate(ex)
+        REGISTRY[ex.id] = ex
+        return ex
+    return wrap
+
+
+def validate(ex: Exercise) -> None:
+    lab = ex.id.split(".", 1)[0]
+    if lab not in LABS or "." not in ex.id:
+        raise ValueError(f"exercise id {ex.id!r}: must be '<lab>.<name>' with lab one of {', '.join(LABS)}")
+    if not ex.notebook.startswith(lab + "_"):
+        raise ValueError(f"exercise {ex.id}: notebook {ex.notebook!r} is not one of {lab}'s notebooks")
+    if ex.points <= 0:
+        raise ValueError(f"exercise {ex.id}: points must be > 0, got {ex.points}")
+    if len(ex.mutants) < 2:
+        raise ValueError(f"exercise {ex.id}: register at least 2 mutants (plausible mistakes), got {len(ex.mutants)}")
+
+
+def short(value, limit: int = 60) -> str:
+    """A one-line view of a value for a case line: tensors by their values when short, else their shape."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() <= 8:
+            vals = [round(v, 6) if isinstance(v, float) else v for v in value.flatten().tolist()]
+            text = f"tensor({vals}" + (f", shape={tuple(value.shape)}" if value.dim() != 1 else "") + ")"
+        else:
+            text = f"tensor(shape={tuple(value.shape)}, dtype={str(value.dtype).replace('torch.', '')})"
+    elif isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, torch.nn.Module):
+        text = type(value).__name__
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def differs(expected, got, atol: float = 0.0, rtol: float = 0.0, where: str = "") -> str | None:
+    """``None`` when ``got`` matches ``expected`` (tensors: same shape and dtype, equal or within the
+    tolerance, NaN matching NaN; numbers likewise; containers element by element), else a short reason."""
+    at = f" at {where}" if where else ""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"expected a tensor{at}, got {type(got).__name__}"
+        if got.shape != expected.shape:
+            return f"shape {tuple(got.shape)}{at}, expected {tuple(expected.shape)}"
+        if got.dtype != expected.dtype:
+            return f"dtype {got.dtype}{at}, expected {expected.dtype}"
+        if expected.dtype == torch.bool or not expected.is_floating_point():
+            bad = got != expected
+        else:
+            e, g = expected.double(), got.double()
+            both_nan = torch.isnan(e) & torch.isnan(g)
+            bad = ~((g - e).abs() <= atol + rtol * e.abs()) & ~both_nan & ~(e == g)
+        if bool(bad.any()):
+            i = int(bad.flatten().nonzero()[0])
+            idx = tuple(int(v) for v in torch.unravel_index(torch.tensor(i), expected.shape)) if expected.dim() else ()
+            return (f"{int(bad.sum())} of {expected.numel()} elements differ{at}; first at index {list(idx)}: "
+                    f"expected {expected.flatten()[i].item():.8g}, got {got.flatten()[i].item():.8g}")
+        return None
+    if isinstance(expected, bool) or expected is None or isinstance(expected, str):
+        return None if got == expected and type(got) is type(expected) else f"expected {expected!r}{at}, got {short(got)}"
+    if isinstance(expected, (int, float)):
+        if not isinstance(got, (int, float)) or isinstance(got, bool):
+            return f"expected a number{at}, got {short(got)}"
+        if math.isnan(expected) and math.isnan(got):
+            return None
+        ok = got == expected or abs(got - expected) <= atol + rtol * abs(expected)
+        return None if ok else f"expected {expected:.8g}{at}, got {got:.8g}"
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return f"expected a dict{at}, got {type(got).__name__}"
+        if set(got) != set(expected):
+            return f"keys {sorted(map(str, got))}{at}, expected {sorted(map(str, expected))}"
+        for k in expected:
+            why = differs(expected[k], got[k], atol, rtol, f"{where}[{k!r}]")
+            if why:
+                return why
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+            n = len(got) if isinstance(got, (list, tuple)) else type(got).__name__
+            return f"expected a sequence of {len(expected)}{at}, got {n}"
+        for i, (e, g) in enumerate(zip(expected, got)):
+            why = differs(e, g, atol, rtol, f"{where}[{i}]")
+            if why:
+                return why
+        return None
+    return None if got == expected else f"expected {short(expected)}{at}, got {short(got)}"
+
+
+def registry() -> dict[str, Exercise]:
+    """Every exercise, importing each lab's module (registration happens at import)."""
+    from . import lab0, lab1, lab2, lab3, lab4  # noqa: F401
+
+    return dict(REGISTRY)
+
+
+def get(exercise_id: str) -> Exercise:
+    found = registry()
+    if exercise_id not in found:
+        raise KeyError(f"unknown exercise {exercise_id!r}; allowed: {', '.join(sorted(found))}")
+    return found[exercise_id]
+
+
+def for_notebook(stem: str) -> list[Exercise]:
+    return [ex for ex in registry().values() if ex.notebook == stem]

@@ -1,0 +1,1 @@
+"""Lab 0s exercises."""

@@ -1,0 +1,1 @@
+"""Lab 2s exercises."""

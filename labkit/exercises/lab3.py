@@ -1,0 +1,1 @@
+"""Lab 3s exercises."""

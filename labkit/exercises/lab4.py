@@ -1,0 +1,1 @@
+"""Lab 4s exercises."""
