@@ -157,6 +157,47 @@ def _cmd_search_status(args) -> int:
     return 0
 
 
+def _cmd_check(args) -> int:
+    from .exercises import grade, self_test
+
+    if args.self_test:
+        if args.paths:
+            raise UsageError("check --self-test checks labkit's own exercises; give it no notebooks")
+        result = self_test(hidden_seed=0 if args.hidden is None else args.hidden,
+                                    log=print if args.verbose else (lambda line: None))
+        if not args.verbose:
+            for p in result.problems:
+                print(f"PROBLEM {p}")
+            print(result.line())
+        return 0 if result.ok else 1
+    if not args.paths:
+        raise UsageError("check: name notebooks or folders of notebooks (e.g. labkit check my-labs/), or "
+                         "pass --self-test")
+    try:
+        books = grade.notebooks_in(args.paths)
+    except ValueError as err:
+        raise UsageError(f"check: {_message(err)}") from err
+    reports = grade.run(books, args.profile, args.hidden, args.out)
+    for line in grade.describe(reports):
+        print(line)
+    grade.write_json(reports, args.json, args.profile, args.hidden)
+    bad = [r.notebook for r in reports if not r.ok]
+    print(f"labkit check: {len(reports) - len(bad)} of {len(reports)} notebooks with every exercise passing"
+          + (f"; still to do: {', '.join(bad)}" if bad else "") + f" (report: {args.json})")
+    return 1 if bad else 0
+
+
+def _cmd_student_init(args) -> int:
+    from .exercises import student
+
+    try:
+        student.init(args.dir, force=args.force)
+    except FileExistsError as err:
+        raise UsageError(f"student init: {_message(err)}") from err
+    print(f"next: labkit lab --dir {args.dir}   (then, headlessly: labkit check {args.dir})")
+    return 0
+
+
 def _cmd_lab(args) -> int:
     from . import frontend
 
@@ -257,6 +298,26 @@ def main(argv=None) -> int:
     dash.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     dash.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     dash.set_defaults(func=_cmd_dashboard)
+
+    chk = sub.add_parser("check", help="run notebooks headlessly and report every exercise (exit 1 while any "
+                         "fails or is not attempted); --self-test proves the exercises' own checks")
+    chk.add_argument("paths", nargs="*", type=Path, help="notebooks, or folders of lab notebooks")
+    chk.add_argument("--profile", default="smoke", choices=["smoke", "quick"],
+                     help="the profile the notebooks run under (default smoke: seconds per notebook)")
+    chk.add_argument("--hidden", type=int, metavar="SEED",
+                     help="teaching staff: add fresh random cases drawn from SEED to every check")
+    chk.add_argument("--self-test", action="store_true",
+                     help="every exercise: the reference passes, a stub is 'not attempted', every mutant fails")
+    chk.add_argument("--verbose", action="store_true", help="with --self-test: which case caught each mutant")
+    chk.add_argument("--json", type=Path, default=Path("check.json"), help="the report (default ./check.json)")
+    chk.add_argument("--out", type=Path, help="folder for the executed notebooks (default: a temporary one)")
+    chk.set_defaults(func=_cmd_check)
+
+    stu = sub.add_parser("student", help="the student edition").add_subparsers(dest="action", required=True)
+    init = stu.add_parser("init", help="copy the student edition into DIR, check the kernel and the data")
+    init.add_argument("dir", type=Path)
+    init.add_argument("--force", action="store_true", help="overwrite notebooks already in DIR")
+    init.set_defaults(func=_cmd_student_init)
 
     search_cmd = sub.add_parser("search", help="Optuna search workers and studies").add_subparsers(
         dest="action", required=True)

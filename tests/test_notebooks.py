@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from labkit import runner
+from labkit.exercises import for_notebook, grade
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("lab*_*.ipynb"))
@@ -41,9 +42,23 @@ def test_missing_parameters_cell_is_rejected(tmp_path):
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
+    """The solution edition runs, every exercise's solution passes its check; then the student edition, its
+    exercises untouched, runs end to end on labkit's fallbacks (reusing the solution run's cached models, so it
+    costs a fraction of the first run) and `labkit check` reports each exercise "not attempted"."""
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
     monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))  # fresh Optuna storage, no resuming
+    log = tmp_path / "checks.jsonl"
+    monkeypatch.setenv("LABKIT_CHECK_LOG", str(log))
     out = runner.run_notebook(path, "smoke", output_dir=tmp_path, progress=False, timeout=1800)
+    monkeypatch.delenv("LABKIT_CHECK_LOG")
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    exercises = {ex.id for ex in for_notebook(path.stem)}
+    assert {r["id"] for r in records} == exercises
+    assert all(r["status"] == "pass" and r["passed"] == r["total"] for r in records), records
+    student = grade.run([ROOT / "notebooks" / "student" / path.name], "smoke", out_dir=tmp_path / "student",
+                        log=lambda line: None)[0]
+    assert student.error is None, student.error
+    assert {i: e["status"] for i, e in student.exercises.items()} == {i: "not attempted" for i in exercises}
     nb = nbformat.read(out, as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]

@@ -97,11 +97,11 @@ class Lab:
     """A JupyterLab server started by ``labkit lab`` on a copy of notebooks/ (saving must not touch the
     committed notebooks), with its own figures and runs folders."""
 
-    def __init__(self, work: Path, log: Path):
+    def __init__(self, work: Path, log: Path, notebooks: list[Path] = NOTEBOOKS):
         self.work, self.log_path = work, log
         self.notebooks, self.figures, self.runs = work / "notebooks", work / "figures", work / "runs"
         self.notebooks.mkdir(parents=True)
-        for nb in NOTEBOOKS:
+        for nb in notebooks:
             shutil.copy(nb, self.notebooks / nb.name)
         settings = work / "lab-settings"
         for name, text in LAB_SETTINGS.items():
@@ -163,6 +163,16 @@ class Lab:
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory, screenshots, chromium_path):
     server = Lab(tmp_path_factory.mktemp("jupyterlab"), screenshots / "jupyterlab-server.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def student_lab(tmp_path_factory, screenshots, chromium_path):
+    """JupyterLab on a copy of the student edition (notebooks/student/)."""
+    server = Lab(tmp_path_factory.mktemp("student"), screenshots / "jupyterlab-student-server.log",
+                 sorted((ROOT / "notebooks" / "student").glob("lab*_*.ipynb")))
     server.start()
     yield server
     server.stop()

@@ -65,6 +65,20 @@ def menu(page, top: str, item: str) -> None:
 def run_all_and_wait(page, panel, timeout: float = 900) -> dict:
     """Run > Run All Cells; returns once the kernel is idle with no cell queued (2 polls in a row)."""
     menu(page, "Run", "Run All Cells")
+    return wait_idle(panel, timeout)
+
+
+def set_cell_text(page, cell, text: str) -> None:
+    """Replace a code cell's text as a person would: click into it, select all, type."""
+    editor = cell.locator(".cm-content")
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(text)
+    page.keyboard.press("Escape")
+
+
+def wait_idle(panel, timeout: float = 900) -> dict:
+    """Once a run started: returns when the kernel is idle with no cell queued (2 polls in a row)."""
     deadline, settled, state = time.time() + timeout, 0, {}
     while time.time() < deadline:
         state = panel.evaluate(_STATE_JS)
