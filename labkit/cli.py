@@ -160,6 +160,17 @@ def _cmd_search_status(args) -> int:
 def _cmd_check(args) -> int:
     from .exercises import grade, self_test
 
+    if args.list:
+        from .exercises import registry
+
+        print("| exercise | notebook | sheet task | points | public cases | mutants |\n| --- | --- | --- | --- | --- | --- |")
+        def cell(text):
+            return text.replace("|", "\\|")
+
+        for ex in registry().values():
+            print(f"| `{ex.id}`: {cell(ex.title)} | {ex.notebook} | {cell(ex.task)} | {ex.points} | "
+                  f"{len(ex.cases())} | {cell('; '.join(ex.mutants))} |")
+        return 0
     if args.self_test:
         if args.paths:
             raise UsageError("check --self-test checks labkit's own exercises; give it no notebooks")
@@ -308,6 +319,8 @@ def main(argv=None) -> int:
                      help="teaching staff: add fresh random cases drawn from SEED to every check")
     chk.add_argument("--self-test", action="store_true",
                      help="every exercise: the reference passes, a stub is 'not attempted', every mutant fails")
+    chk.add_argument("--list", action="store_true", help="list every exercise: notebook, sheet task, points, "
+                     "cases, mutants (a Markdown table)")
     chk.add_argument("--verbose", action="store_true", help="with --self-test: which case caught each mutant")
     chk.add_argument("--json", type=Path, default=Path("check.json"), help="the report (default ./check.json)")
     chk.add_argument("--out", type=Path, help="folder for the executed notebooks (default: a temporary one)")

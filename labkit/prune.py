@@ -203,7 +203,8 @@ def _stable(name: str) -> int:
 
 
 def _exact_mask(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep-mask with exactly ``k`` zeros at the lowest ``scores`` (ties broken by position)."""
+    """Keep-mask with exactly ``k`` zeros at the lowest ``scores``; among equal scores at the cut,
+    ``torch.topk`` chooses (in no documented order)."""
     keep = torch.ones(scores.numel(), dtype=torch.bool, device=scores.device)
     if k:
         keep[torch.topk(scores.flatten(), k, largest=False).indices] = False

@@ -190,3 +190,19 @@ def test_student_edition_opens_with_a_task_map_naming_every_task(src):
             assert c.source == editions.YOUR_ANSWER and c.metadata["nbgrader"]["solution"]
         if editions.role(c) == "exercise":
             assert "raise NotImplementedError" in c.source and "# YOUR CODE HERE" in c.source
+
+
+def test_a_students_installed_function_gets_its_own_per_seed_cache(monkeypatch, tmp_path):
+    from labkit import per_seed
+    from labkit.exercises.active import ACTIVE
+
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr(per_seed, "_clean_commit", lambda: "c0ffee")
+    calls = []
+    per_seed.run("lab1", "x", {"a": 1}, [0], lambda seed: calls.append(seed) or {"v": 1})
+    per_seed.run("lab1", "x", {"a": 1}, [0], lambda seed: calls.append(seed) or {"v": 1})
+    assert calls == [0]  # labkit's numbers: reused
+    with evaluate("lab1.fixed_point", get("lab1.fixed_point").reference).installed():
+        assert "lab1.fixed_point" in ACTIVE
+        per_seed.run("lab1", "x", {"a": 1}, [0], lambda seed: calls.append(seed) or {"v": 2})
+    assert calls == [0, 0] and not ACTIVE  # the student's function computed its own

@@ -18,8 +18,10 @@ import os
 import random
 import traceback
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
+from .active import ACTIVE
 from .core import Case, Exercise, get, registry
 
 LOG_ENV, HIDDEN_ENV = "LABKIT_CHECK_LOG", "LABKIT_CHECK_HIDDEN"
@@ -71,15 +73,41 @@ class CheckResult:
         module = importlib.import_module(module_name)
         before = getattr(module, attr)
         setattr(module, attr, self.fn)
+        ACTIVE[self.id] = _digest(self.fn)
         try:
             yield self
         finally:
             setattr(module, attr, before)
+            ACTIVE.pop(self.id, None)
 
     def record(self) -> dict:
         out = asdict(self)
         out.pop("fn")
         return out
+
+
+def _digest(fn: Callable) -> str:
+    """The function's code (its source where Python kept it, else its bytecode)."""
+    import hashlib
+    import inspect
+
+    try:
+        text = inspect.getsource(fn).encode()
+    except (OSError, TypeError):
+        text = getattr(getattr(fn, "__code__", None), "co_code", repr(fn).encode())
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+def _where(err: BaseException) -> str:
+    """The line of the student's code that raised: the last frame outside labkit and installed packages
+    (an error raised inside optuna or torch is still the student's call)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    labkit_dir = str(Path(__file__).resolve().parents[1])
+    theirs = [f for f in frames if "-packages" not in f.filename and not f.filename.startswith(labkit_dir)]
+    if theirs:
+        return f"line {theirs[-1].lineno} of your code"
+    last = frames[-1]
+    return f"in {Path(last.filename).name}, line {last.lineno}"
 
 
 def _run_case(ex: Exercise, fn: Callable, case: Case, expected, hidden: bool) -> CaseResult:
@@ -89,8 +117,7 @@ def _run_case(ex: Exercise, fn: Callable, case: Case, expected, hidden: bool) ->
     except NotImplementedError:
         raise
     except Exception as err:  # a student's bug is a failed case, shown, never a crashed notebook
-        frame = traceback.extract_tb(err.__traceback__)[-1]
-        return CaseResult(case.name, False, shown, f"raised {type(err).__name__}: {err} (line {frame.lineno})",
+        return CaseResult(case.name, False, shown, f"raised {type(err).__name__}: {err} ({_where(err)})",
                           case.hint or ex.hint, hidden)
     why = ex.differs(expected, got)
     return CaseResult(case.name, why is None, shown, why or "", "" if why is None else (case.hint or ex.hint), hidden)

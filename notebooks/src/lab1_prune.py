@@ -15,11 +15,13 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"sparsities": [0.5], "seeds": [0]}
 
 # %%
-from labkit import per_seed as per_seed_runs, recipes, seeds
+import torch
+
+from labkit import check, per_seed as per_seed_runs, recipes, seeds
 from labkit.profiles import lab_settings
+from labkit.prune import prune
 from labkit.report import say, table
-from labkit.results import load_results, provenance, save_answers, save_figure
-from labkit.answers import lab1 as answers
+from labkit.results import provenance, save_figure
 from labkit.plots.lab1 import plot_pruning
 from labkit.sweeps import pruning_seed
 
@@ -29,6 +31,37 @@ print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 say(f"Training seeds {SEEDS}; {dl.sizes['test']:,} test reviews.")
+
+# %% [markdown]
+# ## Exercise: the L1-norm weight mask
+#
+# L1-norm (magnitude) pruning of a weight tensor at sparsity `s` zeroes its `k = round(s * numel)`
+# smallest-magnitude entries. Write `l1_mask(weight, sparsity)`: return a boolean mask of the weight's shape,
+# `True` where the weight is kept, with **exactly** `k` entries `False`. Traps: rank `|w|`, not `w` (a large
+# negative weight is important); rank the whole tensor at once (not row by row); count with Python's `round`
+# (half to even: `round(0.5) = 0`, `round(2.5) = 2`), not `int()` (`0.29 * 100` is `28.999999999999996`);
+# ties in `|w|` at the cut: a threshold `|w| <= t` would prune every tied entry and overshoot `k` (which of
+# the tied entries you prune is up to you); a sparsity outside `[0, 1)` is an error (`ValueError`), as in
+# labkit's `prune`.
+#
+# *Hint:* `torch.topk(weight.abs().flatten(), k, largest=False).indices` are the entries to prune.
+
+# %% tags=["exercise"]
+def l1_mask(weight, sparsity):
+    """Keep-mask (bool, weight's shape) that prunes exactly round(sparsity * numel) smallest-|w| entries."""
+    ### BEGIN SOLUTION
+    if not 0 <= sparsity < 1:
+        raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
+    k = round(sparsity * weight.numel())
+    order = torch.argsort(weight.detach().abs().flatten(), stable=True)
+    keep = torch.ones(weight.numel(), dtype=torch.bool, device=weight.device)
+    keep[order[:k]] = False
+    return keep.view(weight.shape)
+    ### END SOLUTION
+
+
+# %% tags=["check"]
+l1 = check("lab1.l1_mask", l1_mask)
 
 # %% [markdown]
 # ## Sparsity sweep: random vs L1-norm, weights and activations
@@ -53,12 +86,58 @@ say(table(numbers["rows"], ["method", "scope", "sparsity", "achieved_weight_spar
 save_figure(plot_pruning(numbers, S), "lab1", "pruning", numbers, S)
 
 # %% [markdown]
+# ## Your mask on one layer
+#
+# Your `l1_mask` (labkit's until it passes its check) on the first Linear of the SFT model (seed `SEEDS[0]`),
+# at each sparsity of the sweep, beside the mask labkit's `prune` puts on the same layer (local L1-norm). The
+# achieved sparsities agree; the masks may differ only where equal `|w|` straddle the cut. Every pruned `|w|`
+# lies at or below every kept one: that is what the L1 criterion buys over a random mask.
+
+# %%
+sft, _ = recipes.finetuned_model(S, dl, seed=SEEDS[0])
+name, layer = next((n, m) for n, m in sft.named_modules() if isinstance(m, torch.nn.Linear))
+rows = []
+with torch.no_grad():
+    w = layer.weight.detach()
+    for sparsity in S["sparsities"]:
+        mine = l1.fn(w, sparsity)
+        held = prune(torch.nn.ModuleDict({"layer": layer}), {"weight": {"sparsity": sparsity, "method": "l1-norm"}})
+        theirs = held.model["layer"].parametrizations.weight[0].mask
+        rows.append({"sparsity": sparsity, "achieved (yours)": float((~mine).sum()) / w.numel(),
+                     "achieved (labkit's prune)": float((~theirs).sum()) / w.numel(),
+                     "entries that differ": int((mine != theirs).sum()),
+                     "largest pruned abs(w)": f"{float(w.abs()[~mine].max()):.7g}" if (~mine).any() else "-",
+                     "smallest kept abs(w)": f"{float(w.abs()[mine].min()):.7g}" if mine.any() else "-"})
+say(f"Layer `{name}` ({w.numel():,} weights):\n\n"
+    + table(rows, ["sparsity", "achieved (yours)", "achieved (labkit's prune)", "entries that differ",
+                   "largest pruned abs(w)", "smallest kept abs(w)"]))
+
+# %% [markdown] tags=["answer"] question=1b points=2
+# **Question 1b.** From your table: from which sparsity is random pruning at chance (a constant answer on
+# balanced reviews), and how does L1 fare at the same sparsities? Why does removing the smallest-magnitude
+# weights and inputs hurt so much less than a random mask of the same sparsity, and why does fine-tuning with
+# the masks in place not bring random pruning back?
+#
+# Model answer: random pruning reaches chance at a moderate sparsity, where L1 is still close to the unpruned
+# model; L1 only collapses near the highest sparsities. A layer's output is a sum of weight-times-input
+# terms, and both magnitudes are heavy-tailed: most terms are small, so dropping the smallest ones leaves
+# the sum (and the function) nearly unchanged. A random mask removes the few large terms as often as the small
+# ones, so every layer loses that fraction of its signal, in every layer at once (the classifier's input
+# included); the errors compound through the network until the logits no longer depend on the review and the
+# model answers one class. Fine-tuning keeps the masks, so it has to rebuild the features from the surviving
+# weights; a short budget at a small learning rate settles on the constant answer (a cheap minimum of the
+# loss on balanced data) instead, while L1's pruned model starts close to a good solution and recovers.
+
+# %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
 # Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
 # the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
 
-# %%
+# %% tags=["answer-key"]
+from labkit.answers import lab1 as answers
+from labkit.results import load_results, save_answers
+
 text = answers.render_prune({n: load_results("lab1", n, S["profile"]) for n in answers.PRUNE_NAMES})
 save_answers("lab1", "prune", text, S["profile"])
 say(text.split("\n\n", 2)[-1])

@@ -29,9 +29,8 @@ from labkit import check, per_seed as per_seed_runs, quant, recipes, seeds
 from labkit.compress import fixed_point
 from labkit.profiles import lab_settings
 from labkit.report import say, table
-from labkit.results import load_results, provenance, save_answers, save_figure
+from labkit.results import provenance, save_figure
 from labkit.quant.calibrate import calibrated_fixed_point
-from labkit.answers import lab1 as answers
 from labkit.plots.lab1 import plot_quantization
 from labkit.sweeps import quantization_seed
 
@@ -69,17 +68,71 @@ def quantize_fixed(x, width, frac_width):
 fixed = check("lab1.fixed_point", quantize_fixed)
 
 # %% [markdown]
+# ## Exercise: the average-bits analysis
+#
+# How many bits does the quantized model store per number? Each tensor stores `numel` elements of `width`
+# bits, so the model's average is **weighted by element count**: `sum(numel * width) / sum(numel)`. Write
+# `average_bits(layers)`: `layers` is a list of dicts `{"numel": n, "width": w, "frac_width": f}`, one per
+# stored tensor; `frac_width` is `None` for an unquantized (floating-point) tensor, whose `width` is its
+# float width (32 for fp32). Traps: the fractional bits are *among* the `width` bits (int8 with 4 fractional
+# bits stores 8 bits, not 12: the course's reference library added them), a big layer counts more than a small
+# one, a layer of 0 elements counts nothing, and with no element at all there is no average (raise
+# `ValueError`).
+#
+# *Hint:* one pass for `sum(numel * width)` and `sum(numel)`, then a true division (`/`, not `//`).
+
+# %% tags=["exercise"]
+def average_bits(layers):
+    """The element-weighted average of stored bits per element over `layers`, a list of dicts
+    {"numel": n, "width": w, "frac_width": f or None}; ValueError when there is no element to count."""
+    ### BEGIN SOLUTION
+    elements = sum(t["numel"] for t in layers)
+    if elements == 0:
+        raise ValueError("no elements to count: an average of stored bits needs at least one element")
+    return sum(t["numel"] * t["width"] for t in layers) / elements
+    ### END SOLUTION
+
+
+# %% tags=["check"]
+avg = check("lab1.average_bits", average_bits)
+
+# %% [markdown]
 # ## What the quantized model is
-# One config, the course's dict shape, selects every Linear by type. The caller's dict is never changed and
-# the average-bits analysis counts stored bits (int8 with 4 fractional bits is 8 bits, not 12).
+# One config, the course's dict shape, selects every Linear by type. The caller's dict is never changed. The
+# average-bits analysis below is your `average_bits` (labkit's once it is checked, otherwise) over every
+# Linear's weight and bias, and over its input (`in_features` elements per token), printed beside labkit's
+# `quant.average_bits`.
 
 # %%
+def stored_tensors(model):
+    """{"numel", "width", "frac_width"} of every Linear's weight and bias, and of its input (per token)."""
+    weights, inputs = [], []
+    for m in model.modules():
+        if not isinstance(m, torch.nn.Linear):
+            continue
+        cfg = getattr(m, "config", None)  # a QuantLinear's formats; None: an unquantized Linear
+        for role, t in (("weight", m.weight), ("bias", m.bias)):
+            fmt = getattr(cfg, role, None)
+            if t is not None:
+                weights.append({"numel": t.numel(), "width": fmt.width if fmt else torch.finfo(t.dtype).bits,
+                                "frac_width": fmt.frac_width if fmt else None})
+        fmt = getattr(cfg, "data_in", None)
+        inputs.append({"numel": m.in_features, "width": fmt.width if fmt else torch.finfo(m.weight.dtype).bits,
+                       "frac_width": fmt.frac_width if fmt else None})
+    return weights, inputs
+
+
 config = {"by": "type", "default": {"config": {"name": None}}, "linear": {"config": fixed_point(8)}}
 q8 = quant.quantize(base, config)
+q8_weights, q8_inputs = stored_tensors(q8.model)
+w_bits, in_bits, fp32_bits = avg.fn(q8_weights), avg.fn(q8_inputs), avg.fn(stored_tensors(base)[0])
 bits = quant.average_bits(q8.model)
+print(f"average_bits: weights {w_bits}, inputs {in_bits}, fp32 model {fp32_bits}; labkit's quant.average_bits: "
+      f"weights {bits['weight_bits']}, inputs {bits['data_in_bits']}, fp32 model "
+      f"{quant.average_bits(base)['weight_bits']}")
 say(f"int8 quantizes **{len(q8.changed)}** Linear layers (e.g. `{next(iter(q8.changed))}`: "
-    f"{next(iter(q8.changed.values()))}). Average bits: weights {bits['weight_bits']:.1f}, "
-    f"inputs {bits['data_in_bits']:.1f} (fp32 model: {quant.average_bits(base)['weight_bits']:.0f}).")
+    f"{next(iter(q8.changed.values()))}). Average bits: weights {w_bits:.1f}, "
+    f"inputs {in_bits:.1f} (fp32 model: {fp32_bits:.0f}).")
 
 # %% [markdown]
 # ## Width sweep: PTQ and QAT, per training seed
@@ -109,8 +162,8 @@ save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 # back? Why can training with the quantizer in place recover what rounding alone loses, and why is the
 # equal-training control the fair comparison for QAT?
 #
-# Model answer: PTQ holds fp32's accuracy down to about 8 bits and falls below it at narrower widths, where the
-# rounding error of each Linear's weights and inputs is comparable to the weights themselves; QAT trains with
+# Model answer: PTQ falls below fp32 at the widths where the rounding step of a Linear's weights or inputs
+# becomes comparable to the values themselves (read the width off your table); QAT trains with
 # the rounding in the forward pass (straight-through gradients), so the weights move to values the grid keeps.
 # Extra training alone also lifts accuracy, so QAT's gain is read against the fp32 model trained for the same
 # extra steps.
@@ -122,6 +175,9 @@ save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 # the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
 
 # %% tags=["answer-key"]
+from labkit.answers import lab1 as answers
+from labkit.results import load_results, save_answers
+
 text = answers.render_quantize({n: load_results("lab1", n, S["profile"]) for n in answers.QUANTIZE_NAMES})
 save_answers("lab1", "quantize", text, S["profile"])
 say(text.split("\n\n", 2)[-1])

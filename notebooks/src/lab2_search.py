@@ -32,14 +32,18 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"trials": 10, "workers": 4, "storage": "postgresql://..."}
 
 # %%
+import copy
+import math
 import time
 
 import optuna
 
-from labkit import redraw, search
-from labkit.answers import lab2 as answers
+from labkit import check, search
+from labkit.exercises.lab2 import accuracies_of, trace_objective, trial_values
 from labkit.plots.lab2_search import plot_compression_aware, plot_samplers
-from labkit.labs import lab2
+from labkit.labs import lab2, lab2_summary as summary
+from labkit.labs.lab2_space import build_model
+from labkit.models import count_parameters
 from labkit.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
@@ -50,6 +54,85 @@ print(S)
 print("device:", provenance()["device"])
 storage = S["storage"] or lab2.default_storage(S)
 workers = S["workers"]  # "auto": sized by run_studies to the GPUs' free memory (1 on a CPU); quick: 2
+
+# %% [markdown]
+# ## Exercise: the search space, define-by-run
+#
+# An Optuna objective draws its architecture from the `trial` as it goes: each `trial.suggest_categorical(name,
+# choices)` returns the sampler's pick, and what is drawn later may depend on what was drawn before. Write the
+# lab's space: the four `BertConfig` sizes, `num_hidden_layers` [2, 4, 8], `num_attention_heads` [2, 4, 8, 16],
+# `hidden_size` [128, 192, 256, 384, 512], `intermediate_size` [512, 768, 1024, 1536, 2048], each under exactly
+# that name; then, for each layer `i` the model has, one choice `"linear"` or `"identity"` for each square Linear
+# (`SQUARE_LINEARS` below), named `layer<i>.<linear>`. Return `{"config": {the four sizes}, "linears":
+# {"layer<i>.<linear>": choice}}`. Mind the traps: the depth drawn first decides how many per-layer choices there
+# are; a head count must divide `hidden_size` (every combination of the lab's grid does, but an edited space may
+# not): raise `optuna.TrialPruned` right after the four sizes, before any per-layer choice, so an invalid model is
+# never built.
+#
+# The check calls your function with `optuna.trial.FixedTrial({...})`, a trial whose every answer is fixed: a
+# misspelt name raises a `ValueError` naming the parameter it does not hold.
+#
+# *Hint:* `trial.suggest_categorical("hidden_size", [128, 192, 256, 384, 512])`; the key of a per-layer choice is
+# also its parameter name.
+
+# %% tags=["exercise"]
+SQUARE_LINEARS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
+
+
+def sample_architecture(trial):
+    """The architecture `trial` draws: {"config": the four BertConfig sizes, "linears": "layer<i>.<linear>" ->
+    "linear" or "identity" for each of SQUARE_LINEARS in each layer}; optuna.TrialPruned if the heads do not
+    divide hidden_size."""
+    ### BEGIN SOLUTION
+    config = {
+        "num_hidden_layers": trial.suggest_categorical("num_hidden_layers", [2, 4, 8]),
+        "num_attention_heads": trial.suggest_categorical("num_attention_heads", [2, 4, 8, 16]),
+        "hidden_size": trial.suggest_categorical("hidden_size", [128, 192, 256, 384, 512]),
+        "intermediate_size": trial.suggest_categorical("intermediate_size", [512, 768, 1024, 1536, 2048]),
+    }
+    if config["hidden_size"] % config["num_attention_heads"] != 0:
+        raise optuna.TrialPruned(f"{config['num_attention_heads']} heads do not divide {config['hidden_size']}")
+    linears = {}
+    for i in range(config["num_hidden_layers"]):
+        for linear in SQUARE_LINEARS:
+            name = f"layer{i}.{linear}"
+            linears[name] = trial.suggest_categorical(name, ["linear", "identity"])
+    return {"config": config, "linears": linears}
+    ### END SOLUTION
+
+
+# %% tags=["check"]
+space = check("lab2.search_space", sample_architecture)
+
+# %% [markdown]
+# ## Exercise: the best-so-far curve
+#
+# Task 1 compares samplers by their best-so-far curve: after each completed trial, the best accuracy any trial
+# of the study has reached. Write it from a study's trial values in trial order, where `None` stands for a trial
+# that did not complete (pruned, failed). Traps: a trial that did not complete is no point of the curve (no entry,
+# not `-inf`, and the curve goes on from the best before it); Optuna fails a trial whose objective returned NaN, so
+# NaN is skipped like `None` (`max` with a NaN depends on the argument order); `limit` keeps the first `limit`
+# *completed* trials (concurrent workers can finish a few more than asked); no trials give `[]`.
+#
+# *Hint:* one pass with a running maximum that starts at `-inf`.
+
+# %% tags=["exercise"]
+def best_so_far(values, limit=None):
+    """The best value after each completed trial (values: floats in trial order, None for a trial that did not
+    complete, NaN for a failed one), for the first `limit` completed trials (all if None)."""
+    ### BEGIN SOLUTION
+    best, curve = float("-inf"), []
+    for value in values:
+        if value is None or math.isnan(value):
+            continue
+        best = max(best, value)
+        curve.append(best)
+    return curve if limit is None else curve[:limit]
+    ### END SOLUTION
+
+
+# %% tags=["check"]
+running = check("lab2.best_so_far", best_so_far)
 
 # %% [markdown]
 # ## Task 1: Random vs Grid vs TPE
@@ -64,25 +147,113 @@ curves = {sampler: [search.best_so_far(st, limit=S["trials"]) for st in sts]
 bands = search.bands(curves)  # every sampler cut to the shortest search: equal budget
 task1_done = {name: sum(t.state.name == "COMPLETE" for t in st.trials) for name, st in task1.items()}
 task1_from = search.trial_provenance(task1.values())
-if S["report_only"]:
-    say(answers.drawn_from(task1_from))
-say(answers.shortfall(task1_done, S["trials"]))
-say(table(answers.sampler_rows(bands)))
+say(summary.shortfall(task1_done, S["trials"]))
+say(table(summary.sampler_rows(bands)))
 best_study, best = lab2.best_trial(task1)
 n_test = best.user_attrs["n_test"]
 say(f"Best architecture overall: {best_study} trial {best.number}, accuracy {best.value:.4f}, "
     f"{best.user_attrs['parameters']:,} parameters: `{ {k: v for k, v in best.params.items() if '.' not in k} }`, "
     f"{sum(v == 'identity' for k, v in best.params.items() if '.' in k)} Linear layers replaced by Identity.")
 
+# %% tags=["answer-key"]
+if S["report_only"]:  # the committed studies, read back
+    from labkit.answers import lab2 as answers
+
+    say(answers.drawn_from(task1_from))
+
+# %% [markdown]
+# What the searches drew, read back through your `sample_architecture` (each study's first completed trial; a
+# Grid trial's parameters keep every Linear), and each study's best-so-far curve through your `best_so_far`:
+# both must agree with what the workers recorded.
+
+# %%
+drawn = []
+for name, st in task1.items():
+    first = next(t for t in sorted(st.get_trials(deepcopy=False), key=lambda t: t.number) if t.state.name == "COMPLETE")
+    arch = space.fn(optuna.trial.FixedTrial(lab2.full_params(first.params)))
+    drawn.append({"study": name, "trial": first.number, **arch["config"],
+                  "identity": sum(v == "identity" for v in arch["linears"].values()), "accuracy": first.value})
+say(table(drawn))
+best_arch = space.fn(optuna.trial.FixedTrial(lab2.full_params(best.params)))
+assert count_parameters(build_model(best_arch)) == best.user_attrs["parameters"], \
+    "the best trial's architecture, rebuilt from your sampler, has another parameter count than the trial recorded"
+my_curves = {sampler: [running.fn(trial_values(st), S["trials"]) for st in sts]
+             for sampler, sts in lab2.by_sampler(task1).items()}
+assert my_curves == curves, "your best_so_far gives other curves than labkit's on these studies"
+say(table([{"sampler": sampler, "seed": seed, "best so far": ", ".join(f"{v:.4f}" for v in c)}
+           for sampler, cs in my_curves.items() for seed, c in zip(S["seeds"], cs)]))
+
 # %%
 samplers = {
-    "bands": bands, "curves": curves, "rows": answers.sampler_rows(bands), "search_seconds": task1_seconds,
+    "bands": bands, "curves": curves, "rows": summary.sampler_rows(bands), "search_seconds": task1_seconds,
     "completed": task1_done, "trials_from": task1_from, "report_only": S["report_only"],
     "best": {"study": best_study, "trial": best.number, "value": best.value, "params": best.params},
     "trials": {name: [{"number": t.number, "value": t.value, "params": t.params, **t.user_attrs}
                       for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
                for name, st in task1.items()}}
 save_figure(plot_samplers(samplers, S), "lab2", "samplers", samplers, S)
+
+# %% [markdown] tags=["answer"] question=2a points=2
+# **Question 2a.** Can you tell the samplers apart at this budget? Read the mean best of each sampler against
+# the spread over seeds and against the test set's standard error, and explain why Random, TPE and Grid can end
+# level (or not) after this many trials.
+#
+# Model answer: The samplers can only be called different where their mean best differs by more than the spread
+# over seeds (and more than a test-set standard error); at a budget of a few dozen trials over a space of hundreds
+# of size combinations (and, for Random and TPE, a huge number of Identity patterns) they usually cannot. TPE's
+# first trials are random start-up trials, so much of a short search is Random sampling, and its model only then
+# proposes architectures near the good ones; Grid walks a shuffled fraction of a sizes-only grid and never drops a
+# Linear. Many architectures reach similar accuracy after one epoch, so the best of a few draws is close for every
+# sampler; what decides the best more is which depths train at all at this learning rate. A longer budget and more
+# seeds would be needed before TPE's guidance shows.
+
+# %% [markdown]
+# ## Exercise: the compression-aware objective
+#
+# A Task 2 trial trains the architecture, then scores it the way its search asks (`mode`): `"none"` returns the
+# trained model's accuracy; `"compress"` the accuracy of `compress(model)` (fixed-point quantization and L1
+# pruning, applied to a copy); `"compress+train"` the accuracy of that compressed model after `post_train` (a short
+# training at its own learning rate with compression in place). A `"compress+train"` trial also post-trains the
+# trained, *uncompressed* model as long (the equal-training control), so its gain can be read against what the
+# extra training does on its own. Every step is handed to you as a function, so the check runs in microseconds:
+# `build(arch)` returns a model, `train(model)` and `post_train(model)` train it in place, `compress(model)` returns
+# the compressed copy, `evaluate(model)` returns an accuracy, and `record(name, accuracy)` stores one of
+# `accuracy_trained`, `accuracy_compressed`, `accuracy_post_trained`, `accuracy_control` with the trial (each
+# accuracy recorded right after it is measured). Return the accuracy the mode scores.
+#
+# Traps: the compressed model is what `compress` returns (the model you pass is left as it was); the value is the
+# last accuracy of the scored model, even when it is lower than an earlier one; the control starts from the trained
+# model before compression.
+#
+# *Hint:* the check prints each call with the model's steps so far, e.g. `post_train(built+trained+compressed)`.
+
+# %% tags=["exercise"]
+def compression_objective(arch, mode, build, train, compress, evaluate, post_train, record):
+    """One Task 2 trial: the accuracy `mode` ("none", "compress", "compress+train") scores, recording each
+    accuracy measured on the way (and, for "compress+train", the control's)."""
+    ### BEGIN SOLUTION
+    model = build(arch)
+    train(model)
+    value = evaluate(model)
+    record("accuracy_trained", value)
+    if mode == "none":
+        return value
+    control = copy.deepcopy(model) if mode == "compress+train" else None
+    model = compress(model)
+    value = evaluate(model)
+    record("accuracy_compressed", value)
+    if mode == "compress+train":
+        post_train(model)
+        value = evaluate(model)
+        record("accuracy_post_trained", value)
+        post_train(control)
+        record("accuracy_control", evaluate(control))
+    return value
+    ### END SOLUTION
+
+
+# %% tags=["check"]
+objective = check("lab2.compression_objective", compression_objective)
 
 # %% [markdown]
 # ## Task 2: compression-aware search from Task 1's best architecture
@@ -107,21 +278,42 @@ comp_best = {label: max(c) for label, c in comp_curves.items()}
 comp_done = {label: len(c) for label, c in comp_curves.items()}
 task2_from = search.trial_provenance(comp.values())
 # how the trials ran, from their own records (worker processes, hosts, devices), not this process's count
-say(answers.studies_header(search.storage.shown_url(storage), lab2.study_tag(S),
+say(summary.studies_header(search.storage.shown_url(storage), lab2.study_tag(S),
                            search.trial_provenance([*task1.values(), *task2.values()]), S)
     + (" Workers ran under CUDA MPS in this run." if S["mps"] and not S["report_only"] else ""))
-say(answers.shortfall(comp_done, S["compression_trials"]))
-effects = {"compression, no post-training": answers.within_trial(comp_trials["compressed"], "accuracy_compressed"),
-           "post-training after compression": answers.within_trial(
+say(summary.shortfall(comp_done, S["compression_trials"]))
+effects = {"compression, no post-training": summary.within_trial(comp_trials["compressed"], "accuracy_compressed"),
+           "post-training after compression": summary.within_trial(
                comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_compressed")}
 # each post-training trial also trained its uncompressed model as long (its equal-training control)
-post_control = answers.post_vs_control(comp_trials["compressed + post-training"])
+post_control = summary.post_vs_control(comp_trials["compressed + post-training"])
 if post_control is not None:
-    effects["post-training against its control"] = answers.within_trial(
+    effects["post-training against its control"] = summary.within_trial(
         comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_control")
 say(table([{"objective": label, "best": comp_best[label], "first trial (Task 1's best)": comp_curves[label][0]}
            for label in comp]))
 say(table([{"within-trial change": k, **v} for k, v in effects.items()]))
+
+# %% [markdown]
+# Each search's first trial (Task 1's best architecture) replayed through your `compression_objective`, with its
+# steps standing in for the real ones: `evaluate` returns the accuracy the trial recorded for the model's state. Your
+# objective must return the trial's value and record what it recorded; and your `best_so_far` must give each
+# search's curve.
+
+# %%
+replays = []
+for label, st in comp.items():
+    first = next(t for t in sorted(st.get_trials(deepcopy=False), key=lambda t: t.number) if t.state.name == "COMPLETE")
+    arch = space.fn(optuna.trial.FixedTrial(lab2.full_params(first.params)))
+    replay = trace_objective(objective.fn, arch, lab2.MODES[label], accuracies_of(first.user_attrs))
+    assert replay["value"] == first.value, f"{label}: your objective returns {replay['value']}, the trial {first.value}"
+    assert replay["recorded"] == {k: v for k, v in first.user_attrs.items() if k.startswith("accuracy_")}, \
+        f"{label}: your objective records {replay['recorded']}"
+    replays.append({"objective": label, "trial": first.number, "value": replay["value"],
+                    "steps": " -> ".join(c.split("(")[0] for c in replay["calls"])})
+say(table(replays))
+my_comp_curves = {label: running.fn(trial_values(st), S["compression_trials"]) for label, st in comp.items()}
+assert my_comp_curves == comp_curves, "your best_so_far gives other curves than labkit's on these studies"
 
 # %%
 quant, prune = lab2.compression_configs(S)
@@ -132,14 +324,28 @@ compression = {
     "post_vs_control": post_control, "report_only": S["report_only"]}
 save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware", compression, S)
 
-# %% [markdown]
+# %% [markdown] tags=["answer"] question=2b points=2
+# **Question 2b.** What does post-training do to a compressed model, and why is its gain read against the
+# uncompressed model given the same training rather than against the compressed accuracy alone?
+#
+# Model answer: Post-training runs a short training with the quantizers and pruning masks in place, so the
+# remaining weights adapt to the rounding and to the removed ones (straight-through gradients through the
+# quantizers), recovering part of what compression cost. But the extra steps are also more training: a model that
+# had not converged, or that was still at chance after its first epoch, gains from them whether or not it is
+# compressed. The control trains the same trained model, uncompressed, for the same steps, learning rate, seed and
+# batches, so post-trained minus control isolates what recovering from compression adds; its median and spread over
+# trials matter more than the mean, which a few models leaving chance can dominate.
+
+# %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
 # Rendered by `labkit.answers.lab2` from the JSON just saved (read back), as `python -m labkit.redraw lab2
 # --answers` renders them later: the samplers' verdict with its uncertainty, how many trials of each depth
 # ended at chance, and post-training's change read with its median and spread and against its control.
 
-# %%
+# %% tags=["answer-key"]
+from labkit import redraw
+
 answers_path, text = redraw.render_answers("lab2_search", S["profile"])
 answers_path.write_text(text)
 say(text.split("\n\n", 3)[-1])
