@@ -1,7 +1,8 @@
 """Lab 3's search answers as Markdown from its numbers (unit-tested, so the notebook only calls them)."""
 from __future__ import annotations
 
-from ..labs.lab3_precision import short  # noqa: F401 (the notebook prints layer names through answers)
+# the table rows the notebook saves, and layer names, are built in lab3_precision (kept here for the answers)
+from ..labs.lab3_precision import cost_rows, format_rows, front_of, short  # noqa: F401
 from ..seeds import accuracy_se, at_chance
 
 # Why a format family loses accuracy when it does: what its value set cannot hold (see each format's
@@ -46,13 +47,6 @@ def integer_answer(best: float, fp32: float, trials: int, uniform_int8: float | 
     return text
 
 
-def format_rows(per_format: dict[str, dict], fp32: float) -> list[dict]:
-    """``per_format[name] = {"best": accuracy, "bits": average weight bits of that trial, "trials": n}``."""
-    rows = [{"format": name, "best accuracy": r["best"], "vs fp32": r["best"] - fp32, "weight bits": r["bits"],
-             "trials": r["trials"]} for name, r in per_format.items()]
-    return sorted(rows, key=lambda r: -r["best accuracy"])
-
-
 def formats_answer(rows: list[dict], fp32: float, n_test: int, all_formats: dict) -> str:
     """``rows``: ``format_rows``; ``all_formats``: the all-formats search's best (``best``, ``bits``,
     ``counts``: format -> layers)."""
@@ -94,14 +88,6 @@ def against_uniform(best_so_far: dict[str, list[float]], n_test: int) -> str:
     if alone:
         text += f"With no parameter to choose, {', '.join(alone)} ran that point alone. "
     return text
-
-
-def cost_rows(per_lambda: dict[float, dict]) -> list[dict]:
-    """``per_lambda[lam] = {"accuracy", "bits", "counts"}`` of each cost search's best trial."""
-    return [{"lambda": lam, "accuracy": r["accuracy"], "weight bits": r["bits"],
-             "objective": r["accuracy"] - lam * r["bits"],
-             "formats": ", ".join(f"{k} x{v}" for k, v in sorted(r["counts"].items(), key=lambda kv: -kv[1]))}
-            for lam, r in sorted(per_lambda.items())]
 
 
 def cost_answer(rows: list[dict]) -> str:
@@ -261,15 +247,6 @@ def lambda_text(rows: list[dict]) -> str:
     return ("The lambdas do not each pick their own point: " + "; ".join(beaten) + ". Those searches did not find "
             "the optimum of their own objective within their trials, so the table is a set of unconverged searches, "
             "not a map of the trade-off by price per bit.")
-
-
-def front_of(points: list[dict]) -> list[dict]:
-    """The accuracy-vs-bits Pareto front of ``points`` (each with ``accuracy``, ``bits``), fewest bits first."""
-    out = []
-    for p in sorted(points, key=lambda p: (p["bits"], -p["accuracy"])):
-        if not out or p["accuracy"] > out[-1]["accuracy"]:
-            out.append(p)
-    return out
 
 
 def stored_points(integer: dict | None, formats: dict | None, pareto: dict) -> list[dict]:

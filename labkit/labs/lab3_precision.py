@@ -133,6 +133,31 @@ def short(layer: str) -> str:
     return layer.replace("bert.encoder.layer.", "").replace("bert.", "")
 
 
+# Table rows of the search's results, as the notebook saves them and the answers read them.
+def format_rows(per_format: dict[str, dict], fp32: float) -> list[dict]:
+    """``per_format[name] = {"best": accuracy, "bits": average weight bits of that trial, "trials": n}``."""
+    rows = [{"format": name, "best accuracy": r["best"], "vs fp32": r["best"] - fp32, "weight bits": r["bits"],
+             "trials": r["trials"]} for name, r in per_format.items()]
+    return sorted(rows, key=lambda r: -r["best accuracy"])
+
+
+def cost_rows(per_lambda: dict[float, dict]) -> list[dict]:
+    """``per_lambda[lam] = {"accuracy", "bits", "counts"}`` of each cost search's best trial."""
+    return [{"lambda": lam, "accuracy": r["accuracy"], "weight bits": r["bits"],
+             "objective": r["accuracy"] - lam * r["bits"],
+             "formats": ", ".join(f"{k} x{v}" for k, v in sorted(r["counts"].items(), key=lambda kv: -kv[1]))}
+            for lam, r in sorted(per_lambda.items())]
+
+
+def front_of(points: list[dict]) -> list[dict]:
+    """The accuracy-vs-bits Pareto front of ``points`` (each with ``accuracy``, ``bits``), fewest bits first."""
+    out = []
+    for p in sorted(points, key=lambda p: (p["bits"], -p["accuracy"])):
+        if not out or p["accuracy"] > out[-1]["accuracy"]:
+            out.append(p)
+    return out
+
+
 def linear_layers(model: torch.nn.Module) -> list[str]:
     return [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
 

@@ -15,10 +15,9 @@ def show_stored_figure(lab: str, name: str) -> None:
         display(Image(filename=str(png)))
 
 
-def measure_or_load(name: str, study_module, settings: dict, devices: list[str], draw, lab: str = "lab4") -> dict:
-    """Run ``study_module`` on each of ``devices`` (saving its figure, ``draw(study)``, and JSON); for the other
-    device take the stored full-profile result. Returns {device: payload as saved, or None when nothing is
-    stored}."""
+def measure(name: str, study_module, settings: dict, devices: list[str], draw, lab: str = "lab4") -> dict:
+    """Run ``study_module`` on each of ``devices``, saving its figure (``draw(study)``) and JSON. Returns
+    {device: payload as saved}."""
     import matplotlib.pyplot as plt
 
     payloads = {}
@@ -30,8 +29,20 @@ def measure_or_load(name: str, study_module, settings: dict, devices: list[str],
         plt.close(fig)
         # read back what was saved, so the answers render from exactly the stored JSON
         payloads[dev] = load_results(lab, f"{name}_{dev}", settings["profile"])
-    for dev in DEVICES:
-        if dev not in payloads:
-            payloads[dev] = load_results(lab, f"{name}_{dev}", "full")
-            show_stored_figure(lab, f"{name}_{dev}")
     return payloads
+
+
+def with_stored(payloads: dict, name: str, lab: str = "lab4") -> dict:
+    """``payloads`` plus, for each device not measured, its stored full-profile result (None when nothing is
+    stored), its figure shown: the key beside a student's own measurement."""
+    out = dict(payloads)
+    for dev in DEVICES:
+        if dev not in out:
+            out[dev] = load_results(lab, f"{name}_{dev}", "full")
+            show_stored_figure(lab, f"{name}_{dev}")
+    return out
+
+
+def measure_or_load(name: str, study_module, settings: dict, devices: list[str], draw, lab: str = "lab4") -> dict:
+    """``measure`` on ``devices``, then ``with_stored`` for the other device."""
+    return with_stored(measure(name, study_module, settings, devices, draw, lab), name, lab)

@@ -178,12 +178,32 @@ def time_calls(fn: Callable[[], object], repeats: int, device: str | torch.devic
     n = 1 + warmup + repeats
     if dev.type == "cuda":
         return _time_cuda(fn, n, warmup, dev)
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
+    times = clock_calls(fn, n, time.perf_counter)
     return Timing(device=str(dev), warmup=warmup, per_call=times, per_call_wall=list(times))
+
+
+def clock_calls(fn: Callable[[], object], n: int, clock: Callable[[], float],
+                sync: Callable[[], None] | None = None) -> list[float]:
+    """Seconds of each of ``n`` calls of ``fn()`` read from ``clock`` (e.g. ``time.perf_counter``), in call order.
+
+    With ``sync`` (a device synchronize), ``sync()`` runs before the clock starts (the previous call's queued
+    work stays out of this call's window) and after each call, before the clock is read (the call's own queued
+    work is inside it). ``time_calls``' CPU path is this with no ``sync``: CPU calls are synchronous.
+    """
+    times = []
+    if sync is None:
+        for _ in range(n):
+            start = clock()
+            fn()
+            times.append(clock() - start)
+        return times
+    for _ in range(n):
+        sync()
+        start = clock()
+        fn()
+        sync()
+        times.append(clock() - start)
+    return times
 
 
 def _time_cuda(fn, n: int, warmup: int, dev: torch.device) -> Timing:

@@ -170,11 +170,12 @@ except RuntimeError as err:
     fx_error = str(err)
 print("RuntimeError:", fx_error)
 
-# %% [markdown] tags=["answer"] question=0a points=2
+# %% [markdown]
 # **Question 0a.** Why does FX refuse to erase a dropout node when `replace_all_uses_with` is skipped (the
 # `RuntimeError` just printed)? And after every dropout *node* is gone, why would BERT's training-mode graph still
 # not compute the eval-mode model unless the pass also sets the attention's `dropout_p` to 0?
-#
+
+# %% [markdown] tags=["answer"] question=0a points=2
 # Model answer: a node's users hold references to it as their arguments; erasing it would leave them reading a
 # value nothing computes (a dangling edge), so `erase_node` refuses while the node has users. Rewiring first
 # makes every user read the dropout's input, which is what dropout returns in eval mode, and leaves the node
@@ -224,12 +225,13 @@ for what, d in (("without labels", no_labels), ("without attention_mask (and lab
     print(f"{what}: {d['nodes_a']} -> {d['nodes_b']} nodes\n  node kinds removed: {d['removed']}\n"
           f"  node kinds added: {d['added']}")
 
-# %% [markdown] tags=["answer"] question=0b points=2
+# %% [markdown]
 # **Question 0b.** From the three captures and the node kinds printed above: how does the graph's topology
 # change when `labels` is not an input, and when `attention_mask` is not one either? Say what each removed
 # branch computed, what the graph returns without labels, and what a model captured without `attention_mask`
 # does on a padded batch.
-#
+
+# %% [markdown] tags=["answer"] question=0b points=2
 # Model answer: without `labels` the loss branch disappears: the `labels` placeholder and the cross-entropy
 # that consumed it (with the reshapes that flatten logits and labels for it) are gone, and the graph ends at
 # the classifier's logits; the encoder is untouched, since the labels only enter after it. Without

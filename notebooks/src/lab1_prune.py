@@ -112,12 +112,13 @@ say(f"Layer `{name}` ({w.numel():,} weights):\n\n"
     + table(rows, ["sparsity", "achieved (yours)", "achieved (labkit's prune)", "entries that differ",
                    "largest pruned abs(w)", "smallest kept abs(w)"]))
 
-# %% [markdown] tags=["answer"] question=1b points=2
+# %% [markdown]
 # **Question 1b.** From your table: from which sparsity is random pruning at chance (a constant answer on
 # balanced reviews), and how does L1 fare at the same sparsities? Why does removing the smallest-magnitude
 # weights and inputs hurt so much less than a random mask of the same sparsity, and why does fine-tuning with
 # the masks in place not bring random pruning back?
-#
+
+# %% [markdown] tags=["answer"] question=1b points=2
 # Model answer: random pruning reaches chance at a moderate sparsity, where L1 is still close to the unpruned
 # model; L1 only collapses near the highest sparsities. A layer's output is a sum of weight-times-input
 # terms, and both magnitudes are heavy-tailed: most terms are small, so dropping the smallest ones leaves

@@ -157,11 +157,12 @@ say(table(numbers["rows"], ["width", "frac_width", "ptq", "qat", "qat_train_seco
 # %%
 save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 
-# %% [markdown] tags=["answer"] question=1a points=2
+# %% [markdown]
 # **Question 1a.** From your table: below which width does PTQ lose accuracy, and how much of it does QAT win
 # back? Why can training with the quantizer in place recover what rounding alone loses, and why is the
 # equal-training control the fair comparison for QAT?
-#
+
+# %% [markdown] tags=["answer"] question=1a points=2
 # Model answer: PTQ falls below fp32 at the widths where the rounding step of a Linear's weights or inputs
 # becomes comparable to the values themselves (read the width off your table); QAT trains with
 # the rounding in the forward pass (straight-through gradients), so the weights move to values the grid keeps.

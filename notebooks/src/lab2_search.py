@@ -193,11 +193,12 @@ samplers = {
                for name, st in task1.items()}}
 save_figure(plot_samplers(samplers, S), "lab2", "samplers", samplers, S)
 
-# %% [markdown] tags=["answer"] question=2a points=2
+# %% [markdown]
 # **Question 2a.** Can you tell the samplers apart at this budget? Read the mean best of each sampler against
 # the spread over seeds and against the test set's standard error, and explain why Random, TPE and Grid can end
 # level (or not) after this many trials.
-#
+
+# %% [markdown] tags=["answer"] question=2a points=2
 # Model answer: The samplers can only be called different where their mean best differs by more than the spread
 # over seeds (and more than a test-set standard error); at a budget of a few dozen trials over a space of hundreds
 # of size combinations (and, for Random and TPE, a huge number of Identity patterns) they usually cannot. TPE's
@@ -324,10 +325,11 @@ compression = {
     "post_vs_control": post_control, "report_only": S["report_only"]}
 save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware", compression, S)
 
-# %% [markdown] tags=["answer"] question=2b points=2
+# %% [markdown]
 # **Question 2b.** What does post-training do to a compressed model, and why is its gain read against the
 # uncompressed model given the same training rather than against the compressed accuracy alone?
-#
+
+# %% [markdown] tags=["answer"] question=2b points=2
 # Model answer: Post-training runs a short training with the quantizers and pruning masks in place, so the
 # remaining weights adapt to the rounding and to the removed ones (straight-through gradients through the
 # quantizers), recovering part of what compression cost. But the extra steps are also more training: a model that

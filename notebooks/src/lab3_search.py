@@ -19,6 +19,11 @@
 # The studies run on the same engine as Lab 2 (`runs/optuna/lab3.journal`, concurrent workers, resumable;
 # a configuration measured once is reused by every study, whatever it optimises). Part 1
 # (`lab3_formats`) checks each format alone; run it first on a new machine, it trains the SFT model.
+#
+# **Your part.** The cost objective's bit count is yours to write (`bit_cost`: average weight bits of a per-layer
+# configuration and accuracy - lambda x bits), checked on the spot against labkit's accounting; once it passes, the
+# bits shown for the cost searches' winners and for the Pareto front are counted by your function. Two questions
+# ask what the searches say.
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
@@ -29,12 +34,13 @@ import time
 
 import optuna
 
-from labkit import recipes, redraw, search
-from labkit.answers import lab3 as answers
-from labkit.answers.lab2 import how_trials_ran
+from labkit import check, recipes, search
+from labkit.exercises.lab3 import config_tensors
 from labkit.labs import lab3, lab3_precision
+from labkit.labs.lab3_precision import cost_rows, format_rows, front_of
 from labkit.plots.lab3_search import plot_formats, plot_integer, plot_pareto
 from labkit.profiles import lab_settings
+from labkit.quant import average_bits, quantize
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
 from labkit.training import train
@@ -53,6 +59,74 @@ n_test = dl.sizes["test"]
 say(f"Base: the SFT model (weights sha256 `{sft['sft_digest'][:12]}`), fp32 accuracy **{fp32:.4f}** on {n_test:,} test "
     f"reviews; {len(layers)} Linear layers searched. Studies in `{search.storage.shown_url(storage)}` (tag "
     f"`{lab3.study_tag(S)}`).")
+
+# %% [markdown]
+# ## Exercise: the bit cost of a configuration
+#
+# The cost searches maximise `accuracy - lam * weight_bits`, where `weight_bits` is the average stored bits per
+# weight element over every Linear weight and bias of the model. Write `bit_cost(accuracy, tensors, lam)`, returning
+# `{"weight_bits": ..., "cost": ...}`. `tensors` lists the stored tensors, each a dict `{"shape": (...), "width": w,
+# "shared_bits": s, "block_size": g}`: every element stores `w` bits, and a format with shared fields (block
+# formats' exponents, MXINT8's, a binary format's fp32 scales) adds one field of `s` bits per block of `g`
+# consecutive elements **along the last dimension** (`g` None: one field for the whole tensor; `s` 0: none). An
+# unquantized tensor is `width` 32. Traps: the average is weighted by element count (a classifier head of 2 x 384
+# weights barely moves it); a last dimension that `g` does not divide ends in a shorter block that still stores
+# its field (so a row of `n` elements holds `ceil(n / g)` fields, not `n / g`); blocks never span rows; a 1-D bias is
+# blocked along its own length; the price `lam` lowers the cost; no tensor at all is a `ValueError`.
+#
+# *Hint:* per tensor, `bits = width + shared_bits * ceil(n / g) / n` with `n = shape[-1]` (or `shared_bits / numel`
+# when `g` is None); then `sum(bits * numel) / sum(numel)`.
+
+# %% tags=["exercise"]
+def bit_cost(accuracy, tensors, lam):
+    """Average weight bits of a configuration's stored tensors, and its cost accuracy - lam * bits."""
+    ### BEGIN SOLUTION
+    total_bits = total = 0
+    for t in tensors:
+        numel = 1
+        for d in t["shape"]:
+            numel *= d
+        bits = t["width"]
+        if t["shared_bits"]:
+            if t["block_size"] is None:                  # one shared field for the whole tensor
+                bits += t["shared_bits"] / numel
+            else:                                        # one per block of the last dimension, ragged ones too
+                last = t["shape"][-1]
+                bits += t["shared_bits"] * -(-last // t["block_size"]) / last
+        total_bits += bits * numel
+        total += numel
+    if total == 0:
+        raise ValueError("no tensors to count")
+    weight_bits = total_bits / total
+    return {"weight_bits": weight_bits, "cost": accuracy - lam * weight_bits}
+    ### END SOLUTION
+
+
+# %% tags=["check"]
+cost = check("lab3.average_bits", bit_cost)
+
+# %% [markdown]
+# Every layer of the model in one format (the uniform points of the search below), counted by the function this
+# notebook uses (yours once its check passes) and by labkit's `average_bits` on the quantized model.
+# `config_tensors(model, config)` lists a per-layer configuration's stored tensors as `bit_cost` takes them.
+
+# %%
+uniform_rows = []
+for name, params in [("fp32", {}), ("integer", {"width": 8, "frac_width": 4}), ("block_fp", {"width": 6, "block_size": 16}),
+                     ("block_log", {"width": 4, "block_size": 32}), ("mxint8", {}), ("binary_scaling", {})]:
+    config = lab3_precision.uniform(layers, name, **params)
+    bits_counted = cost.fn(fp32, config_tensors(base, config), 0.0)["weight_bits"]
+    model = quantize(base, lab3_precision.selection(config)).model
+    uniform_rows.append({"every layer": lab3.baseline_label(name, config[layers[0]][1]), "bit_cost": bits_counted,
+                         "labkit average_bits": average_bits(model)["weight_bits"]})
+del model
+say(table(uniform_rows))
+
+
+def config_of(trial, role):
+    """The per-layer configuration ({layer: (format, params)}) that a trial of study ``role`` measured."""
+    return lab3_precision.sample_config(optuna.trial.FixedTrial(trial.params), layers, plans[role].options["formats"])
+
 
 # %% [markdown]
 # ## The searches
@@ -83,8 +157,9 @@ int_study = studies["integer"]
 uniform_trials = {next(iter(t.user_attrs["formats"])): t for t in completed(studies["uniform"])}  # one format each
 # the baselines (every layer at one width and frac, every layer in fp32) are the study's first trials
 integer = lab3.task1_numbers(int_study, layers, plans["integer"].n_trials)
-say(table([{"layer": answers.short(layer), "choice": "fp32" if answers.short(layer) in integer["fp32_layers"] else
-            f"int{integer['widths'][answers.short(layer)]} frac {integer['fracs'][answers.short(layer)]}"}
+short = lab3_precision.short
+say(table([{"layer": short(layer), "choice": "fp32" if short(layer) in integer["fp32_layers"] else
+            f"int{integer['widths'][short(layer)]} frac {integer['fracs'][short(layer)]}"}
            for layer in layers]))
 say(table([{"baseline": b["label"], "accuracy": b["accuracy"], "weight bits": b["bits"]} for b in integer["baselines"]]))
 integer.update(fp32=fp32, uniform_int8=uniform_trials["integer"].values[0] if "integer" in uniform_trials else None)
@@ -109,7 +184,7 @@ all_best = studies["all"].best_trial
 all_formats = {"best": all_best.user_attrs["accuracy"], "bits": all_best.user_attrs["weight_bits"],
                "counts": all_best.user_attrs["formats"]}
 curves["all formats"] = search.best_so_far(studies["all"], key="accuracy", limit=plans["all"].n_trials)
-rows = answers.format_rows(per_format, fp32)
+rows = format_rows(per_format, fp32)
 say(table(rows))
 formats = {"best_so_far": curves, "rows": rows, "all_formats": all_formats, "fp32": fp32}
 save_figure(plot_formats(formats, S), "lab3", "search_formats", formats, S)
@@ -123,8 +198,14 @@ for lam in S["lambdas"]:
     t = studies[f"cost:{lam:g}"].best_trial
     per_lambda[lam] = {"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"],
                        "counts": t.user_attrs["formats"]}
-crows = answers.cost_rows(per_lambda)
+crows = cost_rows(per_lambda)
 say(table(crows))
+# each lambda's best configuration counted again by bit_cost (yours once its check passed)
+counted = {lam: cost.fn(per_lambda[lam]["accuracy"], config_tensors(base, config_of(studies[f"cost:{lam:g}"].best_trial,
+                                                                                       f"cost:{lam:g}")), lam)
+           for lam in S["lambdas"]}
+say(table([{"lambda": lam, "accuracy": per_lambda[lam]["accuracy"], "weight bits (bit_cost)": c["weight_bits"],
+            "cost (bit_cost)": c["cost"]} for lam, c in counted.items()]))
 
 candidates = lab3.qat_candidates(studies["pareto"], S["front_qat"])
 qplan = lab3.qat_plan(S, candidates)
@@ -145,21 +226,54 @@ qat = [point(t) for t in completed(qat_study)]
 # every configuration any phase-1 study measured (PTQ), and the front over all of them
 cloud = [{"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"]}
          for st in studies.values() for t in completed(st)]
-pareto = {"front": front, "front_all": answers.front_of(cloud), "cloud": cloud, "uniform": uniform, "qat": qat,
+pareto = {"front": front, "front_all": front_of(cloud), "cloud": cloud, "uniform": uniform, "qat": qat,
           "cost": crows, "fp32": fp32, "search_seconds": search_seconds, "qat_seconds": qat_seconds,
           "front_configs": [t.params for t in lab3.front(studies["pareto"])]}
 save_figure(plot_pareto(pareto, S), "lab3", "search_pareto", pareto, S)
-say(table([{"bits": p["bits"], "accuracy": p["accuracy"],
-            "formats": ", ".join(f"{k} x{v}" for k, v in p["formats"].items())} for p in front]))
+# the front's average weight bits counted by bit_cost (yours once its check passed) from each configuration
+front_bits = [cost.fn(t.user_attrs["accuracy"], config_tensors(base, config_of(t, "pareto")), 0.0)["weight_bits"]
+              for t in lab3.front(studies["pareto"])]
+say(table([{"bits": b, "accuracy": p["accuracy"],
+            "formats": ", ".join(f"{k} x{v}" for k, v in p["formats"].items())} for b, p in zip(front_bits, front)]))
 
 # %% [markdown]
+# **Question 3c.** Each cost search returns one configuration, the multi-objective search a front. What does the
+# Pareto front say that a single lambda does not, and how would you pick a configuration from it?
+
+# %% [markdown] tags=["answer"] question=3c points=2
+# Model answer: a lambda is a price per bit fixed before the search; maximising accuracy - lambda x bits returns the
+# one point of the trade-off where the front's slope matches that price, and a different lambda may jump to a quite
+# different configuration (or to the same one, where the front has a kink). The front lists every configuration
+# that no other beats on both accuracy and bits, so it shows the whole trade-off at once: where accuracy holds flat
+# as bits fall (bits that buy nothing), and the knee below which it drops. One picks from it by a constraint rather
+# than a price: the fewest bits within a tolerated accuracy loss of fp32 (or the best accuracy within a bit
+# budget), and then checks that point with QAT and a second seed, since a front of PTQ measurements on one test
+# set also selects lucky noise.
+
+# %% [markdown]
+# **Question 3d.** Why is the average weighted by element count, and what does that weighting mean for which layers
+# a bit-aware search keeps at high precision?
+
+# %% [markdown] tags=["answer"] question=3d points=2
+# Model answer: the cost stands for memory (and bandwidth): a tensor of n elements stores n times its bits per
+# element, so the model's bits per weight is the element-weighted mean; an unweighted mean over layers would make a
+# 2 x 384 classifier head cost as much as a 1536 x 384 feed-forward matrix. Consequently the search can leave small
+# layers (the classifier, the pooler, biases) at high precision or fp32 almost for free, and must save its bits in
+# the large attention and feed-forward matrices; shared fields amortise over their blocks, so a block format's
+# exponent adds shared_bits / block_size per element (more in a ragged last block), a price that falls as blocks
+# grow and is paid back in coarser rounding of the values that share a block with a large one.
+
+# %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
 # Rendered by `labkit.answers.lab3` from the JSON just saved (read back), as `python -m labkit.redraw
 # lab3_search --answers` renders them later: each search read against the baselines inside its own space,
 # each lambda's best under every lambda's objective, and the front over every configuration measured.
 
-# %%
+# %% tags=["answer-key"]
+from labkit import redraw
+from labkit.answers.lab2 import how_trials_ran
+
 answers_path, text = redraw.render_answers("lab3_search", S["profile"])
 answers_path.write_text(text)
 say(text.split("\n\n", 3)[-1])
