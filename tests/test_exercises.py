@@ -181,7 +181,7 @@ def test_student_edition_holds_no_solution_and_no_answer_key(src):
 @pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
 def test_student_edition_opens_with_a_task_map_naming_every_task(src):
     nb = nbformat.read(STUDENT / f"{src.stem}.ipynb", as_version=4)
-    tasks = [c for c in nb.cells if editions.role(c) in ("check", "answer")]
+    tasks = [c for c in nb.cells if editions.role(c) in ("exercise", "answer")]
     assert tasks, f"{src.stem} sets no task"
     assert "task-map" in nb.cells[1].metadata.get("tags", [])
     for c in tasks:
@@ -200,7 +200,6 @@ def test_student_edition_opens_with_a_task_map_naming_every_task(src):
 
 def test_a_students_installed_function_gets_its_own_per_seed_cache(monkeypatch, tmp_path):
     from labkit import per_seed
-    from labkit.exercises.active import ACTIVE
 
     monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(per_seed, "_clean_commit", lambda: "c0ffee")
@@ -209,6 +208,6 @@ def test_a_students_installed_function_gets_its_own_per_seed_cache(monkeypatch, 
     per_seed.run("lab1", "x", {"a": 1}, [0], lambda seed: calls.append(seed) or {"v": 1})
     assert calls == [0]  # labkit's numbers: reused
     with evaluate("lab1.fixed_point", get("lab1.fixed_point").reference).installed():
-        assert "lab1.fixed_point" in ACTIVE
+        assert "student:lab1.fixed_point" in per_seed.EXTRA
         per_seed.run("lab1", "x", {"a": 1}, [0], lambda seed: calls.append(seed) or {"v": 2})
-    assert calls == [0, 0] and not ACTIVE  # the student's function computed its own
+    assert calls == [0, 0] and not per_seed.EXTRA  # the student's function computed its own

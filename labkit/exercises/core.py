@@ -184,21 +184,3 @@ def differs(expected, got, atol: float = 0.0, rtol: float = 0.0, where: str = ""
                 return why
         return None
     return None if got == expected else f"expected {short(expected)}{at}, got {short(got)}"
-
-
-def registry() -> dict[str, Exercise]:
-    """Every exercise, importing each lab's module (registration happens at import)."""
-    from . import lab0, lab1, lab2, lab3, lab4  # noqa: F401
-
-    return dict(REGISTRY)
-
-
-def get(exercise_id: str) -> Exercise:
-    found = registry()
-    if exercise_id not in found:
-        raise KeyError(f"unknown exercise {exercise_id!r}; allowed: {', '.join(sorted(found))}")
-    return found[exercise_id]
-
-
-def for_notebook(stem: str) -> list[Exercise]:
-    return [ex for ex in registry().values() if ex.notebook == stem]

@@ -91,7 +91,7 @@ def exercise_id(cell) -> str | None:
 def _grade_metadata(cells) -> None:
     """nbgrader's cell roles: an exercise cell is a solution cell, its check cell a locked graded test with
     the exercise's points, an answer cell a manually graded solution cell."""
-    from .core import get
+    from .catalog import get
 
     pending = None
     for cell in cells:
@@ -162,7 +162,7 @@ def solution_regions(source: str) -> list[str]:
 
 def student(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The student edition: solutions stubbed, answers blanked, answer-key cells dropped, a task map first."""
-    from .core import get
+    from .catalog import get
 
     cells = []
     for cell in solution.cells:
@@ -179,9 +179,9 @@ def student(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cells.append(cell)
     rows = []
     for i, cell in enumerate(cells, start=2):  # the title cell and the map come first (cells 1 and 2)
-        if role(cell) == "check":
+        if role(cell) == "exercise":  # the cell the student writes in; its check cell follows
             ex = get(cell.metadata["exercise"])
-            rows.append(f"| {ex.task} | exercise `{ex.id}`: {ex.title} | {ex.points} | {i} |")
+            rows.append(f"| {_cell(ex.task)} | exercise `{ex.id}`: {_cell(ex.title)} | {ex.points} | {i} |")
         elif role(cell) == "answer":
             rows.append(f"| question {cell.metadata['question']} | your answer | {cell.metadata['points']} | {i} |")
     if rows:
@@ -197,6 +197,10 @@ def student(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
         task_map.metadata["tags"] = ["task-map"]
         cells.insert(1, task_map)
     return _notebook(cells)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")  # a Markdown table cell: |x| would end the cell
 
 
 def render(nb: nbformat.NotebookNode) -> str:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .check import FAIL, HIDDEN_ENV, LOG_ENV, NOT_ATTEMPTED, PASS
-from .core import for_notebook, registry
+from .catalog import for_notebook, registry
 
 NOT_RUN = "not run"
 

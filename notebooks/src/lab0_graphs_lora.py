@@ -27,7 +27,8 @@ import copy
 import torch
 from IPython.display import HTML, display
 
-from labkit import check, graph, lora, models, per_seed as per_seed_runs, recipes, seeds
+from labkit import graph, lora, models, per_seed as per_seed_runs, recipes, seeds
+from labkit.exercises import check
 from labkit.training import train
 from labkit.finetune import lab0_seed
 from labkit.profiles import lab_settings

@@ -17,7 +17,8 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"sparsities": [0.5], "see
 # %%
 import torch
 
-from labkit import check, per_seed as per_seed_runs, recipes, seeds
+from labkit import per_seed as per_seed_runs, recipes, seeds
+from labkit.exercises import check
 from labkit.profiles import lab_settings
 from labkit.prune import prune
 from labkit.report import say, table

@@ -25,7 +25,8 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8], "seeds"
 # %%
 import torch
 
-from labkit import check, per_seed as per_seed_runs, quant, recipes, seeds
+from labkit import per_seed as per_seed_runs, quant, recipes, seeds
+from labkit.exercises import check
 from labkit.compress import fixed_point
 from labkit.profiles import lab_settings
 from labkit.report import say, table

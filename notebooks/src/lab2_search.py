@@ -38,7 +38,8 @@ import time
 
 import optuna
 
-from labkit import check, search
+from labkit import search
+from labkit.exercises import check
 from labkit.exercises.lab2 import accuracies_of, trace_objective, trial_values
 from labkit.plots.lab2_search import plot_compression_aware, plot_samplers
 from labkit.labs import lab2, lab2_summary as summary

@@ -31,7 +31,8 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import check, per_seed as per_seed_runs, recipes, seeds
+from labkit import per_seed as per_seed_runs, recipes, seeds
+from labkit.exercises import check
 from labkit.training import train
 from labkit.profiles import lab_settings
 from labkit.quant import FORMATS, average_bits, make_format, quantize, study

@@ -23,7 +23,8 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"group_size": 16}
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import check, models, per_seed as per_seed_runs, recipes, seeds
+from labkit import models, per_seed as per_seed_runs, recipes, seeds
+from labkit.exercises import check
 from labkit.training import train
 from labkit.kernels.accuracy import mxint8_accuracy_seed
 from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, memory, tiling

@@ -32,7 +32,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from labkit import check
+from labkit.exercises import check
 from labkit.perf import compile_study, resolve_devices, sdpa
 from labkit.perf.stored import measure
 from labkit.perf.timing import fmt_seconds, synchronize
