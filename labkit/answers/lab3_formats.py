@@ -19,6 +19,8 @@ from ..quant.formats.log import LogFormat
 from ..report import table
 from ..results import load_results, result_dir
 from . import measured
+from ..labs.lab3_formats_summary import (  # noqa: F401  (the answers' inputs, also read from here)
+    QAT_COLUMNS, _acc, base_text, qat_rows, qat_text, steps_of)
 from ..seeds import accuracy_se
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
@@ -33,29 +35,11 @@ KNOWN_FIXES = {
                              "values the wrong sign wherever a fitted scale did not exceed the sum of the later ones "
                              "(87% of the pretrained minilm-l2 pooler's inputs on 64 IMDb reviews)"),
 }
-QAT_COLUMNS = ["format", "bits/weight", "bits/input", "PTQ", "QAT", "QAT - PTQ", "seconds"]
-
-
-def _acc(d: dict | None) -> float | None:
-    """An accuracy as stored (NaN is written as null), None when missing or not finite."""
-    a = (d or {}).get("accuracy")
-    return a if isinstance(a, (int, float)) and math.isfinite(a) else None
-
-
 def names_list(names) -> str:
     return ", ".join(names) or "none"
 
 
 # --- base model and formats ---------------------------------------------------------------------------
-
-def base_text(settings: dict, fp32: dict, sizes: dict, sft: dict, linears: list[str]) -> str:
-    """``linears``: the Linear layers quantized (module order when the notebook stored it)."""
-    return (f"Base: the SFT model ({settings['model']}, {settings['max_length']} tokens; "
-            f"{'from the cache' if 'cached' in sft else 'trained now'}): fp32 accuracy **{fp32['accuracy']:.4f}** on "
-            f"{sizes['test']:,} test reviews. It has {len(linears)} Linear layers, "
-            + (f"`{linears[-2]}` and `{linears[-1]}` among them; " if len(linears) >= 2 else "")
-            + "all of them are quantized below.")
-
 
 def plan_rows(formats: dict[str, dict]) -> list[dict]:
     """The formats table from stored parameters (when the run did not store its own ``plan``): each format's
@@ -189,30 +173,6 @@ def log_vs_block_log(formats: dict[str, dict], rows: list[dict], width: int, n: 
 
 
 # --- PTQ and QAT ---------------------------------------------------------------------------------------
-
-def qat_rows(formats: dict[str, dict]) -> list[dict]:
-    rows = []
-    for n, r in formats.items():
-        p, q = _acc(r.get("ptq")), _acc(r.get("qat"))
-        rows.append({"format": n, "bits/weight": r["bits"]["weight_bits"], "bits/input": r["bits"]["data_in_bits"],
-                     "PTQ": p if p is not None else "-", "QAT": q if q is not None else "-",
-                     "QAT - PTQ": q - p if p is not None and q is not None else "-", "seconds": r["seconds"]})
-    return rows
-
-
-def steps_of(formats: dict[str, dict]) -> int:
-    return next((r["qat_train"]["steps"] for r in formats.values() if (r.get("qat_train") or {}).get("steps")), 0)
-
-
-def qat_text(settings: dict, fp32: dict, sizes: dict, formats: dict[str, dict]) -> str:
-    n = fp32["n"]
-    failed = {k: r["qat_error"] for k, r in formats.items() if r.get("qat_error")}
-    return (f"fp32: **{fp32['accuracy']:.4f}**; one test-set standard error there is {accuracy_se(fp32['accuracy'], n):.4f} "
-            f"(sqrt(p(1-p)/n), {n:,} reviews). QAT: {steps_of(formats)} steps ({settings['qat_epochs']} epochs of "
-            f"{sizes['train']:,} reviews, batch {settings['batch_size']}) at lr {settings['qat_lr']}."
-            + (" QAT failed for " + "; ".join(f"{k} ({v})" for k, v in failed.items()) + "." if failed else "")
-            + "\n\n" + table(qat_rows(formats), QAT_COLUMNS, floatfmt=".4f"))
-
 
 def _d(a: list[float], b, n: int) -> _seeds.Difference:
     return _seeds.difference(a, b, n)

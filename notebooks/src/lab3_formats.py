@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from labkit import per_seed as per_seed_runs, recipes, seeds
+from labkit.labs import lab3_formats_summary as summary
 from labkit.exercises import check
 from labkit.training import train
 from labkit.profiles import lab_settings
@@ -48,9 +49,7 @@ dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl, seed=SEEDS[0])
 fp32 = train.evaluate(base, dl.test, device=S["device"], desc="fp32", progress=False)
 linears = [n for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)]
-say(f"Base: the SFT model ({S['model']}, {S['max_length']} tokens; {'from the cache' if 'cached' in sft else 'trained now'}): "
-    f"fp32 accuracy **{fp32['accuracy']:.4f}** on {dl.sizes['test']:,} test reviews. It has {len(linears)} Linear "
-    f"layers, `{linears[-2]}` and `{linears[-1]}` among them; all of them are quantized below.")
+say(summary.base_text(S, fp32, dl.sizes, sft, linears))
 
 # %% [markdown]
 # ## The formats and their parameters
@@ -252,16 +251,7 @@ if log_small:
 per_seed = per_seed_runs.run("lab3", "formats", S, SEEDS, lambda seed: study.formats_seed(S, dl, seed, configs))
 numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes, "plan": plan, "linears": linears}
 
-
-def accuracy(d):
-    a = (d or {}).get("accuracy")
-    return a if isinstance(a, (int, float)) and math.isfinite(a) else "-"
-
-
-say(f"fp32: **{numbers['fp32']['accuracy']:.4f}** on {numbers['fp32']['n']:,} test reviews (mean over seeds).\n\n"
-    + table([{"format": n, "bits/weight": r["bits"]["weight_bits"], "bits/input": r["bits"]["data_in_bits"],
-              "PTQ": accuracy(r.get("ptq")), "QAT": accuracy(r.get("qat")), "seconds": r["seconds"]}
-             for n, r in numbers["formats"].items()]))
+say(summary.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))
 
 # %%
 fig = plot_formats(numbers, S)
