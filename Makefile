@@ -22,7 +22,7 @@ figures: install
 
 # Unit tests and a smoke-profile run of every notebook.
 test: install
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=20
 
 # The GPU test set (on a CUDA machine): every test marked `cuda`. No GPU visible is an error, and so is a skipped
 # CUDA test (LABKIT_REQUIRE_CUDA=1), never 0 tests passed. PY=python3 runs it with that Python as it is (e.g.
