@@ -149,6 +149,19 @@ def test_resume_fails_a_trial_that_died_before_its_first_heartbeat(tmp_path):
     assert optuna.trial.TrialState.RUNNING not in states
 
 
+def test_a_stale_trial_is_reaped_after_the_storages_own_grace_period(tmp_path):
+    """A Study wraps an RDB storage in optuna's cache: the grace period is read through it (it was read as
+    missing, so a trial that died before its first heartbeat waited the 60-second default)."""
+    from labkit.search.storage import reap_stale
+
+    storage = search.make_storage(f"sqlite:///{tmp_path / 'g.db'}", heartbeat_interval=1, grace_period=1)
+    optuna.create_study(study_name="g", storage=storage, direction="maximize").ask()
+    time.sleep(1.5)
+    study = optuna.load_study(study_name="g", storage=storage)
+    assert reap_stale(study) == [0]
+    assert study.trials[0].state == optuna.trial.TrialState.FAIL
+
+
 def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
     from labkit import profiles
     from labkit.labs import lab2, lab3

@@ -120,10 +120,11 @@ def reap_stale(study: optuna.Study) -> list[int]:
     """Fail the RUNNING trials of dead processes and queue their parameters again (up to MAX_RETRIES
     times per trial); returns the failed trial numbers."""
     storage = study._storage
-    if getattr(storage, "heartbeat_interval", None):
+    backend = getattr(storage, "_backend", storage)  # a Study wraps an RDB storage in optuna's cache
+    if getattr(backend, "heartbeat_interval", None):
         optuna.storages.fail_stale_trials(study)  # other machines' dead trials (RDB heartbeat)
     journal = is_journal(storage)
-    grace = getattr(storage, "grace_period", None) or UNCLAIMED_GRACE_S
+    grace = getattr(backend, "grace_period", None) or UNCLAIMED_GRACE_S
     now = datetime.datetime.now()
     reaped = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
