@@ -46,7 +46,8 @@ def _cmd_run(args) -> int:
 
     labs = sorted(runner.lab_notebooks()) if args.all else args.labs
     if not labs:
-        raise UsageError(f"run: name labs (allowed: {', '.join(runner.lab_notebooks())}) or pass --all")
+        raise UsageError(f"run: name labs or notebooks (allowed labs: {', '.join(runner.lab_notebooks())}) or "
+                         "pass --all")
     overrides = _parse_set(args.set)
     try:
         runner.check_run(labs, args.profile, overrides)  # every lab and setting, before anything runs
@@ -157,6 +158,18 @@ def _cmd_search_status(args) -> int:
     return 0
 
 
+def _cmd_claims(args) -> int:
+    from .maintain import claims
+
+    return claims.main(args.args)
+
+
+def _cmd_redraw(args) -> int:
+    from . import redraw
+
+    return redraw.main(args.args)
+
+
 def _cmd_check(args) -> int:
     from .exercises import grade, self_test
 
@@ -264,7 +277,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="execute lab notebooks with papermill")
-    run.add_argument("labs", nargs="*", help="labs to run, e.g. lab0 lab1")
+    run.add_argument("labs", nargs="*", help="labs or notebooks to run, e.g. lab0 lab1_quantize")
     run.add_argument("--all", action="store_true", help="run every lab notebook in order")
     run.add_argument("--profile", default="auto", choices=["auto", "smoke", "quick", "full"],
                      help="auto: full on a CUDA machine, quick otherwise")
@@ -279,6 +292,15 @@ def main(argv=None) -> int:
                            description=regenerate.__doc__.split("\n\n")[0])
     regenerate.add_arguments(regen)
     regen.set_defaults(func=_cmd_regenerate)
+
+    claims = sub.add_parser("claims", help="the labs' headline claims against the committed JSON (exit 1 if one "
+                            "fails); as python -m labkit.claims", add_help=False)
+    claims.add_argument("args", nargs=argparse.REMAINDER, help="[FIGURES folder]")
+    claims.set_defaults(func=_cmd_claims)
+    redraw = sub.add_parser("redraw", help="redraw figures and re-render answers from the stored JSON; as python "
+                            "-m labkit.redraw (labkit redraw --help)", add_help=False)
+    redraw.add_argument("args", nargs=argparse.REMAINDER, help="all | a lab | a notebook, then its options")
+    redraw.set_defaults(func=_cmd_redraw)
 
     data_cmd = sub.add_parser("data", help="dataset commands").add_subparsers(dest="action", required=True)
     data_cmd.add_parser("check", help="find IMDb, verify its sha256, print split sizes").set_defaults(
@@ -351,6 +373,9 @@ def main(argv=None) -> int:
     status.set_defaults(func=_cmd_search_status)
 
     _add_debug(parser)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] in (["claims"], ["redraw"]):  # their own options, --help included, go to their own parsers
+        return {"claims": _cmd_claims, "redraw": _cmd_redraw}[argv[0]](argparse.Namespace(args=argv[1:]))
     args = parser.parse_args(argv)
     return _dispatch(args)
 

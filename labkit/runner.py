@@ -29,9 +29,14 @@ def lab_notebooks() -> dict[str, Path]:
 
 
 def _paths_for(lab: str) -> list[Path]:
+    """A lab's notebooks (``lab1``), or one notebook by its name (``lab1_quantize``)."""
     books = lab_notebooks()
+    names = {p.stem: p for entry in books.values() for p in (entry if isinstance(entry, list) else [entry])}
+    if lab in names:
+        return [names[lab]]
     if lab not in books:
-        raise KeyError(f"unknown lab {lab!r}; allowed: {', '.join(books) or '(no notebooks found)'}")
+        raise KeyError(f"unknown lab or notebook {lab!r}; allowed: labs {', '.join(books) or '(none found)'}, "
+                       f"notebooks {', '.join(names)}")
     entry = books[lab]
     return entry if isinstance(entry, list) else [entry]
 

@@ -491,9 +491,10 @@ def _cli(argv, capsys) -> tuple[int, str]:
 
 
 CLI_CASES = [
-    pytest.param(["run", "lab9"], 2, r"labkit: error: unknown lab 'lab9'; allowed: lab0, lab1", id="cli-lab"),
-    pytest.param(["run", "lab0", "lab9"], 2, r"unknown lab 'lab9'", id="cli-lab-after-a-good-one"),
-    pytest.param(["run"], 2, r"labkit: error: run: name labs \(allowed: lab0", id="cli-no-lab"),
+    pytest.param(["run", "lab9"], 2, r"labkit: error: unknown lab or notebook 'lab9'; allowed: labs lab0, lab1, .*"
+                 r"notebooks lab0_graphs_lora", id="cli-lab"),
+    pytest.param(["run", "lab0", "lab9"], 2, r"unknown lab or notebook 'lab9'", id="cli-lab-after-a-good-one"),
+    pytest.param(["run"], 2, r"labkit: error: run: name labs or notebooks \(allowed labs: lab0", id="cli-no-lab"),
     pytest.param(["run", "lab0", "--set", "not json"], 2,
                  r"labkit: error: --set 'not json' is not valid JSON .*e\.g\. --set '\{\"train_size\": 500\}'",
                  id="cli-set-json"),
@@ -537,7 +538,7 @@ def test_cli_bad_input_is_one_error_line(argv, code, match, capsys, monkeypatch)
 
 @pytest.mark.parametrize("argv", [["--debug", "run", "lab9"], ["run", "lab9", "--debug"]])
 def test_cli_debug_shows_the_exception(argv):
-    with pytest.raises(cli.UsageError, match="unknown lab 'lab9'"):
+    with pytest.raises(cli.UsageError, match="unknown lab or notebook 'lab9'"):
         cli.main(argv)
 
 

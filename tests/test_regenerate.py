@@ -205,12 +205,15 @@ def test_fresh_status_on_a_clean_clone_shows_every_step_pending(tmp_path, monkey
     committed = regenerate.COMMITTED_STATE.read_bytes()
     assert cli.main(["regenerate", "--status"]) == 0
     resumed = capsys.readouterr().out
-    assert resumed.strip() == regenerate.status_text(json.loads(committed))  # without --fresh: the record
+    calls = len(json.loads(committed)["calls"])
+    record = "notebooks/executed/full/regen_state.json"
+    # without --fresh: the record, saying it is one and how many calls it holds
+    assert resumed.strip() == regenerate.status_text(json.loads(committed), record)
+    assert resumed.startswith(f"[regen] the regeneration recorded in {record}: {calls} call(s) so far")
     assert cli.main(["regenerate", "--fresh", "--status"]) == 0
     out = capsys.readouterr().out
-    calls = len(json.loads(committed)["calls"])
-    assert out.startswith(f"[regen] a fresh regeneration (superseding notebooks/executed/full/regen_state.json: "
-                          f"{calls} call(s)")
+    assert out.startswith(f"[regen] the plan a fresh regeneration starts with (superseding {record}: "
+                          f"{calls} call(s)") and "nothing has run" in out.splitlines()[0]
     for step in regenerate.PLAN:
         line = next(li for li in out.splitlines() if li.split()[:1] == [step.notebook])
         fresh = regenerate.fresh_state(json.loads(committed), regenerate.COMMITTED_STATE)

@@ -108,15 +108,22 @@ def load_state(path: Path | None = None) -> dict:
     return json.loads(found.read_text()) if found else {"steps": {}, "calls": [], "sft": {}}
 
 
+def _shown(path: Path | None) -> str | None:
+    """A state file as the user reads it: relative to the checkout where it lies inside it."""
+    if path is None:
+        return None
+    try:
+        return str(path.resolve().relative_to(_settings.REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
 def fresh_state(previous: dict, source: Path | None) -> dict:
     """A new regeneration, every step pending; ``previous`` (read from ``source``) is kept whole as the last
     entry of ``history`` (after its own history), and ``fresh`` says what it superseded."""
     earlier = {k: v for k, v in previous.items() if k != "history"}
     history = list(previous.get("history", [])) + ([earlier] if earlier.get("calls") else [])
-    try:
-        shown = str(source.resolve().relative_to(_settings.REPO_ROOT)) if source else None
-    except ValueError:
-        shown = str(source)
+    shown = _shown(source)
     done = sorted(name for name, e in earlier.get("steps", {}).items() if e.get("status") == "done")
     return {"steps": {}, "calls": [], "sft": {}, "history": history,
             "fresh": {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "supersedes": shown,
@@ -447,11 +454,21 @@ def written_since(root: Path, since: float) -> list[str]:
                   and p.stat().st_mtime >= since)
 
 
-def status_text(state: dict) -> str:
+def status_heading(state: dict, source: str | None = None) -> str:
+    """What the plan below it shows: the record of a regeneration (``source``: where it was read) with its
+    calls so far, or what a fresh regeneration would start with."""
     fresh = state.get("fresh")
-    lines = [f"[regen] a fresh regeneration (superseding {fresh['supersedes'] or 'no record'}: "
-             f"{fresh['superseded_calls']} call(s), {len(fresh['superseded_done'])} step(s) done); plan:"
-             if fresh else "[regen] plan:"]
+    replaced = (f"superseding {fresh['supersedes'] or 'no record'}: {fresh['superseded_calls']} call(s), "
+                f"{len(fresh['superseded_done'])} step(s) done there" if fresh else "")
+    if fresh and not state["calls"]:
+        return f"[regen] the plan a fresh regeneration starts with ({replaced}); nothing has run:"
+    where = f" in {source}" if source else ""
+    started = f"; started fresh at {fresh['started']}, {replaced}" if fresh else ""
+    return f"[regen] the regeneration recorded{where}: {len(state['calls'])} call(s) so far{started}; its plan:"
+
+
+def status_text(state: dict, source: str | None = None) -> str:
+    lines = [status_heading(state, source)]
     # what a call must leave room for, per unfinished step (measured where a call did)
     left = {s.notebook: expected_seconds(s, state) for s in pending(state)}
     for step in PLAN:
@@ -489,8 +506,8 @@ def run(args) -> int:
     """Run (or, with ``--status``, describe) one call from parsed arguments; 0 when no step is left, 3 when
     work is left for another call. Bad arguments raise ValueError."""
     if args.status:
-        state = load_state()
-        print(status_text(fresh_state(state, state_file()) if args.fresh else state))
+        state, found = load_state(), state_file()
+        print(status_text(fresh_state(state, found)) if args.fresh else status_text(state, _shown(found)))
         return 0
     if args.budget <= PACK_MARGIN:
         raise ValueError(f"--budget {args.budget}: must be > {PACK_MARGIN} seconds")
