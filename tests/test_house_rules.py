@@ -28,3 +28,10 @@ def test_the_rule_catches_what_it_means():
     assert COMMIT.search("measured at 2d1f34a on an H100") and COMMIT.search("(commit d213c6d67d5e)")
     assert not COMMIT.search("sub = a < 1.1754943508222875e-38") and not COMMIT.search("x = 8388736.0")
     assert ISSUE.search("see issue 22") and not ISSUE.search("an issue with the mask")
+
+
+def test_readme_is_short_and_holds_no_history():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200, "README over 200 lines: move measurement narrative to docs/"
+    found = [line for line in text.splitlines() if COMMIT.search(line) or ISSUE.search(line)]
+    assert not found, found
