@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from ..quant.bits import mean_bits
 from ..quant.config import LinearQuantConfig
 from ..quant.formats import (BinaryFormat, BinaryScalingFormat, BlockFP, BlockLog, BlockMinifloat, IntegerFormat,
                              LogFormat, MinifloatDenorm, MinifloatIEEE, MXInt8Format, ResidualSignFormat)
@@ -424,14 +425,7 @@ def _per_element(t):  # every element stores the shared field
          "for block_size None; weight by numel; cost = accuracy - lam * weight_bits; ValueError when empty",
 )
 def bit_cost(accuracy: float, tensors: list[dict], lam: float) -> dict:
-    weights = [(_tensor_bits(t), _numel(t["shape"])) for t in tensors]
-    total_bits = total = 0.0
-    for bits, count in weights:  # the order and arithmetic of labkit.quant.bits.average_bits
-        total_bits += bits * count
-        total += count
-    if not total:
-        raise ValueError("no elements to count: an average of stored bits needs at least one element")
-    weight_bits = total_bits / total
+    weight_bits = mean_bits([(_tensor_bits(t), _numel(t["shape"])) for t in tensors])  # average_bits' arithmetic
     return {"weight_bits": weight_bits, "cost": accuracy - lam * weight_bits}
 
 

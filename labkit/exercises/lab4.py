@@ -3,6 +3,7 @@ decode by bit assembly (``lab4_mxint8``)."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import torch
 
@@ -93,15 +94,9 @@ def _timer_hidden(rng) -> list[Case]:
     return cases
 
 
-def _median(xs):
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
 def _timer_first_in_median(fn, repeats, warmup, clock, sync):
     times = clock_calls(fn, 1 + warmup + repeats, clock, sync)
-    return {"first": times[0], "median": _median([times[0]] + times[1 + warmup:])}
+    return {"first": times[0], "median": statistics.median([times[0]] + times[1 + warmup:])}
 
 
 def _timer_mean(fn, repeats, warmup, clock, sync):
@@ -112,12 +107,12 @@ def _timer_mean(fn, repeats, warmup, clock, sync):
 
 def _timer_no_sync(fn, repeats, warmup, clock, sync):
     times = clock_calls(fn, 1 + warmup + repeats, clock)  # never waits for the device
-    return {"first": times[0], "median": _median(times[1 + warmup:])}
+    return {"first": times[0], "median": statistics.median(times[1 + warmup:])}
 
 
 def _timer_warmup_in_median(fn, repeats, warmup, clock, sync):
     times = clock_calls(fn, 1 + warmup + repeats, clock, sync)
-    return {"first": times[0], "median": _median(times[1:])}
+    return {"first": times[0], "median": statistics.median(times[1:])}
 
 
 @exercise(
