@@ -49,13 +49,13 @@ NOTEBOOKS: dict[str, Notebook] = {
                               {"quantization": "labkit.redraw:_lab1_quantization"}),
     "lab1_prune": Notebook("lab1", ("pruning",), "prune_answers.md", "labkit.answers.lab1:render_prune",
                            {"pruning": "labkit.redraw:_lab1_pruning"}),
-    "lab2_search": Notebook("lab2", ("samplers", "compression_aware"), "answers.md", "labkit.answers.lab2:render",
+    "lab2_search": Notebook("lab2", ("samplers", "compression_aware", "remeasured"), "answers.md", "labkit.answers.lab2:render",
                             {"samplers": "labkit.redraw:_lab2_samplers",
                              "compression_aware": "labkit.redraw:_lab2_compression"}),
     "lab3_formats": Notebook("lab3", ("formats", "weight_snr"), "formats_answers.md", "labkit.answers.lab3_formats:render",
                              {"formats": "labkit.redraw:_lab3_formats", "weight_snr": "labkit.redraw:_lab3_snr"},
                              "labkit.answers.lab3_formats:render_lab3_formats"),
-    "lab3_search": Notebook("lab3", ("search_integer", "search_formats", "search_pareto"), "search_answers.md",
+    "lab3_search": Notebook("lab3", ("search_integer", "search_formats", "search_pareto", "search_remeasured"), "search_answers.md",
                             "labkit.answers.lab3:render",
                             {"search_integer": "labkit.redraw:_lab3_integer", "search_formats": "labkit.redraw:_lab3_search_formats",
                              "search_pareto": "labkit.redraw:_lab3_pareto"}),
@@ -207,6 +207,31 @@ def render_answers(notebook: str, profile: str = "full") -> tuple[Path, str]:
     return path, text if text.endswith("\n") else text + "\n"
 
 
+def store_readings(notebook: str, profile: str = "full") -> list:
+    """Compute ``notebook``'s readings from its stored numbers and store them in its result JSON (each
+    reading in the result it reads, ``Reading.source``); returns them."""
+    from . import readings
+    from .results import store_readings as _store
+
+    payloads = payloads_of(notebook, profile)
+    found = readings.compute(notebook, payloads)
+    for name, rows in readings.by_source(found).items():
+        if payloads.get(name) is None:
+            raise ValueError(f"{notebook}: reading(s) {[r['key'] for r in rows]} belong to {name}.json, which is "
+                             f"not stored ({profile}); allowed sources: {[n for n, p in payloads.items() if p]}")
+        _store(NOTEBOOKS[notebook].lab, name, rows, profile)
+    return found
+
+
+def write_answers(notebook: str, profile: str = "full") -> tuple[Path, str]:
+    """Store ``notebook``'s readings, then render and write its answers from them (what a notebook's closing
+    cell and ``python -m labkit.redraw <notebook> --answers`` do)."""
+    store_readings(notebook, profile)
+    path, text = render_answers(notebook, profile)
+    path.write_text(text)
+    return path, text
+
+
 def redraw_figures(notebook: str, profile: str = "full", only: list[str] | None = None) -> list[Path]:
     """Redraw ``notebook``'s stored figures (``only``: some of them); returns the files written. A figure whose
     JSON is not stored is skipped and said so."""
@@ -255,12 +280,10 @@ def main(argv=None) -> int:
             for path in redraw_figures(nb, args.profile, args.only):
                 print(path, flush=True)
         if do_answers:
-            path, text = render_answers(nb, args.profile)
             if args.stdout:
-                sys.stdout.write(text)
+                sys.stdout.write(render_answers(nb, args.profile)[1])
             else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                path, _ = write_answers(nb, args.profile)
                 print(path, flush=True)
     return 0
 

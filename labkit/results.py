@@ -176,6 +176,19 @@ def redraw_figure(fig, lab: str, name: str, drawn: dict, profile: str = "full", 
     return paths
 
 
+def store_readings(lab: str, name: str, readings: list[dict], profile: str = "full") -> Path:
+    """Write ``readings`` (``labkit.readings``, stored form) into ``<name>.json`` beside its numbers; the numbers,
+    settings and provenance stay as the run that measured them wrote them."""
+    path = result_dir(lab, profile) / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no stored results to add readings to")
+    payload = json.loads(path.read_text())
+    if payload.get("readings") != readings:
+        payload["readings"] = readings
+        path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
 def load_results(lab: str, name: str, profile: str = "full") -> dict | None:
     """Stored results (e.g. the committed GPU numbers), or None if that run was never made."""
     path = result_dir(lab, profile) / f"{name}.json"

@@ -5,6 +5,7 @@ import statistics
 import pytest
 
 from labkit import seeds
+from labkit.readings import stats
 
 
 def test_combine_keeps_means_and_every_seed():
@@ -32,7 +33,7 @@ def test_combine_keeps_means_and_every_seed():
 
 def test_difference_combines_the_seed_spread_with_the_test_set_error():
     a, b, n = [0.86, 0.87, 0.865], [0.85, 0.852, 0.851], 25_000
-    d = seeds.difference(a, b, n)
+    d = stats.difference(a, b, n)
     per = [x - y for x, y in zip(a, b)]
     se_seed = statistics.stdev(per) / math.sqrt(3)  # an independent formula
     pa, pb = statistics.mean(a), statistics.mean(b)
@@ -44,20 +45,20 @@ def test_difference_combines_the_seed_spread_with_the_test_set_error():
 
 
 def test_a_sign_change_between_seeds_is_never_established():
-    d = seeds.difference([0.90, 0.90, 0.80], [0.80, 0.80, 0.81], 10**9)  # large mean, huge n
+    d = stats.difference([0.90, 0.90, 0.80], [0.80, 0.80, 0.81], 10**9)  # large mean, huge n
     assert d.mean > 0.05 and d.sign_changes and not d.established
     assert "sign changes" in d.verdict()
 
 
 def test_one_seed_or_a_small_gap_is_not_established():
-    one = seeds.difference([0.9], [0.5], 25_000)  # one seed: judged on the test set alone, and says so
+    one = stats.difference([0.9], [0.5], 25_000)  # one seed: judged on the test set alone, and says so
     assert one.established and math.isnan(one.se) and "beyond 2 test-set SE; one training seed" in one.verdict()
     assert one.text() == "+0.4000 ± 0.0037 test-set SE, one seed"
-    assert not seeds.difference([0.501], [0.5], 25_000).established
-    small = seeds.difference([0.8601, 0.8605, 0.8603], [0.8600, 0.8601, 0.8600], 25_000)
+    assert not stats.difference([0.501], [0.5], 25_000).established
+    small = stats.difference([0.8601, 0.8605, 0.8603], [0.8600, 0.8601, 0.8600], 25_000)
     assert not small.sign_changes and not small.established and "within 2 SE" in small.verdict()
     # against a constant (chance), only a's test-set error counts
-    const = seeds.difference([0.6, 0.61], 0.5, 100)
+    const = stats.difference([0.6, 0.61], 0.5, 100)
     assert const.se_test == pytest.approx(math.sqrt(0.605 * 0.395 / 100))
     with pytest.raises(ValueError, match="per-seed values"):
-        seeds.difference([0.5, 0.6], [0.5], 10)
+        stats.difference([0.5, 0.6], [0.5], 10)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import seeds as _seeds
+from ..readings import stats as _stats
 from ..report import table
 from ..results import load_results, result_dir
 from . import measured
@@ -197,8 +198,8 @@ def lora_text(settings: dict, lora: dict, merged: float, merge_gap: float, sft: 
 
 
 def sft_vs_lora(sft: list[float], lora: list[float], n: int) -> str:
-    """LoRA minus SFT over training seeds (``labkit.seeds.difference``: seed spread and test-set error)."""
-    d = _seeds.difference(list(lora), list(sft), n)
+    """LoRA minus SFT over training seeds (``labkit.readings.stats.difference``: seed spread and test-set error)."""
+    d = _stats.difference(list(lora), list(sft), n)
     text = f"LoRA minus SFT on {n:,} test reviews: {d.text()}. "
     if d.seeds < 2:
         return text + ("With one training seed, what another seed would change is unknown, so this is not called a "
@@ -218,8 +219,8 @@ def control_text(numbers: dict) -> str:
                 "with the extra epoch.")
     k, n = _seeds.count(numbers), numbers["sft"]["n"]
     acc = numbers["accuracy"]
-    d = _seeds.difference(_seeds.values(acc, "LoRA", k), _seeds.values(acc, "SFT + 1 epoch", k), n)
-    e = _seeds.difference(_seeds.values(acc, "SFT + 1 epoch", k), _seeds.values(acc, "SFT", k), n)
+    d = _stats.difference(_seeds.values(acc, "LoRA", k), _seeds.values(acc, "SFT + 1 epoch", k), n)
+    e = _stats.difference(_seeds.values(acc, "SFT + 1 epoch", k), _seeds.values(acc, "SFT", k), n)
     return (f" The equal-training control, the SFT model fine-tuned fully for that extra epoch at SFT's learning rate, "
             f"reaches {acc['SFT + 1 epoch']:.4f} (the extra epoch alone: {e.text()}); LoRA minus that control: "
             f"{d.text()}, " + ("so at equal training the adapters are "

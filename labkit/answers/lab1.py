@@ -9,7 +9,8 @@ only with the untouched base, since extra training alone can raise accuracy.
 from __future__ import annotations
 
 from .. import seeds as _seeds
-from ..seeds import accuracy_se as se
+from ..readings import stats as _stats
+from ..readings.stats import accuracy_se as se
 
 BASE_NOTE = ("The sheet starts Lab 1 from Lab 0's LoRA model; labkit starts from the SFT model (every weight "
              "fine-tuned, no adapter to merge first), so absolute numbers are not the sheet's.")
@@ -22,7 +23,7 @@ def chance_note(acc: float, share, n: int) -> str:
     """Why an accuracy sits at chance: one class predicted for (almost) every review. ``share``: the share of
     positive predictions, or one per training seed."""
     shares = [share] if share is None or isinstance(share, (int, float)) else list(share)
-    if None in shares or not _seeds.at_chance(acc, n):
+    if None in shares or not _stats.at_chance(acc, n):
         return ""
     constant = [x <= 0.01 or x >= 0.99 for x in shares]
     if all(constant):
@@ -48,8 +49,8 @@ class _Seeds:
     def of(self, d: dict, key: str) -> list[float]:
         return _seeds.values(d, key, self.k)
 
-    def diff(self, a: dict, ka: str, b: dict, kb: str) -> _seeds.Difference:
-        return _seeds.difference(self.of(a, ka), self.of(b, kb), self.n)
+    def diff(self, a: dict, ka: str, b: dict, kb: str) -> _stats.Difference:
+        return _stats.difference(self.of(a, ka), self.of(b, kb), self.n)
 
     def shares(self, d: dict, key: str):
         """Per-seed positive-prediction shares of ``key`` (None where the run did not record them)."""

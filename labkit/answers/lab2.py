@@ -6,7 +6,7 @@ import math
 from ..search.samplers import TPE_STARTUP
 from ..labs.lab2_summary import (  # noqa: F401  (the answers' inputs, also read from here)
     _plural, how_trials_ran, post_vs_control, sampler_rows, shortfall, spread, studies_header, within_trial)
-from ..seeds import accuracy_se, at_chance
+from ..readings.stats import accuracy_se, at_chance
 
 
 def sampler_verdict(bands: dict[str, dict], n_test: int, grid_size: int) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 # the table rows the notebook saves, and layer names, are built in lab3_precision (kept here for the answers)
 from ..labs.lab3_precision import cost_rows, format_rows, front_of, short  # noqa: F401
-from ..seeds import accuracy_se, at_chance
+from ..readings.stats import accuracy_se, at_chance
 
 # Why a format family loses accuracy when it does: what its value set cannot hold (see each format's
 # docstring in labkit.quant.formats). Cited next to the measured numbers, never instead of them.

@@ -15,13 +15,14 @@ import math
 from pathlib import Path
 
 from .. import seeds as _seeds
+from ..readings import stats as _stats
 from ..quant.formats.log import LogFormat
 from ..report import table
 from ..results import load_results, result_dir
 from . import measured
 from ..labs.lab3_formats_summary import (  # noqa: F401  (the answers' inputs, also read from here)
     QAT_COLUMNS, _acc, base_text, qat_rows, qat_text, steps_of)
-from ..seeds import accuracy_se
+from ..readings.stats import accuracy_se
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
 NAMES = ("formats", "weight_snr")
@@ -174,8 +175,8 @@ def log_vs_block_log(formats: dict[str, dict], rows: list[dict], width: int, n: 
 
 # --- PTQ and QAT ---------------------------------------------------------------------------------------
 
-def _d(a: list[float], b, n: int) -> _seeds.Difference:
-    return _seeds.difference(a, b, n)
+def _d(a: list[float], b, n: int) -> _stats.Difference:
+    return _stats.difference(a, b, n)
 
 
 def _m(v: list[float]) -> float:
@@ -268,7 +269,7 @@ def qat_bullet(ptq: dict[str, list[float]], qat: dict[str, list[float]], fp32: l
 def _gain_apart(a: list[float], b: list[float], ptq, qat, ka: str, kb: str, n: int) -> bool:
     """Whether the per-seed gains ``a`` (format ``ka``) and ``b`` differ, established: the seed spread of their
     difference, and the test-set error of four accuracies."""
-    d = _seeds.difference(a, b, None)
+    d = _stats.difference(a, b, None)
     se_test = math.sqrt(sum(accuracy_se(_m(x[k]), n) ** 2 for x in (ptq, qat) for k in (ka, kb)))
     se = math.hypot(d.se_seed, se_test) if d.seeds > 1 else se_test
     return not d.sign_changes and abs(d.mean) > 2 * se

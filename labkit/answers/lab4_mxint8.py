@@ -7,6 +7,7 @@ re-render from committed JSON.
 from __future__ import annotations
 
 from .. import seeds as _seeds
+from ..readings import stats as _stats
 from ..kernels import tiling
 from ..report import table
 from . import sources
@@ -236,7 +237,7 @@ def memory_answer(measured: dict | None, parameters: list[dict], group_size: int
 def accuracy_text(acc: dict, group_size: int) -> str:
     fp, mx, n = acc["fp32"]["accuracy"], acc["mxint8"]["accuracy"], acc["fp32"]["n"]
     k = _seeds.count(acc)
-    d = _seeds.difference(_seeds.values(acc["mxint8"], "accuracy", k), _seeds.values(acc["fp32"], "accuracy", k), n)
+    d = _stats.difference(_seeds.values(acc["mxint8"], "accuracy", k), _seeds.values(acc["fp32"], "accuracy", k), n)
     verdict = ((f"an established {'gain' if d.mean > 0 else 'loss'}" if d.seeds > 1 else
                 "beyond two test-set SE with one training seed") if d.established else
                "no established difference" + (" (one training seed)" if d.seeds < 2 else ""))

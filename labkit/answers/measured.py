@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import settings as _settings
-from ..seeds import accuracy_se
+from ..readings.stats import accuracy_se
 
 
 def shown_path(path: str | Path) -> str:

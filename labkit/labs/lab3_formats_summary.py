@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ..report import table
-from ..seeds import accuracy_se
+from ..readings.stats import accuracy_se
 
 QAT_COLUMNS = ["format", "bits/weight", "bits/input", "PTQ", "QAT", "QAT - PTQ", "seconds"]
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import seeds as _seeds
-from ..seeds import accuracy_se as se
+from ..readings import stats as _stats
+from ..readings.stats import accuracy_se as se
 
 CHANCE = 0.5  # IMDb is balanced
 INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")
@@ -55,9 +56,9 @@ def lab0(acc: dict) -> list[Claim]:
     ]
 
 
-def _diff(numbers: dict, a: dict, ka: str, b: dict, kb: str) -> _seeds.Difference:
+def _diff(numbers: dict, a: dict, ka: str, b: dict, kb: str) -> _stats.Difference:
     k = _seeds.count(numbers)
-    return _seeds.difference(_seeds.values(a, ka, k), _seeds.values(b, kb, k), numbers["dataset_sizes"]["test"])
+    return _stats.difference(_seeds.values(a, ka, k), _seeds.values(b, kb, k), numbers["dataset_sizes"]["test"])
 
 
 def lab1_quantization(q: dict) -> list[Claim]:

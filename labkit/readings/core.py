@@ -1,0 +1,127 @@
+"""A reading: one fact a notebook's answers state, computed from its stored numbers before any words.
+
+A ``Reading`` holds the quantities compared, their difference and its standard error where there is one, the
+rule applied, the verdict, and ``says``: the sentence the answers state for it (built from the verdict and
+the quantities, so a verdict that flips flips the sentence). Each notebook's readings are a pure function of
+its stored payloads (``labkit.readings.<notebook>.readings(payloads)``); they are stored in the result JSON
+beside ``numbers`` (``store``), ``labkit.answers`` words them, and ``labkit.claims`` checks them: the stored
+readings equal the recomputed ones, and a reading with ``expect`` has one of the expected verdicts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from dataclasses import dataclass, field
+
+from . import stats
+
+# the verdicts a reading may give: a comparison (a against b), or a check that holds or not
+VERDICTS = ("higher", "lower", "level", "holds", "fails", "not established")
+
+
+@dataclass(frozen=True)
+class Reading:
+    key: str                      # stable name within its notebook, e.g. "samplers.winner"
+    verdict: str                  # one of VERDICTS
+    says: str                     # the sentence (or bold phrase) the answers state
+    rule: str                     # the rule the verdict applies
+    quantities: dict = field(default_factory=dict)  # the numbers it read: a, b, difference, se, seeds, n ...
+    source: str = ""              # the result (``<source>.json``) it is stored in
+    expect: tuple[str, ...] = ()  # a claim: the verdicts the committed results must give (empty: no claim)
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"reading {self.key!r}: verdict {self.verdict!r}; allowed values: {', '.join(VERDICTS)}")
+        if self.expect and any(v not in VERDICTS for v in self.expect):
+            raise ValueError(f"reading {self.key!r}: expect {self.expect}; allowed values: {', '.join(VERDICTS)}")
+
+    @property
+    def holds(self) -> bool:
+        """A claim holds when its verdict is one it expects (a reading without ``expect`` always holds)."""
+        return not self.expect or self.verdict in self.expect
+
+    def stored(self) -> dict:
+        """The JSON form (floats rounded-tripped exactly; NaN as None)."""
+        return _plain(dataclasses.asdict(self))
+
+
+def compare(key: str, a: list[float], b: list[float] | float, n: int | None, *, source: str, says: dict[str, str],
+            names: tuple[str, str] = ("a", "b"), expect: tuple[str, ...] = ()) -> Reading:
+    """``a - b`` over training seeds by ``stats.difference`` and ``stats.RULE``; ``says[verdict]`` is a format
+    string over the quantities (``{a}``, ``{b}``, ``{difference}``, ``{se}``, ``{text}``, ``{seeds}``)."""
+    d = stats.difference(list(a), b, n)
+    q = quantities(d, a, b, names)
+    v = stats.verdict(d)
+    return Reading(key, v, says[v].format(**q), stats.RULE, q, source, expect)
+
+
+def quantities(d: stats.Difference, a, b, names=("a", "b")) -> dict:
+    """The numbers a comparison reads: both sides' means and per-seed values, the difference and its SEs."""
+    a = list(a)
+    b_list = [float(b)] * len(a) if isinstance(b, (int, float)) else list(b)
+    q = {"a": sum(a) / len(a), "b": sum(b_list) / len(b_list), "a_name": names[0], "b_name": names[1],
+         "a_seeds": a, "b_seeds": b_list, "difference": d.mean, "difference_seeds": list(d.per_seed),
+         "se": d.se if d.seeds > 1 else d.se_test, "se_seed": d.se_seed, "se_test": d.se_test, "seeds": d.seeds,
+         "sign_changes": d.sign_changes, "text": d.text()}
+    return q
+
+
+def check(key: str, holds: bool, says_holds: str, says_fails: str, *, source: str, rule: str,
+          quantities: dict | None = None, expect: bool = True) -> Reading:
+    """A yes/no fact (e.g. "every dequantization is bit-exact"); ``expect``: a claim that must hold."""
+    v = "holds" if holds else "fails"
+    return Reading(key, v, says_holds if holds else says_fails, rule, dict(quantities or {}), source,
+                   ("holds",) if expect else ())
+
+
+def of_notebook(notebook: str):
+    """The ``readings(payloads)`` function of ``notebook`` (``labkit.readings.<notebook>``), or None when the
+    notebook has no readings module."""
+    try:
+        module = importlib.import_module(f"{__package__}.{notebook}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{__package__}.{notebook}":
+            raise
+        return None
+    return module.readings
+
+
+def compute(notebook: str, payloads: dict[str, dict | None]) -> list[Reading]:
+    """``notebook``'s readings of ``payloads`` (``{result name: stored payload or None}``)."""
+    fn = of_notebook(notebook)
+    return [] if fn is None else list(fn(payloads))
+
+
+def by_source(readings: list[Reading]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in readings:
+        out.setdefault(r.source, []).append(r.stored())
+    return out
+
+
+def mismatches(readings: list[Reading], payloads: dict[str, dict | None]) -> list[str]:
+    """Where the readings stored in ``payloads`` differ from ``readings`` (recomputed): keys missing, extra or
+    changed, per result."""
+    out = []
+    want = by_source(readings)
+    for name, p in payloads.items():
+        if p is None:
+            continue
+        have = {r["key"]: r for r in p.get("readings") or []}
+        now = {r["key"]: r for r in want.get(name, [])}
+        out += [f"{name}: {k} not stored" for k in now if k not in have]
+        out += [f"{name}: {k} stored but no longer read" for k in have if k not in now]
+        out += [f"{name}: {k} stored {have[k]['verdict']!r} ({have[k]['says'][:60]}...) differs from its numbers' "
+                f"{now[k]['verdict']!r}" for k in now if k in have and have[k] != now[k]]
+    return out
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    return obj
