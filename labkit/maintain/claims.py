@@ -250,9 +250,36 @@ def _numbers(path: Path) -> dict | None:
     return json.loads(path.read_text())["numbers"] if path.is_file() else None
 
 
+def _payload(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def from_readings(figures: Path) -> list[Claim]:
+    """Per notebook with stored results: its stored readings are the readings of its stored numbers (none
+    missing, none stale), and every reading that states a claim (``Reading.expect``) holds."""
+    from .. import readings
+    from ..redraw import NOTEBOOKS
+
+    out = []
+    for notebook, nb in NOTEBOOKS.items():
+        payloads = {name: _payload(Path(figures) / nb.lab / f"{name}.json") for name in nb.names}
+        if all(p is None for p in payloads.values()):
+            continue
+        found = readings.compute(notebook, payloads)
+        if not found:
+            continue
+        off = readings.mismatches(found, payloads)
+        out.append(Claim(nb.lab, f"{notebook}: the stored readings are its numbers' readings", not off,
+                         "; ".join(off[:4]) + (f" (+{len(off) - 4} more)" if len(off) > 4 else "")
+                         if off else f"{len(found)} readings"))
+        out += [Claim(nb.lab, f"{notebook}: {r.key}", r.holds, f"{r.verdict} (expected {'/'.join(r.expect)}): {r.says}")
+                for r in found if r.expect]
+    return out
+
+
 def check_all(figures: Path) -> list[Claim]:
     """Every check whose full-profile results exist under ``figures``."""
-    figures, out = Path(figures), []
+    figures, out = Path(figures), from_readings(Path(figures))
     if (acc := _numbers(figures / "lab0" / "accuracy.json")) is not None:
         out += lab0(acc)
     if (q := _numbers(figures / "lab1" / "quantization.json")) is not None:
