@@ -93,7 +93,9 @@ _LABS: dict[str, dict[str, dict]] = {
         # mps "auto": a private CUDA MPS daemon where nvidia-cuda-mps-control exists (+47% trials/min, H100)
         # warmup 0.1: a post-LN BERT from random init at lr 5e-4 without warm-up left 17 of 44 four-layer and
         # 44 of 52 eight-layer trials at chance (figures/lab2/samplers.json); a tenth of the steps is BERT's
-        # own recipe and Hugging Face's usual choice, so depth is compared at a setting every depth can train in
+        # own recipe and Hugging Face's usual choice; with it most eight-layer trials still end at chance (the
+        # answers' collapse reading gives the count per depth), so depth is not compared at a setting every
+        # depth trains in
         "full": dict(max_length=256, lr=5e-4, warmup=0.1, trials=15, seeds=[0, 1, 2], compression_trials=12, post_epochs=0.5,
                      post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None, workers="auto", mps="auto",
                      report_only=False, space=None),
