@@ -20,7 +20,7 @@ from labkit import recipes
 from labkit.labs.lab2_space import build_model
 from labkit.profiles import lab_settings
 from labkit.results import provenance
-from labkit.seeds import accuracy_se
+from labkit.readings.stats import accuracy_se
 from labkit.training import train
 
 
