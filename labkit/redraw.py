@@ -181,7 +181,9 @@ def _lab4_bandwidth(payloads):
     if not rows:
         raise ValueError("mxint8_bandwidth_plot.json stores no rows to draw from (a run before the notebook stored "
                          "them): run the notebook on a GPU")
-    return lab4_mxint8.plot_bandwidth(rows, g, device=p["provenance"]["device"]), {"from": "numbers.rows of this file"}
+    label = lab4_mxint8.run_label(p["numbers"].get("source", ""), p["provenance"].get("created"))
+    return lab4_mxint8.plot_bandwidth(rows, g, device=p["provenance"]["device"], source=label), {
+        "from": "numbers.rows of this file"}
 
 
 def _lab4_accuracy(payloads):

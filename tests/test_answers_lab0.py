@@ -68,8 +68,10 @@ def test_lab0_renders_from_the_committed_json():
     prov, num = stored("lab0", "accuracy")["provenance"], stored("lab0", "accuracy")["numbers"]
     assert "re-rendered from the stored numbers" in text and prov["device"] in text
     assert (f"commit `{prov['git_commit'][:12]}`" if prov.get("git_commit") else prov["commit_note"]) in text
-    # the committed SVGs exist, so the answers say they are rendered and name them from the project root
-    assert "not installed" not in text and "The graphs are rendered" in text
+    # the committed SVGs exist: named from the project root, and never said to be drawn by a run that did not
+    # record drawing them (the published run had no graphviz)
+    assert "not installed" not in text and "The graphs are rendered" not in text
+    assert "SVG drawings of the graphs exist" in text and "is not recorded" in text
     for stem in ("graph_ids_mask_labels", "graph_ids_mask", "graph_ids_only"):
         assert f"`figures/lab0/{stem}.svg`" in text
     # LoRA's training stated, and the comparison carries its standard error
@@ -150,8 +152,10 @@ def test_lab0_graph_statement_follows_the_files(tmp_path, monkeypatch):
     no_machine_path(dots.replace(str(tmp_path), "/tmp"))  # the check itself must see no tmp path
     assert str(tmp_path) not in dots
     (folder / "graph_ids_only.svg").write_text("<svg/>")
-    some = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder))
+    some = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder), rendered_now=True)
     assert "The graphs are rendered: `$LABKIT_FIGURES_DIR/lab0/graph_ids_only.svg` (ids only, 130 nodes)" in some
+    unknown = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder))  # re-rendered: who drew them is unknown
+    assert "The graphs are rendered" not in unknown and "SVG drawings of the graphs exist" in unknown
     assert "No rendered SVG exists for ids+mask+labels." in some
     old = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder), rendered_now=False)
     assert "this run did not draw the graphs" in old and "drawn earlier" in old
@@ -175,6 +179,27 @@ def test_lab0_topology_and_dropout_claims_follow_the_numbers():
     text = lab0.render({"accuracy": p})
     assert "Not in this JSON" not in text and "equal the eval-mode model" in text
     assert "**146 nodes**" in text and "Every Linear kept its bias: True" in text
+    assert "Parameter shapes" in text and "stored before the metadata table showed the activations" in text
+    p["numbers"]["graph_meta"]["first_shapes"] = [{"node": "input_ids", "op": "input", "shape": "[2, 16]",
+                                                   "dtype": "torch.int64"}]
+    text = lab0.render({"accuracy": p})
+    assert "Activation shapes and dtypes from the metadata pass's run on a dummy batch" in text
+    assert "| input_ids | input | [2, 16] | torch.int64 |" in text
+
+
+def test_lab0_metadata_table_shows_activations_not_parameters():
+    from labkit import graph, models
+
+    gm = graph.capture(models.load_model("minilm-l2", seed=0), ["input_ids", "attention_mask", "labels"])
+    rows = lab0.activation_shapes(gm, graph.MetadataPass()(gm).info["shapes"])
+    names = [r["node"] for r in rows]
+    assert names[:3] == ["input_ids", "attention_mask", "labels"] and len(rows) <= 16
+    assert not any(r["node"].endswith(("_weight", "_bias")) for r in rows)  # no parameter
+    ops = [r["op"] for r in rows]
+    assert any("embedding" in o for o in ops) and any("scaled_dot_product_attention" in o for o in ops)
+    assert [r["shape"] for r in rows[:2]] == ["[2, 16]", "[2, 16]"]  # the dummy batch: 2 x 16 tokens
+    assert [r["shape"] for r in rows if "embedding" in r["op"]][0] == "[2, 16, 384]"
+    assert {r["shape"] for r in rows[-2:]} == {"[2, 2]", "[]"}  # what the graph returns: logits and the loss
 
 
 # --- Lab 3 formats ------------------------------------------------------------------------------------

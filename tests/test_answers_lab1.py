@@ -98,7 +98,14 @@ def test_pruning_says_where_random_stays_at_chance_after_fine_tuning_and_why():
                                                                             r.get("finetuned_seeds", [r["finetuned"]]))]
     text = " ".join(lab1.pruning(p, {**S, "profile": "full"}))
     assert f"Random pruning after fine-tuning is at chance at sparsities {at}" in text
-    assert f"Why fine-tuning does not recover random pruning from {at[0]:g} up" in text and "5 epochs" in text
+    # random pruning recovers at 0.3 and not from 0.5 up: the text follows that, and does not offer the random
+    # mask (true at every sparsity) as the reason one recovers and the other does not
+    assert "**What fine-tuning recovers of random pruning.**" in text and "Why fine-tuning does not" not in text
+    r03 = next(r for r in p["rows"] if r["method"] == "random" and r["sparsity"] == 0.3)
+    assert f"at 0.3 it comes back from chance ({r03['pruned']:.4f}) to {r03['finetuned']:.4f}" in text
+    assert f"at {at[0]:g} it stays at chance" in text and "does not explain the difference" in text
+    assert f"between 0.3 and {at[0]:g}" in text and "5 epochs" in text
+    assert f"at 0.3: {r03['finetuned']:.4f}, " in text and ": below fp32; against L1's" in text
 
 
 def test_qat_at_the_narrowest_width_is_read_as_recovering_only_off_chance():

@@ -141,10 +141,12 @@ def test_lab3_known_fix_follows_the_measurement_date():
 
 
 def test_lab3_chance_uses_a_standard_error():
-    text = lab3_formats.chance_bullet({"binary": [0.5], "binary_scaling": [0.5074], "x": [0.503]}, 25000)
+    from labkit.readings.lab3_formats import chance
+
+    text = chance({"binary": [0.5], "binary_scaling": [0.5074], "x": [0.503]}, 25000).says
     assert "one SE 0.0032): binary, x." in text and "binary_scaling 0.5074 (seeds 0.5074)" in text
     # over seeds: at chance only where every seed is
-    text = lab3_formats.chance_bullet({"a": [0.5, 0.501, 0.499], "b": [0.5, 0.51, 0.5]}, 25000)
+    text = chance({"a": [0.5, 0.501, 0.499], "b": [0.5, 0.51, 0.5]}, 25000).says
     assert "one SE 0.0032): a." in text and "b 0.5033 (seeds 0.5000/0.5100/0.5000)" in text
 
 

@@ -1,12 +1,15 @@
 """Copy executed notebooks into notebooks/executed/<profile>/ for reading on a laptop or a code host:
 outputs kept, PNG images re-encoded at most MAX_WIDTH pixels wide with a small palette (a figure's
-full-resolution PNG/SVG stays in figures/), stderr streams and widget state dropped.
+full-resolution PNG/SVG stays in figures/), widget state dropped. stderr streams (warnings) are kept without
+their progress bars; machine paths (the checkout, site-packages, the extension cache, /tmp) are written as
+what they are, in every output.
 
     python tools/publish_notebooks.py runs/full/lab0_graphs_lora.ipynb ... [--profile full]
 """
 import argparse
 import base64
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +19,25 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 MAX_WIDTH = 900
 COLOURS = 128  # matplotlib figures have few colours: a palette keeps them sharp at a fraction of the bytes
+PROGRESS = re.compile(r"\d+%\||\d+it \[|it/s\]|s/it\]")  # a tqdm bar: redrawn in place, noise once published
+MACHINE = ((re.compile(r"(?:/[\w.+-]+)+/(site-packages|dist-packages)/"), r"<\1>/"),
+           (re.compile(r"(?:/[\w.+-]+)*/labkit-cache/"), "$LABKIT_CACHE_DIR/"),
+           (re.compile(r"(?:/[\w.+-]+)+/torch_extensions/"), "<torch extensions cache>/"),
+           (re.compile(r"/tmp/[\w.+-]+"), "<tmp>"))
+
+
+def stderr_text(text: str) -> str:
+    """A stderr stream as a reader wants it: the warnings, without progress bars (each ``\\r`` redraw keeps only
+    its last state, and bars themselves are dropped)."""
+    lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+    return "\n".join(line for line in lines if not PROGRESS.search(line)).strip("\n")
+
+
+def no_machine_paths(text: str) -> str:
+    """``text`` with folders of the machine that ran it replaced by what they are."""
+    for pattern, shown in MACHINE:
+        text = pattern.sub(shown, text)
+    return text
 
 
 def small_png(data: str) -> str:
@@ -39,7 +61,10 @@ def publish(path: Path, dest_dir: Path) -> tuple[Path, int, int]:
         kept = []
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream" and out.get("name") == "stderr":
-                continue  # warnings and progress noise; the executed copy under runs/ keeps them
+                out["text"] = stderr_text(out.get("text", ""))
+                if not out["text"].strip():
+                    continue  # only progress bars: nothing for a reader
+                out["text"] += "\n"
             data = out.get("data", {})
             if "image/png" in data:
                 data["image/png"] = small_png(data["image/png"])
@@ -53,6 +78,7 @@ def publish(path: Path, dest_dir: Path) -> tuple[Path, int, int]:
     text = nbformat.writes(nb)
     for root in {str(ran_in), str(ROOT)}:
         text = text.replace(root + "/", "")
+    text = no_machine_paths(text)
     dest.write_text(text)
     return dest, before, dest.stat().st_size
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import seeds as _seeds
-from ..readings import stats as _stats
+from ..readings import lab0_graphs_lora as _readings
 from ..report import table
 from ..results import load_results, result_dir
 from . import measured
@@ -39,9 +39,40 @@ def capture_text(meta: dict) -> str:
             f"**{meta['parameters']:,} parameters** ({meta['parameter_bytes'] / 2**20:.1f} MiB in fp32).")
 
 
+def activation_shapes(gm, shapes: dict, limit: int = 16) -> list[dict]:
+    """The metadata table's rows: the activations the metadata pass's run on the dummy batch produced, not the
+    parameters (``get_attr`` nodes, whose shapes the weights alone give). One row per input, then the first node
+    of each kind of compute on the data path, then what the graph returns; index and mask plumbing is left out
+    (``shapes``: ``graph.MetadataPass``'s ``shapes``)."""
+    kinds = ("embedding", "layer_norm", "linear", "view", "transpose", "scaled_dot_product_attention", "gelu",
+             "tanh", "cross_entropy")
+    nodes = {n.name: n for n in gm.graph.nodes}
+    out_args = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    returned = {a.name for a in (out_args if isinstance(out_args, (tuple, list)) else [out_args]) if hasattr(a, "name")}
+    rows, seen = [], set()
+    for name, v in shapes.items():
+        node = nodes.get(name)
+        if node is None or node.op == "get_attr":
+            continue
+        target = str(node.target)
+        kind = next((k for k in kinds if f".{k}" in target), None)
+        if node.op == "placeholder" or name in returned or (kind and kind not in seen):
+            seen.add(kind)
+            rows.append({"node": name, "op": "input" if node.op == "placeholder" else target,
+                         "shape": str(v["shape"]), "dtype": v["dtype"]})
+    front = [r for r in rows if r["node"] not in returned][:limit - len(returned)]
+    return front + [r for r in rows if r["node"] in returned]
+
+
 def shapes_text(rows: list[dict]) -> str:
-    return ("First tensor-valued nodes, shapes and dtypes from the metadata pass (a dummy batch of 2 x 16 tokens):"
-            "\n\n" + table(rows))
+    """The metadata table: activation shapes (rows with an ``op``), or, for a JSON stored before the table
+    showed them, the parameter shapes it holds, said so."""
+    if rows and all("op" in r for r in rows):
+        return ("Activation shapes and dtypes from the metadata pass's run on a dummy batch of 2 x 16 tokens: the "
+                "inputs, the first node of each kind of compute, and what the graph returns (parameters and index "
+                "plumbing left out):\n\n" + table(rows))
+    return ("Parameter shapes and dtypes of the first tensor-valued nodes (this JSON was stored before the metadata "
+            "table showed the activations of the pass's run on a dummy batch of 2 x 16 tokens):\n\n" + table(rows))
 
 
 def dropout_text(dropout: dict, removed: dict | None = None) -> str:
@@ -54,10 +85,8 @@ def dropout_text(dropout: dict, removed: dict | None = None) -> str:
     if removed is not None:
         text += (f" The remove pass changed {len(removed['changes'])} things ({', '.join(removed['changes'])}); "
                  f"dropout nodes after: **{removed['after']}**. Two runs with different seeds now differ by "
-                 f"{removed['seed_gap']:.1e} and the graph matches the eval-mode model to {removed['eval_gap']:.1e}")
-        text += (": the training-mode graph without dropout is deterministic and computes the eval-mode model."
-                 if removed["after"] == 0 and removed["seed_gap"] == 0 and removed["eval_gap"] < 1e-5 else
-                 ": it does **not** yet behave as the eval-mode model.")
+                 f"{removed['seed_gap']:.1e} and the graph matches the eval-mode model to {removed['eval_gap']:.1e}: "
+                 f"{_readings.dropout_removed(removed).says}.")
     if fused:
         text += ("\n\nNote the fused case: in a training-mode capture the attention dropout is not a node of its own "
                  "but the `dropout_p` argument of `scaled_dot_product_attention`; a pass that only erases dropout "
@@ -98,12 +127,16 @@ def graphs_text(graph_nodes: dict[str, int], files: dict[str, dict] | None, rend
     parts = []
     if svg:
         shown = ", ".join(f"`{svg[n]}` ({n}, {graph_nodes[n]} nodes)" for n in graph_nodes if n in svg)
+        beside = (", each beside its graphviz source (`.dot`)" if all(n in dot for n in svg) else "")
         if rendered_now is False:
             parts.append(f"graphviz's `dot` is not installed here, so this run did not draw the graphs; SVGs drawn "
                          f"earlier (possibly from another run's graphs) exist: {shown}.")
-        else:
-            parts.append(f"The graphs are rendered: {shown}" + (", each beside its graphviz source (`.dot`)."
-                                                                 if all(n in dot for n in svg) else "."))
+        elif rendered_now:
+            parts.append(f"The graphs are rendered: {shown}{beside}.")
+        else:  # re-rendered from stored numbers: the files exist, who drew them is not recorded
+            parts.append(f"SVG drawings of the graphs exist: {shown}{beside}. They are graphviz's drawings of the "
+                         "stored sources; whether the run that measured these numbers drew them is not recorded "
+                         "(a run without graphviz writes the `.dot` sources only).")
     if missing:
         have = [n for n in missing if n in dot]
         text = (f"No rendered SVG exists for {', '.join(missing)}"
@@ -190,7 +223,7 @@ def lora_text(settings: dict, lora: dict, merged: float, merge_gap: float, sft: 
              f"{lora['n']:,} reviews); the largest fp32 logit difference on a test batch is {merge_gap:.1e}"
              + (": the merge is exact up to rounding. The accuracies are measured in bf16 autocast, where W x + "
                 "B(A x) and (W + BA) x round differently (8 significant bits), which moves the reviews whose two "
-                "logits lie within that rounding of each other." if merge_gap < 1e-3 else
+                "logits lie within that rounding of each other." if merge_gap < _readings.EXACT_GAP else
                 ", more than rounding the merged sums explains: the merged model is not the adapted one."))
     if linear_biases is not None:
         text += f" Every Linear kept its bias: {linear_biases}."
@@ -198,17 +231,8 @@ def lora_text(settings: dict, lora: dict, merged: float, merge_gap: float, sft: 
 
 
 def sft_vs_lora(sft: list[float], lora: list[float], n: int) -> str:
-    """LoRA minus SFT over training seeds (``labkit.readings.stats.difference``: seed spread and test-set error)."""
-    d = _stats.difference(list(lora), list(sft), n)
-    text = f"LoRA minus SFT on {n:,} test reviews: {d.text()}. "
-    if d.seeds < 2:
-        return text + ("With one training seed, what another seed would change is unknown, so this is not called a "
-                       "difference between the methods.")
-    if d.established:
-        return text + f"Every seed agrees and it exceeds 2 SE: a measurable {'gain' if d.mean > 0 else 'loss'}."
-    if d.sign_changes:
-        return text + "The seeds disagree on its sign: no difference is established."
-    return text + "Within 2 SE: no difference is established."
+    """LoRA minus SFT over training seeds: the reading ``lora_vs_sft`` (seed spread and test-set error)."""
+    return _readings.lora_vs_sft(sft, lora, n).says
 
 
 def control_text(numbers: dict) -> str:
@@ -217,16 +241,10 @@ def control_text(numbers: dict) -> str:
         return (" No equal-training control (the SFT model trained fully for the same extra epoch) was trained in "
                 "this run (the quick profile leaves it out for time), so LoRA's difference from SFT mixes the adapters "
                 "with the extra epoch.")
-    k, n = _seeds.count(numbers), numbers["sft"]["n"]
-    acc = numbers["accuracy"]
-    d = _stats.difference(_seeds.values(acc, "LoRA", k), _seeds.values(acc, "SFT + 1 epoch", k), n)
-    e = _stats.difference(_seeds.values(acc, "SFT + 1 epoch", k), _seeds.values(acc, "SFT", k), n)
+    r = _readings.by_key(_readings.read(numbers))
     return (f" The equal-training control, the SFT model fine-tuned fully for that extra epoch at SFT's learning rate, "
-            f"reaches {acc['SFT + 1 epoch']:.4f} (the extra epoch alone: {e.text()}); LoRA minus that control: "
-            f"{d.text()}, " + ("so at equal training the adapters are "
-                               + ("better" if d.mean > 0 else "worse") + " than full fine-tuning here."
-                               if d.established and d.seeds > 1 else "so at equal training LoRA and full "
-                               "fine-tuning are not told apart" + (" (one training seed)." if d.seeds < 2 else ".")))
+            f"reaches {numbers['accuracy']['SFT + 1 epoch']:.4f} (the extra epoch alone: {r['extra_epoch'].says}); "
+            f"LoRA minus that control: {r['lora_vs_control'].says}")
 
 
 def answers_list(numbers: dict, settings: dict) -> str:
@@ -235,7 +253,6 @@ def answers_list(numbers: dict, settings: dict) -> str:
     lab, mask = t["drop_labels"], t["drop_mask"]
     d, removed = numbers["dropout"], numbers.get("dropout_removed")
     sft, lora, merged = numbers["sft"], numbers["lora"], numbers["merged"]
-    n = sft["n"]
     loss_branch = "placeholder:labels" in lab["removed"] and any("cross_entropy" in k for k in lab["removed"])
     topo = (f"- **Topology.** With all three inputs the graph has {lab['nodes_a']} nodes; without labels "
             f"{lab['nodes_b']}" + (" (no loss branch)" if loss_branch else "") + f", without labels and mask "
@@ -243,22 +260,24 @@ def answers_list(numbers: dict, settings: dict) -> str:
                                     if "placeholder:attention_mask" in mask["removed"] else "") + ".")
     drop = (f"- **Dropout.** {d['dropout']} dropout nodes plus {len(d['fused_attention_dropout'])} fused into attention"
             + ("; removing them makes the training-mode graph equal the eval-mode model "
-               f"(largest logit difference {removed['eval_gap']:.1e})." if removed is not None and removed["after"] == 0
-               and removed["eval_gap"] < 1e-5 else
+               f"(largest logit difference {removed['eval_gap']:.1e})." if removed is not None
+               and _readings.dropout_removed(removed).verdict == "holds" else
                "; the removed graph still differs from the eval-mode model." if removed is not None else
                "; the check of the removed graph against the eval-mode model is not stored in this JSON."))
     dm = merged["accuracy"] - lora["accuracy"]
     nseeds = _seeds.count(numbers)
+    r = _readings.by_key(_readings.read(numbers))
     anchors = " and ".join(f"{v:.3f} ({k})" for k, v in COURSE.items())
-    tune = (f"- **Fine-tuning.** SFT {sft['accuracy']:.4f} vs LoRA {lora['accuracy']:.4f} with {lora['trainable']:,} "
-            f"instead of {numbers['sft_trainable']['trainable']:,} trainable parameters"
+    tune = (f"- **Fine-tuning.** SFT is {r['sft.above_chance'].says}. SFT {sft['accuracy']:.4f} vs LoRA "
+            f"{lora['accuracy']:.4f} with {lora['trainable']:,} instead of "
+            f"{numbers['sft_trainable']['trainable']:,} trainable parameters"
             + (f" (means of {nseeds} training seeds)" if nseeds > 1 else "") + ". "
-            + sft_vs_lora(_seeds.values(sft, "accuracy", nseeds), _seeds.values(lora, "accuracy", nseeds), n) + " "
+            + r["lora_vs_sft"].says + " "
             + lora_training(settings) + control_text(numbers)
-            + f" Merging changes accuracy by {dm:+.4f}. The course's anchors with bert-tiny on the full test split are "
-            f"{anchors}: another model, context rather than a comparison; this run is `{settings['model']}` at "
-            f"{settings['max_length']} tokens, profile `{settings['profile']}`, on {numbers['dataset_sizes']['test']:,} "
-            "test reviews.")
+            + f" Merging changes accuracy by {dm:+.4f}: {r['merge.keeps_model'].says}. The course's anchors with "
+            f"bert-tiny on the full test split are {anchors}: another model, context rather than a comparison; this "
+            f"run is `{settings['model']}` at {settings['max_length']} tokens, profile `{settings['profile']}`, on "
+            f"{numbers['dataset_sizes']['test']:,} test reviews.")
     return "\n".join((topo, drop, tune))
 
 
@@ -289,7 +308,7 @@ def render(payloads: dict[str, dict | None], files: dict[str, dict] | None = Non
         parts += [capture_text(num["graph_meta"]), shapes_text(num["graph_meta"]["first_shapes"])]
     parts += [dropout_text(num["dropout"], num.get("dropout_removed")), fx_error_text(num["fx_error"]),
               "## Tutorial 2: how the chosen inputs change the graph",
-              graphs_text(num["graph_nodes"], files, rendered_now),
+              graphs_text(num["graph_nodes"], files, num.get("graphs_drawn") if rendered_now is None else rendered_now),
               topology_text(num["topology"]["drop_labels"], num["topology"]["drop_mask"]),
               "## Fine-tuning on IMDb: SFT, LoRA, merged LoRA",
               data_text(num["dataset_sizes"], s["max_length"], num["accuracy"]["untrained"], num["sft"],

@@ -9,6 +9,8 @@ only with the untouched base, since extra training alone can raise accuracy.
 from __future__ import annotations
 
 from .. import seeds as _seeds
+from ..readings import lab1_prune as _p
+from ..readings import lab1_quantize as _q
 from ..readings import stats as _stats
 from ..readings.stats import accuracy_se as se
 
@@ -75,168 +77,154 @@ class _Seeds:
                 "test-set error alone (± shows it) and what another seed would change is unknown.")
 
 
-def sides(diffs: dict, unit: str) -> str:
-    """Where a set of differences is established above and below zero, e.g. per width."""
-    up = [k for k, d in diffs.items() if d.established and d.mean > 0]
-    down = [k for k, d in diffs.items() if d.established and d.mean < 0]
-    if not up and not down:
-        return f"not established at any {unit}"
-    units = unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
-    return f"established above zero at {units} {up or 'none'} and below zero at {down or 'none'}"
-
-
-def _widths(rows, test) -> list:
-    return [r["width"] for r in rows if test(r)]
-
-
 def quantization(q: dict, settings: dict) -> list[str]:
-    """Bullets for Lab 1a from ``quantization.json`` numbers."""
+    """Bullets for Lab 1a from ``quantization.json`` numbers, wording ``labkit.readings.lab1_quantize``."""
     sd = _Seeds(q)
+    r = _q.by_key(_q.read(q))
     fp32, n, rows = q["fp32"], sd.n, q["rows"]
-    by_w = {r["width"]: r for r in rows}
+    by_w = {row["width"]: row for row in rows}
     ctrl = q.get("control")
-    lowest_ok = min((r["width"] for r in rows if r["ptq"] >= fp32 - 0.01), default=None)
     out = [f"**Base.** {BASE_NOTE} fp32 SFT model: {sd.spread(q, 'fp32')} on {n:,} test reviews (one test-set SE "
            f"{se(fp32, n):.4f}). {sd.intro(settings.get('profile'))}"]
     text = "**PTQ.** "
     if 8 in by_w:
-        text += (f"int8 PTQ scores {by_w[8]['ptq']:.4f}, {sd.diff(by_w[8], 'ptq', q, 'fp32').text()} from fp32 (the "
-                 f"sheet's single frac-4 rule: {q['sheet_rule_int8_frac4_ptq']:.4f}); ")
-    text += (f"the narrowest width whose mean is within 1 point of fp32 is **{lowest_ok} bits**. " if lowest_ok else
-             "no width came within 1 point of fp32. ")
+        text += (f"int8 PTQ scores {by_w[8]['ptq']:.4f}, {r['ptq8_vs_fp32'].says} from fp32 (the sheet's single "
+                 f"frac-4 rule: {q['sheet_rule_int8_frac4_ptq']:.4f}): {r['ptq8_within_1_point'].says}; ")
+    text += r["narrowest_within_1_point"].says + ". "
     low = rows[0]
     text += f"At {low['width']} bits PTQ gives {low['ptq']:.4f}"
     note = chance_note(low["ptq"], sd.shares(low, "ptq_positive_share"), n)
     text += f": the model {note}." if note else "."
     out.append(text)
     text = f"**QAT** ({settings['qat_epochs']:g} epoch at lr {settings['finetune_lr']:g}). "
-    text += f"QAT minus PTQ is {sides({r['width']: sd.diff(r, 'qat', r, 'ptq') for r in rows}, 'width')}. "
+    text += r["qat_vs_ptq"].says + ". "
     if ctrl is None:
         text += ("No equal-training fp32 control was measured in this run, so QAT above fp32 cannot be told "
                  "apart from the effect of training longer.")
     else:
-        c = ctrl["accuracy"]
         text += (f"The same {ctrl['epochs']:g} epoch of training without quantization takes fp32 from {fp32:.4f} "
-                 f"to **{c:.4f}** ({sd.diff(ctrl, 'accuracy', q, 'fp32').text()}): that is the baseline QAT must "
+                 f"to **{ctrl['accuracy']:.4f}** ({r['control_vs_fp32'].says}): that is the baseline QAT must "
                  "be read against. ")
-        wide = [r for r in rows if r["width"] >= 8]
+        wide = [row for row in rows if row["width"] >= 8]
         if wide:
-            vs = {r["width"]: sd.diff(r, "qat", ctrl, "accuracy") for r in wide}
-            above = [w for w, d in vs.items() if d.established and d.mean > 0]
-            over_base = [r["width"] for r in wide if sd.diff(r, "qat", q, "fp32").established
-                         and r["qat"] > fp32]
-            text += (f"From 8 bits up QAT lands within {max(abs(d.mean) for d in vs.values()):.4f} of that control; "
-                     f"QAT minus the control is {sides(vs, 'width')}"
-                     + (": QAT's gain over the untouched fp32 model is the extra training, not quantization"
-                        if over_base and not above else "") + ". ")
-        stuck = sd.at_chance(low, "qat")
-        text += (f"At {low['width']} bits QAT {'stays at chance' if stuck else 'recovers'} {low['ptq']:.4f} -> "
-                 f"{low['qat']:.4f}, {sd.diff(low, 'qat', ctrl, 'accuracy').text()} from the control.")
+            gap = max(abs(d["difference"]) for d in r["qat_vs_control"].quantities.values())
+            text += f"From 8 bits up QAT lands within {gap:.4f} of that control; {r['qat_vs_control'].says}. "
+        text += f"{r['narrowest.qat_at_chance'].says}, {r['narrowest.qat_vs_control'].says} from the control."
     out.append(text)
-    wide16 = [r for r in rows if r["width"] >= 16]
+    wide16 = [row for row in rows if row["width"] >= 16]
     if wide16:
         out.append(f"**Wide formats.** From 16 bits up mean PTQ stays within "
-                   f"{max(abs(r['ptq'] - fp32) for r in wide16):.4f} of fp32: the rounding error is far below the "
+                   f"{max(abs(row['ptq'] - fp32) for row in wide16):.4f} of fp32: the rounding error is far below the "
                    "weights' own spread.")
     return out
 
 
 def pruning(p: dict, settings: dict) -> list[str]:
-    """Bullets for Lab 1b from ``pruning.json`` numbers."""
+    """Bullets for Lab 1b from ``pruning.json`` numbers, wording ``labkit.readings.lab1_prune``."""
     sd = _Seeds(p)
+    r = _p.by_key(_p.read(p, settings))
     fp32, n, rows = p["fp32"], sd.n, p["rows"]
-    local = [r for r in rows if r.get("scope", settings["prune_scope"]) == settings["prune_scope"]]
-    get = {(r["method"], r["sparsity"]): r for r in local}
-    sps = sorted({r["sparsity"] for r in local})
-    err = max(abs(r["achieved_weight_sparsity"] - r["sparsity"]) for r in rows)
+    get = _p.local_rows(p, settings["prune_scope"])
+    sps = sorted({s for _, s in get})
     epochs, lr = settings["prune_epochs"], settings["finetune_lr"]
     out = [f"**Base.** {PRUNE_BASE_NOTE} Unpruned: {sd.spread(p, 'fp32')} (one test-set SE {se(fp32, n):.4f}). "
-           f"{sd.intro(settings.get('profile'))} "
-           + (f"Achieved weight sparsity matches the request at every point (largest gap {100 * err:.1g} points: "
-              "whole weights per layer)." if err < 5e-4 else
-              f"Achieved weight sparsity is within {100 * err:.2f} points of the request everywhere.")]
-    pairs = [(s, get[("l1-norm", s)], get[("random", s)]) for s in sps
-             if ("l1-norm", s) in get and ("random", s) in get]
-    parts = []
-    for stage, label in (("pruned", "right after pruning"), ("finetuned", f"after {epochs:g} epoch of fine-tuning")):
-        d = {s: sd.diff(l1, stage, rnd, stage) for s, l1, rnd in pairs}
-        chance = [s for s, l1, rnd in pairs if sd.at_chance(l1, stage) and sd.at_chance(rnd, stage)]
-        parts.append(f"{label}, L1 minus random is {sides(d, 'sparsity')}"
-                     + (f" (both at chance at {chance})" if chance else ""))
-    text = ("**Random vs L1.** " + "; ".join(parts) + ". Removing the smallest weights and activations disturbs the "
-            "function least, while a random mask removes large values as often as small. ")
-    for stage, label in (("pruned", "before fine-tuning"), ("finetuned", "after fine-tuning")):
-        flat = [s for s in sps if ("random", s) in get and sd.at_chance(get[("random", s)], stage)]
-        if flat:
-            r = get[("random", flat[0])]
-            note = chance_note(r[stage], sd.shares(r, f"{stage}_positive_share"), n)
-            text += (f"Random pruning {label} is at chance at sparsities {flat}"
-                     + (f" (at {flat[0]:g} the model {note})" if note else "") + ". ")
-        else:
-            text += f"Random pruning {label} stays above chance at every sparsity. "
-    out.append(text)
-    stuck = [s for s in sps if ("random", s) in get and sd.at_chance(get[("random", s)], "finetuned")]
-    if stuck:
-        r = get[("random", stuck[0])]
-        def always_one_class(key):  # every seed answers one class for (almost) every review
-            got = sd.shares(r, key)
-            return got is not None and all(not 0.01 < x < 0.99 for x in got)
-
-        constant = always_one_class("finetuned_positive_share")
-        out.append(f"**Why fine-tuning does not recover random pruning from {stuck[0]:g} up.** A random mask zeroes "
-                   f"{stuck[0]:.0%} of every Linear's weights and of its input features regardless of their size, in "
-                   "every layer at once, the classifier's input included; " + (
-                       "right after pruning the model already answers one class for every review, and " if
-                       always_one_class("pruned_positive_share") else "")
-                   + f"{epochs:g} epoch at lr {lr:g} (the masks stay in place) ends "
-                   + ("at a constant answer, a cheap minimum of the loss on balanced data" if constant else
-                      "at chance") + ". Whether longer or faster training would rebuild the features was not "
-                   "measured here (the sheet fine-tunes 5 epochs).")
-    worse = [s for s in sps if ("l1-norm", s) in get
-             and sd.diff(get[("l1-norm", s)], "finetuned", get[("l1-norm", s)], "pruned").established
-             and get[("l1-norm", s)]["finetuned"] < get[("l1-norm", s)]["pruned"]]
-    if worse:
-        r = get[("l1-norm", worse[0])]
-        note = chance_note(r["finetuned"], sd.shares(r, "finetuned_positive_share"), n)
-        text = (f"**Fine-tuning can hurt.** L1 at {worse[0]:g} falls from {r['pruned']:.4f} to {r['finetuned']:.4f} "
-                "with fine-tuning (established over seeds)")
-        if r.get("finetuned_positive_share") is None:
+           f"{sd.intro(settings.get('profile'))} {r['achieved_sparsity'].says}."]
+    text = (f"**Random vs L1.** {r['l1_vs_random.pruned'].says}; {r['l1_vs_random.finetuned'].says}. Removing the "
+            "smallest weights and activations disturbs the function least, while a random mask removes large values "
+            "as often as small. ")
+    for stage in ("pruned", "finetuned"):
+        reading = r[f"random_at_chance.{stage}"]
+        text += reading.says
+        if reading.verdict == "holds":
+            first = reading.quantities["sparsities"][0]
+            row = get[("random", first)]
+            note = chance_note(row[stage], sd.shares(row, f"{stage}_positive_share"), n)
+            text += f" (at {first:g} the model {note})" if note else ""
+        text += ". "
+    out.append(text.rstrip())
+    out += _random_recovery(r, get, sps, epochs, lr, sd)
+    worse = r["l1.finetuning_lowers"]
+    if worse.verdict == "holds":
+        row = get[("l1-norm", worse.quantities["sparsities"][0])]
+        note = chance_note(row["finetuned"], sd.shares(row, "finetuned_positive_share"), n)
+        text = f"**Fine-tuning can hurt.** {worse.says}"
+        if row.get("finetuned_positive_share") is None:
             text += (". This run did not record the share of each predicted class, so whether the model collapsed "
                      "to one answer is not shown.")
         elif "predicts" in note:
-            text += (f": after it the model {note}. With {worse[0]:.0%} of weights and activations masked, "
+            text += (f": after it the model {note}. With {row['sparsity']:.0%} of weights and activations masked, "
                      f"{epochs:g} epoch at lr {lr:g} settled on a constant answer (a cheap minimum of the loss on "
                      "balanced data) instead of rebuilding the features.")
         else:
             text += f": after it the model {note}." if note else "."
         out.append(text)
+    also = f"; {worse.says}" if worse.verdict != "holds" else ""
     ctrl = p.get("control")
     if ctrl is None:
         out.append("**Equal training.** No unpruned model trained for the same epochs was measured in this run, so "
-                   "fine-tuned points above the base cannot be told apart from the effect of training longer.")
+                   f"fine-tuned points above the base cannot be told apart from the effect of training longer{also}.")
     else:
-        best = max((r for r in local if r["method"] == "l1-norm"), key=lambda r: r["finetuned"], default=None)
+        best = r.get("best_l1_vs_control")
         out.append(f"**Equal training.** The unpruned model trained the same {ctrl['epochs']:g} epoch reaches "
-                   f"{ctrl['accuracy']:.4f} ({sd.diff(ctrl, 'accuracy', p, 'fp32').text()} from the base)"
-                   + (f"; the best fine-tuned L1 point ({best['sparsity']:g}, {best['finetuned']:.4f}) is "
-                      f"{sd.diff(best, 'finetuned', ctrl, 'accuracy').text()} from it" if best else "") + ".")
-    glob = {r["sparsity"]: r for r in rows if r.get("scope") == "global" and r["method"] == "l1-norm"}
-    if glob:
-        gp = [(s, get[("l1-norm", s)], g) for s, g in sorted(glob.items()) if ("l1-norm", s) in get]
+                   f"{ctrl['accuracy']:.4f} ({r['control_vs_fp32'].says} from the base)"
+                   + (f"; the best fine-tuned L1 point ({best.quantities['a_name'].split()[1]}, "
+                      f"{best.quantities['a']:.4f}) is {best.says} from it" if best else "") + also + ".")
+    glob = {row["sparsity"]: row for row in rows if row.get("scope") == "global" and row["method"] == "l1-norm"}
+    gp = [(s, get[("l1-norm", s)], g) for s, g in sorted(glob.items()) if ("l1-norm", s) in get]
+    if gp:
         out.append("**Global vs local scope (L1).** " + "; ".join(
             f"at {s:g}: local {lo['pruned']:.4f} / {lo['finetuned']:.4f}, global {g['pruned']:.4f} / "
             f"{g['finetuned']:.4f}" for s, lo, g in gp)
             + " (pruned / fine-tuned, means). One global threshold lets layers with small weights lose more than "
-            "their share and layers with large weights less" + (": " + _scope_verdict(gp, sd) if gp else "."))
+            f"their share and layers with large weights less: {r['global_vs_local.pruned'].says}; "
+            f"{r['global_vs_local.finetuned'].says}.")
     return out
 
 
-def _scope_verdict(pairs, sd: _Seeds) -> str:
-    said = []
-    for stage, label in (("pruned", "right after pruning"), ("finetuned", "after fine-tuning")):
-        d = {s: sd.diff(g, stage, lo, stage) for s, lo, g in pairs}
-        said.append(f"{label}, global minus local is {sides(d, 'sparsity')}")
-    return "; ".join(said) + "."
+def _random_recovery(r: dict, get: dict, sps: list, epochs: float, lr: float, sd: _Seeds) -> list[str]:
+    """What fine-tuning recovers of random pruning, sparsity by sparsity: back above chance or not, and how far
+    from fp32 and from L1. The mechanism a random mask offers (weights and features removed regardless of their
+    size) holds at every sparsity, so it is offered as the reason only where no sparsity recovers."""
+    rec = [r[f"random_recovery.s{s:g}"] for s in sps if f"random_recovery.s{s:g}" in r]
+    at = {x.key: float(x.key.split(".s")[1]) for x in rec}
+    back = [at[x.key] for x in rec if x.verdict == "holds"]
+    stuck = [at[x.key] for x in rec if x.verdict == "fails"]
+    out = []
+    if rec:
+        head = ("**What fine-tuning recovers of random pruning.** " if back else
+                f"**Why fine-tuning does not recover random pruning from {stuck[0]:g} up.** ")
+        text = (head + f"Random masks leave the model at chance right after pruning at sparsities "
+                f"{list(at.values())}; after {epochs:g} epoch of fine-tuning at lr {lr:g} (the masks stay in place), "
+                + "; ".join(x.says for x in rec) + ". ")
+        mechanism = ("A random mask zeroes that share of every Linear's weights and of its input features regardless "
+                     "of their size, in every layer at once, the classifier's input included")
+        if back and stuck:
+            lo, hi = max(back), min(stuck)
+            text += (f"{mechanism}: that is as true at {back[0]:g}, which recovers, as at {stuck[0]:g}, which does "
+                     "not, so it does not explain the difference; what these runs show is where this much fine-tuning "
+                     "stops recovering" + (f", between {lo:g} and {hi:g}" if lo < hi else "") + ". ")
+        elif stuck:
+            first = get[("random", stuck[0])]
+            shares = sd.shares(first, "finetuned_positive_share")
+            constant = shares is not None and all(not 0.01 < x < 0.99 for x in shares)
+            text += (f"{mechanism}; fine-tuning ends " + ("at a constant answer, a cheap minimum of the loss on "
+                                                          "balanced data" if constant else "at chance") + ". ")
+        if stuck:
+            text += ("Whether longer or faster training would rebuild the features where it stays at chance was not "
+                     "measured here (the sheet fine-tunes 5 epochs).")
+        out.append(text.rstrip())
+    per = []
+    for s in sps:
+        if f"random_finetuned.s{s:g}.vs_fp32" in r:
+            part = f"at {s:g}: {get[('random', s)]['finetuned']:.4f}, {r[f'random_finetuned.s{s:g}.vs_fp32'].says}"
+            if f"random_finetuned.s{s:g}.vs_l1" in r:
+                part += (f"; against L1's {get[('l1-norm', s)]['finetuned']:.4f}, "
+                         f"{r[f'random_finetuned.s{s:g}.vs_l1'].says}")
+            per.append(part)
+    if per:
+        out.append("**Fine-tuned random pruning against fp32 and L1, per sparsity** (random minus the other): "
+                   + "; ".join(per) + ".")
+    return out
 
 
 QUANTIZE_NAMES, PRUNE_NAMES = ("quantization",), ("pruning",)

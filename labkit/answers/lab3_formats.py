@@ -11,23 +11,21 @@ measured.
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from pathlib import Path
 
 from .. import seeds as _seeds
-from ..readings import stats as _stats
+from ..readings import compute
 from ..quant.formats.log import LogFormat
 from ..report import table
 from ..results import load_results, result_dir
 from . import measured
 from ..labs.lab3_formats_summary import (  # noqa: F401  (the answers' inputs, also read from here)
     QAT_COLUMNS, _acc, base_text, qat_rows, qat_text, steps_of)
-from ..readings.stats import accuracy_se
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
 NAMES = ("formats", "weight_snr")
 ANSWERS_FILE = "formats_answers.md"
-CHANCE = 0.5  # IMDb is balanced
+
 # Fixes to a format's code after which results measured earlier no longer describe it: format ->
 # (the fix's date, what changed). A stored result created before the date is flagged, not hidden.
 KNOWN_FIXES = {
@@ -125,42 +123,35 @@ def log_small_text(rows: list[dict], width: int) -> str:
     return text
 
 
-def log_vs_block_log(formats: dict[str, dict], rows: list[dict], width: int, n: int) -> str:
-    """Whether log and block_log are the same at ``width`` and apart at a small width, only as far as the
-    numbers show it (empty when either is missing)."""
-    if "log" not in formats or "block_log" not in formats:
+def log_vs_block_log(formats: dict[str, dict], rows: list[dict], width: int, read: dict) -> str:
+    """Whether log and block_log are the same at ``width`` and apart at a small width (the readings
+    ``log_block_log.*``), with the numbers that show it (empty when either is missing)."""
+    if "log_block_log.same" not in read:
         return ""
     lg, bl = formats["log"], formats["block_log"]
     snr = at_width(rows, width)
     pl, pb = _acc(lg.get("ptq")), _acc(bl.get("ptq"))
-    if pl is None or pb is None or "log" not in snr or "block_log" not in snr:
-        return ""
-    c = measured.compare(pl, pb, n)
     fmt = LogFormat(width=width)
-    same_ptq = abs(pl - pb) < 0.5 / n and lg["ptq"].get("loss") == bl["ptq"].get("loss")
-    same_snr = abs(snr["log"]["snr_db"] - snr["block_log"]["snr_db"]) < 0.01
-    nothing_flushed = snr["log"]["zeroed"] == 0
-    if same_ptq and same_snr and nothing_flushed:
-        text = (f"**log and block_log are the same at {width} bits**: PTQ {pl:.4f} both (equal loss too), weight SNR "
-                f"{snr['log']['snr_db']:.2f} dB both. log's {width - 1} exponent bits span 2^{fmt.emin}..2^{fmt.emax}, "
-                "which flushes none of the weights (0.0% zeroed) and, as the equal PTQ shows, holds the activations "
-                "too, so block_log's per-block window has nothing to move: a log element has no mantissa, and inside "
-                "both windows both give 2^round(log2|x|).")
+    text = read["log_block_log.same"].says
+    if read["log_block_log.same"].verdict == "holds":
+        text += (f": PTQ {pl:.4f} both (equal loss too), weight SNR "
+                 f"{snr['log']['snr_db']:.2f} dB both. log's {width - 1} exponent bits span 2^{fmt.emin}..2^{fmt.emax}, "
+                 "which flushes none of the weights (0.0% zeroed) and, as the equal PTQ shows, holds the activations "
+                 "too, so block_log's per-block window has nothing to move: a log element has no mantissa, and inside "
+                 "both windows both give 2^round(log2|x|).")
         ql, qb = _acc(lg.get("qat")), _acc(bl.get("qat"))
         if ql is not None and qb is not None and ql == qb:
             text += f" QAT keeps them equal ({ql:.4f} both)."
-        elif ql is not None and qb is not None:
-            q = measured.compare(ql, qb, n)
-            text += (f" From these identical starting points QAT ends at {ql:.4f} and {qb:.4f}, {abs(q['diff']):.4f} "
-                     f"apart ({'within' if q['tie'] else 'beyond'} two standard errors, 2 x {q['se']:.4f}): "
-                     + ("training is deterministic, so what moved them apart is the two formats' straight-through "
-                        "gradients, by less than the test set resolves." if q["tie"] else
-                        "QAT treats the two formats differently (their straight-through gradients differ)."))
+        elif "log_block_log.qat" in read:
+            r = read["log_block_log.qat"]
+            text += (" " + r.says + ": " + ("training is deterministic, so what moved them apart is the two formats' "
+                                            "straight-through gradients, by less than the rule resolves."
+                                            if r.verdict == "level" else
+                                            "QAT treats the two formats differently (their straight-through gradients "
+                                            "differ)."))
     else:
-        text = (f"log and block_log differ at {width} bits: PTQ {pl:.4f} vs {pb:.4f} ({c['diff']:+.4f}, "
-                + ("a tie" if c["tie"] else "beyond two standard errors") + f", SE {c['se']:.4f}), weight SNR "
-                f"{snr['log']['snr_db']:.2f} vs {snr['block_log']['snr_db']:.2f} dB, log zeroes "
-                f"{100 * snr['log']['zeroed']:.1f}% of the weights.")
+        text += (f": PTQ {pl:.4f} vs {pb:.4f}, weight SNR {snr['log']['snr_db']:.2f} vs {snr['block_log']['snr_db']:.2f} "
+                 f"dB, log zeroes {100 * snr['log']['zeroed']:.1f}% of the weights.")
     widths = sorted({r["width"] for r in rows if r["width"] is not None and r["format"] == "log"})
     small = small_width(widths, width) if widths else None
     lo = {r["format"]: r for r in rows if r["width"] == small}
@@ -173,106 +164,48 @@ def log_vs_block_log(formats: dict[str, dict], rows: list[dict], width: int, n: 
     return text
 
 
-# --- PTQ and QAT ---------------------------------------------------------------------------------------
-
-def _d(a: list[float], b, n: int) -> _stats.Difference:
-    return _stats.difference(a, b, n)
-
+# --- PTQ and QAT: every verdict is a reading (labkit.readings.lab3_formats) ----------------------------------
 
 def _m(v: list[float]) -> float:
     return sum(v) / len(v)
 
 
-def tied_with_top(acc: dict[str, list[float]], n: int) -> tuple[str, list[str]]:
-    """(the highest mean, every format whose difference from it is not established)."""
-    top = max(acc, key=lambda k: _m(acc[k]))
-    group = [k for k in sorted(acc, key=lambda k: -_m(acc[k])) if k == top or not _d(acc[top], acc[k], n).established]
-    return top, group
-
-
-def ptq_bullet(ptq: dict[str, list[float]], fp32: list[float], n: int) -> str:
-    if not ptq:
+def ptq_bullet(read: dict, fp32: list[float]) -> str:
+    rows = [r for key, r in read.items() if key.startswith("ptq.") and key.count(".") == 1
+            and key not in ("ptq.top", "ptq.chance", "ptq.near_lossless")]
+    if not rows:
         return "- **PTQ.** No format has a PTQ accuracy stored."
-    f = _m(fp32)
-    diffs = {k: _d(v, fp32, n) for k, v in ptq.items()}
-    tie = [k for k in ptq if not diffs[k].established]
-    below = sorted((k for k in ptq if k not in tie and diffs[k].mean < 0), key=lambda k: -_m(ptq[k]))
-    above = [k for k in ptq if k not in tie and diffs[k].mean > 0]
-    top, group = tied_with_top(ptq, n)
-    text = (f"- **PTQ.** {len(tie)} of {len(ptq)} formats are not told apart from fp32 ({f:.4f}) right after "
-            f"quantization: {names_list(tie)}.")
+    tie = [r for r in rows if r.verdict == "level"]
+    below = sorted((r for r in rows if r.verdict == "lower"), key=lambda r: -r.quantities["a"])
+    above = [r for r in rows if r.verdict == "higher"]
+    text = (f"- **PTQ.** {len(tie)} of {len(rows)} formats are not told apart from fp32 ({_m(fp32):.4f}) right after "
+            f"quantization: {', '.join(r.says for r in tie) or 'none'}.")
     if below:
-        text += " Established below it: " + ", ".join(f"{k} {_m(ptq[k]):.4f} ({diffs[k].text()})" for k in below) + "."
+        text += " Established below it: " + ", ".join(r.says for r in below) + "."
     if above:
-        text += " Established above it: " + ", ".join(f"{k} {_m(ptq[k]):.4f} ({diffs[k].text()})" for k in above) + "."
-    if len(group) > 1:
-        text += (f" The highest mean PTQ, {top} {_m(ptq[top]):.4f}, is not told apart from "
-                 + ", ".join(f"{k} {_m(ptq[k]):.4f}" for k in group if k != top)
-                 + f": no single best format; the tied group is {names_list(group)}.")
-    else:
-        text += f" The highest PTQ, **{top}** {_m(ptq[top]):.4f}, is established ahead of every other format."
+        text += " Established above it: " + ", ".join(r.says for r in above) + "."
+    text += " " + read["ptq.top"].says + "."
+    if "ptq.near_lossless" in read:
+        text += " Claim: " + read["ptq.near_lossless"].says + "."
     return text
 
 
-def chance_bullet(ptq: dict[str, list[float]], n: int, near: float = 0.55) -> str:
-    se = accuracy_se(CHANCE, n)
-    at = [k for k in ptq if all(abs(v - CHANCE) <= 2 * se for v in ptq[k])]
-    close = [k for k in ptq if k not in at and _m(ptq[k]) <= near]
-    text = (f"- **At chance after PTQ** (every seed within two test-set standard errors of {CHANCE}, one SE "
-            f"{se:.4f}): {names_list(at)}.")
-    if close:
-        text += (f" Not at chance in every seed but with a mean at or below {near}: "
-                 + ", ".join(f"{k} {_m(ptq[k]):.4f} (seeds {'/'.join(f'{v:.4f}' for v in ptq[k])})"
-                             for k in close) + ".")
-    return text
-
-
-def qat_bullet(ptq: dict[str, list[float]], qat: dict[str, list[float]], fp32: list[float], n: int,
-               steps: int) -> str:
-    both = [k for k in ptq if k in qat]
-    gain = {k: _d(qat[k], ptq[k], n) for k in both}
-    up = [k for k in both if gain[k].established and gain[k].mean > 0]
-    down = [k for k in both if gain[k].established and gain[k].mean < 0]
-    flat = [k for k in both if k not in up and k not in down]
-    text = (f"- **QAT** ({steps} steps) raises accuracy (established) for: "
-            + (", ".join(f"{k} {_m(ptq[k]):.4f} → {_m(qat[k]):.4f} ({gain[k].text()})"
-                         for k in sorted(up, key=lambda k: -gain[k].mean)) or "none") + ".")
+def qat_bullet(read: dict, steps: int) -> str:
+    gains = [r for key, r in read.items() if key.startswith("qat.") and key.count(".") == 1
+             and key not in ("qat.most", "qat.top", "qat.above_fp32")]
+    up = sorted((r for r in gains if r.verdict == "higher"), key=lambda r: -r.quantities["difference"])
+    down = [r for r in gains if r.verdict == "lower"]
+    flat = [r.says for r in gains if r.verdict == "level"]
+    text = f"- **QAT** ({steps} steps) raises accuracy (established) for: " + (", ".join(r.says for r in up) or "none") + "."
     if down:
-        text += " It lowers it for: " + ", ".join(f"{k} ({gain[k].text()})" for k in down) + "."
+        text += " It lowers it for: " + ", ".join(r.says for r in down) + "."
     if flat:
-        text += f" Not established either way: {names_list(flat)}."
-    if up:
-        best = max(up, key=lambda k: gain[k].mean)
-        # which format gains most: the per-seed gains compared like accuracies (their test-set error counts
-        # once per gain, for both of its accuracies)
-        per = {k: [q - p for q, p in zip(qat[k], ptq[k])] for k in up}
-        tied = [k for k in up if k != best and not _gain_apart(per[best], per[k], ptq, qat, best, k, n)]
-        if tied:
-            text += (f" The largest gains, {', '.join(f'{k} {gain[k].mean:+.4f}' for k in [best, *tied])}, are not told "
-                     "apart (their difference is not established over seeds).")
-        elif len(up) > 1:
-            nxt = max((k for k in up if k != best), key=lambda k: gain[k].mean)
-            text += (f" QAT helps most for **{best}** ({gain[best].mean:+.4f}), established ahead of {nxt} "
-                     f"({gain[nxt].mean:+.4f}).")
-    if not qat:
-        return text
-    top, group = tied_with_top(qat, n)
-    text += (f" Highest mean after QAT: {top} {_m(qat[top]):.4f}"
-             + (", not told apart from " + ", ".join(f"{k} {_m(qat[k]):.4f}" for k in group if k != top)
-                + ": no single best after QAT" if len(group) > 1 else ", established ahead of the rest") + ".")
-    over = [k for k in qat if (d := _d(qat[k], fp32, n)).established and d.mean > 0]
-    text += (f" Established above fp32: {names_list(over)}." if over else
-             f" None is established above fp32 ({_m(fp32):.4f}).")
+        text += " Not established either way: " + ", ".join(flat) + "."
+    if "qat.most" in read:
+        text += " " + read["qat.most"].says + "."
+    if "qat.top" in read:
+        text += " " + read["qat.top"].says + ". " + read["qat.above_fp32"].says + "."
     return text
-
-
-def _gain_apart(a: list[float], b: list[float], ptq, qat, ka: str, kb: str, n: int) -> bool:
-    """Whether the per-seed gains ``a`` (format ``ka``) and ``b`` differ, established: the seed spread of their
-    difference, and the test-set error of four accuracies."""
-    d = _stats.difference(a, b, None)
-    se_test = math.sqrt(sum(accuracy_se(_m(x[k]), n) ** 2 for x in (ptq, qat) for k in (ka, kb)))
-    se = math.hypot(d.se_seed, se_test) if d.seeds > 1 else se_test
-    return not d.sign_changes and abs(d.mean) > 2 * se
 
 
 def fixes_text(created: str | None, formats: dict) -> str:
@@ -291,23 +224,14 @@ def fixes_text(created: str | None, formats: dict) -> str:
     return "\n".join(out)
 
 
-def per_seed(formats: dict[str, dict], stage: str, k: int) -> dict[str, list[float]]:
-    """Each format's per-seed accuracies at ``stage`` (``ptq`` or ``qat``), formats with a non-finite one left
-    out (a diverged QAT)."""
-    out = {}
-    for name, r in formats.items():
-        if _acc(r.get(stage)) is None:
-            continue
-        vals = _seeds.values(r[stage], "accuracy", k)
-        if all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
-            out[name] = vals
-    return out
-
-
 def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: int, created: str | None,
-            k: int = 1) -> str:
-    n = fp32["n"]
-    ptq, qat = per_seed(formats, "ptq", k), per_seed(formats, "qat", k)
+            k: int = 1, read: dict | None = None) -> str:
+    """``read``: the readings by key (``labkit.readings.lab3_formats``; computed from these numbers if None)."""
+    if read is None:
+        payloads = {"formats": {"numbers": {"formats": formats, "fp32": fp32, **({"seeds": list(range(k))} if k > 1 else {})},
+                                "settings": {"format_width": width}},
+                    "weight_snr": {"numbers": {"rows": snr_rows}}}
+        read = {r.key: r for r in compute("lab3_formats", payloads)}
     f32 = _seeds.values(fp32, "accuracy", k)
     bits = [r["bits"]["weight_bits"] for r in formats.values()]
     parts = [("- **Seeds.** " + (f"{k} training seeds (an SFT model each; every QAT with the same seed): "
@@ -316,8 +240,10 @@ def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: i
                                  "agrees on the sign and it exceeds 2 SE." if k > 1 else
                                  "One training seed: the seed spread is not measured, so differences are judged on the "
                                  "test-set error alone.")),
-             ptq_bullet(ptq, f32, n), chance_bullet(ptq, n), qat_bullet(ptq, qat, f32, n, steps_of(formats))]
-    lb = log_vs_block_log(formats, snr_rows, width, n)
+             ptq_bullet(read, f32), "- " + read["ptq.chance"].says if "ptq.chance" in read else "",
+             qat_bullet(read, steps_of(formats))]
+    parts = [p for p in parts if p]
+    lb = log_vs_block_log(formats, snr_rows, width, read)
     if lb:
         parts.append("- " + lb)
     fx = fixes_text(created, formats)
@@ -357,7 +283,7 @@ def render(payloads: dict[str, dict | None], how: str | None = None, json_paths:
         parts += ["## PTQ and QAT on IMDb", qat_text(f["settings"], num["fp32"], num["dataset_sizes"], num["formats"]),
                   "## What the numbers say",
                   summary(num["formats"], num["fp32"], rows, width, f["provenance"].get("created"),
-                          _seeds.count(num))]
+                          _seeds.count(num), {r.key: r for r in compute("lab3_formats", payloads)})]
     return "\n\n".join(parts) + "\n"
 
 

@@ -6,9 +6,8 @@ re-render from committed JSON.
 """
 from __future__ import annotations
 
-from .. import seeds as _seeds
-from ..readings import stats as _stats
 from ..kernels import tiling
+from ..readings import lab4_mxint8 as _readings
 from ..report import table
 from . import sources
 
@@ -156,12 +155,19 @@ def tiling_answer(t: dict, group_size: int, summary: list[dict] | None = None) -
     return text
 
 
-def bandwidth_text(summary: list[dict], source: str, group_size: int) -> str:
+def bandwidth_text(summary: list[dict], source: str, group_size: int, read: dict | None = None) -> str:
+    """The bandwidth table and its reading; ``read``: ``labkit.readings.lab4_mxint8``'s readings by key (which
+    sizes time the launch, bit-exactness), when the rows they read are stored."""
     impls = [i for i in ("cute_vec", "cute_tile", "eager", "compile") if f"{i} GB/s" in summary[0]]
     g = group_size if any(r["g"] == group_size for r in summary) else summary[0]["g"]
     sel = sorted((r for r in summary if r["g"] == g), key=lambda r: r["n"])
     big = {i: sel[-1][f"{i} %copy"] for i in impls}
-    text = (f"**Bandwidth numbers** (source as recorded with them): {source}.\n\n"
+    own = source.startswith("measured in this run")
+    text = (f"**Bandwidth numbers** (source as recorded with them): {source}. `mxint8_bandwidth_plot.png` draws "
+            "exactly these rows (`mxint8_bandwidth_plot.json`); `mxint8_bandwidth.json` holds the rows of "
+            "`python -m labkit.kernels.bandwidth` (every group size)"
+            + (", a separate run of the same kernel: where the two files differ it is between runs, not between a "
+               "figure and its numbers" if own else "") + ".\n\n"
             + table(summary, ["n", "g", "copy GB/s"] + [f"{i} {k}" for i in impls for k in ("GB/s", "%copy")],
                     floatfmt=".0f")
             + f"\n\nAt n = {sel[-1]['n']:,} (group {g}) the vectorised CuTe kernel reaches **{big['cute_vec']:.0f}%** "
@@ -172,11 +178,19 @@ def bandwidth_text(summary: list[dict], source: str, group_size: int) -> str:
         text += (f" At n = {sel[0]['n']:,} even the copy reaches {sel[0]['copy GB/s']:.0f} GB/s, "
                  f"{sel[0]['copy GB/s'] / sel[-1]['copy GB/s']:.0%} of its {sel[-1]['copy GB/s']:.0f} GB/s at the "
                  "largest size: a few microseconds of launch and latency dominate so little traffic.")
+    if read and "bandwidth.smallest_launch_bound" in read:
+        text += f" {_cap(read['bandwidth.smallest_launch_bound'].says)}."
+    if read and "bandwidth.bit_exact" in read:
+        text += f" {_cap(read['bandwidth.bit_exact'].says)}."
     over = sorted({r["n"] for r in sel for i in impls if r[f"{i} %copy"] > 100})
     if over:
         text += (f" Ratios above 100% (n = {', '.join(f'{n:,}' for n in over)}) mean the kernel "
                  "timed faster than the copy of the same bytes; read them as copy speed, not more.")
     return text
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def parameter_table(parameters: list[dict], group_size: int) -> str:
@@ -191,7 +205,7 @@ def memory_rows(measured: dict) -> list[dict]:
             for name, c in measured.items() for f in ("fp32", "mxint8")]
 
 
-def memory_answer(measured: dict | None, parameters: list[dict], group_size: int) -> str:
+def memory_answer(measured: dict | None, parameters: list[dict], group_size: int, read: dict | None = None) -> str:
     """3d: theory, the sheet's 86.7% (MXINT4's formula), and labkit's measured savings."""
     mx8, mx4 = saving(group_size), saving(SHEET_GROUP, mantissa_bits=4)
     text = (f"**Answer 3d.** *Theory.* An MXINT8 tensor at group size {group_size} stores 8 + 8/{group_size} = "
@@ -231,22 +245,21 @@ def memory_answer(measured: dict | None, parameters: list[dict], group_size: int
              f"of the parameter bytes and {big['saving_peak']:.1%} of the peak measured here; the course's DeBERTa-"
              f"xlarge classifier measured {COURSE_PEAK_MB[0]} -> {COURSE_PEAK_MB[1]} MB "
              f"({1 - COURSE_PEAK_MB[1] / COURSE_PEAK_MB[0]:.1%}). {mx4:.1%} would need 4-bit mantissas.")
+    for key in ("memory.parameters_match_theory", "memory.peak_saving"):
+        if read and key in read:
+            text += f" {_cap(read[key].says)}."
     return text
 
 
 def accuracy_text(acc: dict, group_size: int) -> str:
     fp, mx, n = acc["fp32"]["accuracy"], acc["mxint8"]["accuracy"], acc["fp32"]["n"]
-    k = _seeds.count(acc)
-    d = _stats.difference(_seeds.values(acc["mxint8"], "accuracy", k), _seeds.values(acc["fp32"], "accuracy", k), n)
-    verdict = ((f"an established {'gain' if d.mean > 0 else 'loss'}" if d.seeds > 1 else
-                "beyond two test-set SE with one training seed") if d.established else
-               "no established difference" + (" (one training seed)" if d.seeds < 2 else ""))
+    k = len(acc.get("seeds") or [None])
+    gaps = acc.get("max_logit_gap_seeds") or [acc["max_logit_gap"]]
     return (f"{len(acc['converted'])} Linear layers converted ({', '.join(acc['skipped'])} kept in fp32), their "
             f"weights {acc['weight_saving']:.1%} smaller. Accuracy on {n:,} test reviews"
             + (f", means of {k} SFT models (training seeds)" if k > 1 else "") + f": fp32 **{fp:.4f}**, MXINT8 "
-            f"g{group_size} **{mx:.4f}**; MXINT8 minus fp32 {d.text()}: {verdict}. Largest logit difference on a "
-            f"test batch {max(_seeds.values(acc, 'max_logit_gap', k)):.3g}. Dequantization ran through: "
-            f"{_no_machine_paths(acc['kernel_path'])}.")
+            f"g{group_size} **{mx:.4f}**; {_readings.accuracy(acc).says}. Largest logit difference on a "
+            f"test batch {max(gaps):.3g}. Dequantization ran through: {_no_machine_paths(acc['kernel_path'])}.")
 
 
 def _no_machine_paths(text: str) -> str:
@@ -260,6 +273,7 @@ def render(payloads: dict[str, dict | None]) -> str:
     """The whole answers file from the stored payloads named in ``NAMES`` (missing ones are said so)."""
     p = {n: payloads.get(n) for n in NAMES}
     g = next((q["settings"]["group_size"] for q in p.values() if q and "group_size" in q.get("settings", {})), 32)
+    read = _readings.by_key(_readings.readings(p))
     parts = [sources.header(TITLE, p, "notebooks/lab4_mxint8.ipynb")
              + ("\n\n`mxint8_format` holds exact computations (no timings): they come out the same on any device."
                 if p["mxint8_format"] else ""), "## The format: quantization rules and error"]
@@ -273,7 +287,8 @@ def render(payloads: dict[str, dict | None]) -> str:
         parts.append("No stored `mxint8_format` numbers: answers 3a and 3b are not rendered.")
     summary = ((p["mxint8_bandwidth_plot"] or {}).get("numbers") or {}).get("summary")
     if summary:
-        parts += ["## The kernel's bandwidth", bandwidth_text(summary, p["mxint8_bandwidth_plot"]["numbers"]["source"], g)]
+        parts += ["## The kernel's bandwidth", bandwidth_text(summary, p["mxint8_bandwidth_plot"]["numbers"]["source"], g,
+                                                             read)]
     parts.append("## 3c. `cta_tiler` and `layout_sX`")
     parts.append(tiling_answer(p["mxint8_tiling"]["numbers"], g, summary) if p["mxint8_tiling"] else
                  "No stored `mxint8_tiling` numbers.")
@@ -281,7 +296,7 @@ def render(payloads: dict[str, dict | None]) -> str:
     mem = (p["mxint8_memory"] or {}).get("numbers")
     if mem:
         parts += [parameter_table(mem["parameters"], g), table(memory_rows(mem["measured"]), floatfmt=".1f")]
-    parts.append(memory_answer(mem and mem["measured"], (mem or {}).get("parameters", []), g))
+    parts.append(memory_answer(mem and mem["measured"], (mem or {}).get("parameters", []), g, read))
     if p["mxint8_accuracy"]:
         parts += ["## Accuracy of the converted classifier on IMDb", accuracy_text(p["mxint8_accuracy"]["numbers"], g)]
     return "\n\n".join(parts) + "\n"

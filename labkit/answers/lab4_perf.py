@@ -11,6 +11,7 @@ import math
 
 from ..perf import compile_study, sdpa
 from ..perf.compile_study import SHEET_STATE, get_comparison, get_run, noisy, per_device, share, timings
+from ..readings import lab4_perf as _readings
 from ..perf.timing import PROFILER_BOOKKEEPING, spread, within_noise
 from ..perf.timing import fmt_seconds as fmt
 from ..report import clip, table
@@ -30,19 +31,13 @@ def ratio_range(num: dict, den: dict) -> tuple[float, float]:
     return num["steady_min_s"] / den["steady_max_s"], num["steady_max_s"] / den["steady_min_s"]
 
 
-def word(new: dict, old: dict) -> str:
-    if within_noise(new, old):
-        return "within noise"
-    return "faster" if new["steady_median_s"] < old["steady_median_s"] else "slower"
+def said(st: dict, c: dict):
+    """The reading of comparison ``c`` (compiled against eager in one state and batch): faster, slower or within
+    noise (``labkit.readings.lab4_perf.timing``)."""
+    return _readings.timing(_readings.compile_key(c), *timings(st, c)[::-1], "")
 
 
-def verdict(new: dict, old: dict, new_name: str = "compiled", old_name: str = "eager") -> str:
-    """``new`` against ``old``: faster, slower, or within noise with the numbers that make it so."""
-    if within_noise(new, old):
-        return (f"**within noise**: the medians differ by {fmt(abs(new['steady_median_s'] - old['steady_median_s']))}, "
-                f"no more than the spread of the steady calls (max-min: {old_name} {fmt(spread(old))}, {new_name} "
-                f"{fmt(spread(new))}), so this measurement shows neither a speedup nor a slowdown")
-    return word(new, old)
+WORDS = {"lower": "faster", "higher": "slower", "level": "within noise"}
 
 
 def first_call_share(c: dict) -> float:
@@ -131,18 +126,18 @@ def _sheet_bullets(st: dict, main: str) -> list[str]:
             f"{fmt(c['compiled_steady_s'])} for a steady call; that excess is {pct(first_share)} of the "
             f"{c['sheet_calls']} compiled calls' total, so the average "
             + ("mostly measures the compiler." if first_share > 0.5 else "is not dominated by the compiler here."))
-        noise = noisy(st, c)
+        noise = said(st, c).verdict == "level"
         out.append(
             f"- **Steady state, same state.** Median after warm-up: eager {fmt(c['eager_steady_s'])}, compiled "
-            f"{fmt(c['compiled_steady_s'])}: {c['steady_speedup']:.2f}x, {verdict(*timings(st, c)[::-1])}. "
+            f"{fmt(c['compiled_steady_s'])}: {c['steady_speedup']:.2f}x, {said(st, c).says}. "
             f"Compiling costs {fmt(c['compile_overhead_s'])} more start-up than eager, so it "
             f"{break_even_text(c, noise)}.")
     c = get_comparison(st, main, "eval+no_grad")
     if c:
         out.append(
             f"- **Inference (`model.eval()` + `torch.no_grad()`).** Eager {fmt(c['eager_steady_s'])}, compiled "
-            f"{fmt(c['compiled_steady_s'])}: {c['steady_speedup']:.2f}x, {verdict(*timings(st, c)[::-1])}; first "
-            f"compiled call {fmt(c['compiled_first_s'])}; compiling {break_even_text(c, noisy(st, c))}.")
+            f"{fmt(c['compiled_steady_s'])}: {c['steady_speedup']:.2f}x, {said(st, c).says}; first "
+            f"compiled call {fmt(c['compiled_first_s'])}; compiling {break_even_text(c, said(st, c).verdict == 'level')}.")
     return out
 
 
@@ -153,7 +148,7 @@ def _train_vs_inference(st: dict, main: str) -> str | None:
         return None
     text = (f"- **Train vs inference.** The compiled speedup is {ct['steady_speedup']:.2f}x in train+grad and "
             f"{ce['steady_speedup']:.2f}x in eval+no_grad. ")
-    noise = [s for s, c in ((SHEET_STATE, ct), ("eval+no_grad", ce)) if noisy(st, c)]
+    noise = [s for s, c in ((SHEET_STATE, ct), ("eval+no_grad", ce)) if said(st, c).verdict == "level"]
     if noise:
         which = "Both comparisons are" if len(noise) == 2 else f"The {noise[0]} comparison is"
         return text + (f"{which} within noise, so the two speedups cannot be compared and nothing follows about "
@@ -258,8 +253,8 @@ def _other_variants(st: dict) -> list[str]:
         c, r = get_comparison(st, variant, "eval+no_grad"), get_run(st, variant, "eval+no_grad")
         if c:
             out.append(f"- **`{variant}`** (inference): steady {fmt(c['compiled_steady_s'])} vs eager "
-                       f"{fmt(c['eager_steady_s'])}: {c['steady_speedup']:.2f}x, {verdict(*timings(st, c)[::-1])}; "
-                       f"first call {fmt(c['compiled_first_s'])}; it {break_even_text(c, noisy(st, c))}.")
+                       f"{fmt(c['eager_steady_s'])}: {c['steady_speedup']:.2f}x, {said(st, c).says}; "
+                       f"first call {fmt(c['compiled_first_s'])}; it {break_even_text(c, said(st, c).verdict == 'level')}.")
         elif r:
             out.append(f"- **`{variant}`**: {r['status']} ({clip(r['reason'], 200)}).")
     r = next((r for r in st["runs"] if r["variant"] == "max-autotune"), None)
@@ -269,7 +264,7 @@ def _other_variants(st: dict) -> list[str]:
             out.append(f"- **`max-autotune`** ({r['state']}, batch {c['batch']}, budget {r['budget_s']:.0f} s): "
                        f"first call {fmt(c['compiled_first_s'])}, steady {fmt(c['compiled_steady_s'])} vs eager "
                        f"{fmt(c['eager_steady_s'])} at that batch: {c['steady_speedup']:.2f}x, "
-                       f"{verdict(*timings(st, c)[::-1])}; it {break_even_text(c, noisy(st, c))}.")
+                       f"{said(st, c).says}; it {break_even_text(c, said(st, c).verdict == 'level')}.")
         else:
             out.append(f"- **`max-autotune`** (batch {r['batch']}): {r['status']}: {clip(r['reason'], 300)}")
     return out
@@ -285,7 +280,7 @@ def compile_answer(payload: dict | None, dev: str) -> str:
     out = [f"*({dev.upper()}: {sources.label(payload)}.)*"]
     c = get_comparison(st, main, SHEET_STATE) or get_comparison(st, main, "eval+no_grad")
     if c:
-        steady = word(*timings(st, c)[::-1])
+        steady = WORDS[said(st, c).verdict]
         out.append(f"- **In short.** The sheet's {c['sheet_calls']}-call average includes the first call, where "
                    f"`torch.compile` compiles ({fmt(c['compiled_first_s'])}, "
                    f"{'most' if first_call_share(c) > 0.5 else 'a minority'} of the averaged time): it reports "
@@ -293,6 +288,9 @@ def compile_answer(payload: dict | None, dev: str) -> str:
                    + {"faster": f"{c['steady_speedup']:.2f}x faster than eager.",
                       "slower": f"slower than eager ({c['steady_speedup']:.2f}x).",
                       "within noise": f"**within noise** of eager ({c['steady_speedup']:.2f}x)."}[steady])
+    claim = _readings.by_key(_readings.compile_readings(payload, dev)).get(f"compile_{dev}.inductor_faster")
+    if claim is not None:
+        out.append(f"- **Inductor against eager, every comparison.** {claim.says}.")
     out += _sheet_bullets(st, main)
     out += [x for x in (_train_vs_inference(st, main), _where_time_goes(st, main), _launch_overhead(st, dev),
                         _modes(st)) if x]
@@ -379,16 +377,17 @@ def attention_answer(payload: dict | None, dev: str) -> str:
                    f"{nb / mb:.1f} of them at once (scores and their scaled copy, then the softmax), fused only its "
                    "output and small tiles.")
     ok = _ok_sweep(st)
+    read = _readings.by_key(_readings.sdpa_readings(payload, dev))
     if ok:
         t = {(r["seq"], w): r[w]["timing"] for r in ok for w in ("naive", "fused")}
         ratio = {r["seq"]: t[r["seq"], "naive"]["steady_median_s"] / t[r["seq"], "fused"]["steady_median_s"] for r in ok}
-        tied = [s for s in ratio if within_noise(t[s, "naive"], t[s, "fused"])]
         first, last = ok[0], ok[-1]
         text = (f"- **Sweep** (seq {first['seq']} to {last['seq']}): naive takes {min(ratio.values()):.1f}x to "
                 f"{max(ratio.values()):.1f}x the fused time (at seq {last['seq']}: "
                 f"{fmt(t[last['seq'], 'naive']['steady_median_s'])} vs {fmt(t[last['seq'], 'fused']['steady_median_s'])})")
-        text += (f"; within noise at seq {', '.join(map(str, tied))}. " if tied else
-                 ", every point beyond the spread of both sides. ")
+        text += f"; {read[f'sdpa_{dev}.sweep_beyond_noise'].says}. "
+        if f"sdpa_{dev}.fused_faster" in read:
+            text += f"{read[f'sdpa_{dev}.fused_faster'].says}. "
         grow = last["seq"] / first["seq"]
         peaks = {w: (first[w]["peak_bytes"], last[w]["peak_bytes"]) for w in ("naive", "fused")}
         if None not in peaks["naive"] + peaks["fused"] and grow > 1:
@@ -410,9 +409,7 @@ def attention_answer(payload: dict | None, dev: str) -> str:
                                                     for b in st["backends"] if b["status"] != "ok") or "none") + ".")
     runs = [r[w]["timing"] for r in ok for w in ("naive", "fused")]
     text = "\n".join(out) + measured_note(st, runs)
-    if p and p in ok and not within_noise(p["naive"]["timing"], p["fused"]["timing"]) \
-            and p["fused"]["timing"]["steady_median_s"] < p["naive"]["timing"]["steady_median_s"] \
-            and st["default_backend"] != "math":
+    if p and p in ok and read[f"sdpa_{dev}.seq{p['seq']}"].verdict == "lower" and st["default_backend"] != "math":
         text += "\n\n" + FUSED_WHY[dev]
     return text
 

@@ -10,14 +10,35 @@ STYLES = ("--", "-", "-.", ":")
 
 
 def plot_samplers(numbers: dict, settings: dict):
-    """Each sampler's best accuracy so far: the mean over seeds and a min-max band."""
-    fig, ax = plt.subplots(figsize=(6.8, 4.2))
-    for (sampler, b), style in zip(numbers["bands"].items(), STYLES):
+    """Left: each sampler's best accuracy so far, the mean over seeds and a min-max band. Right, zoomed to the
+    final bests, where the samplers' differences lie: each seed's final best (dots), the mean with two standard
+    errors over seeds (thick bar) and with the test set's error added (thin bar), as the samplers' reading
+    compares them (``labkit.readings.lab2_search``)."""
+    from ..readings.lab2_search import n_test
+    from ..readings.stats import accuracy_se
+
+    fig, (ax, zoom) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    n = n_test(numbers.get("trials") or {}, settings)
+    for i, ((sampler, b), style, color) in enumerate(zip(numbers["bands"].items(), STYLES, colors)):
         x = range(1, b["trials"] + 1)
-        line, = ax.plot(x, b["mean"], ls=style, marker="o", ms=3, label=f"{sampler} (mean of {len(b['final'])} seeds)")
-        ax.fill_between(x, b["min"], b["max"], color=line.get_color(), alpha=0.15)
+        ax.plot(x, b["mean"], ls=style, marker="o", ms=3, color=color, label=f"{sampler} (mean of {len(b['final'])} seeds)")
+        ax.fill_between(x, b["min"], b["max"], color=color, alpha=0.15)
+        finals, mean = b["final"], b["final_mean"]
+        zoom.scatter([i] * len(finals), finals, s=18, color=color, alpha=0.6, linewidths=0)
+        seed_se = b["final_sem"] if b["final_sem"] is not None and len(finals) > 1 else 0.0
+        both = (seed_se ** 2 + accuracy_se(mean, n) ** 2) ** 0.5
+        zoom.errorbar(i + 0.18, mean, yerr=2 * both, fmt="none", ecolor=color, elinewidth=0.8, capsize=3)
+        zoom.errorbar(i + 0.18, mean, yerr=2 * seed_se, fmt="o", ms=4, color=color, elinewidth=2.5)
     trial_axes(ax, "best accuracy so far", f"NAS on IMDb: mean and min-max over seeds (profile {settings['profile']})",
                loc="lower right", fontsize=8)
+    zoom.set_xticks(range(len(numbers["bands"])), list(numbers["bands"]))
+    zoom.set_xlim(-0.5, len(numbers["bands"]) - 0.3)
+    zoom.set_ylabel("final best accuracy")
+    zoom.set_title(f"Final bests (zoomed): seeds, mean ± 2 SE over\nseeds (thick), with {n:,} test reviews (thin)",
+                   fontsize=8)
+    zoom.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
     return fig
 
 

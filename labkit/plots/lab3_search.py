@@ -55,7 +55,28 @@ def plot_formats(numbers: dict, settings: dict):
     ax.axhline(fp32, color="0.4", ls=":", label=f"fp32 {fp32:.4f}")
     trial_axes(ax, "best accuracy so far", f"Task 2: per-format searches (fixed-width formats: one configuration; "
                f"profile {settings['profile']})", 9, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    zoom(ax, curves, fp32)
     return fig
+
+
+def zoom(ax, curves: dict[str, list[float]], fp32: float, chance: float = 0.5, apart: float = 0.05):
+    """Zoom the y-axis on the band where the curves end above chance (every search's end within a few points
+    of fp32 would otherwise be squeezed into a sliver of a 0.5-0.85 axis), and say what lies below it."""
+    ends = [ys[-1] for ys in curves.values() if ys and ys[-1] > chance + apart]
+    if not ends:
+        return
+    inside = [y for ys in curves.values() for y in ys if y >= min(ends)] + [fp32]
+    lo, hi = min(inside), max(inside)
+    pad = max(0.1 * (hi - lo), 0.001)
+    ax.set_ylim(lo - pad, hi + pad)
+    below = [f"{name} {ys[-1]:.4f}" for name, ys in curves.items() if ys and ys[-1] < lo - pad]
+    early = [name for name, ys in curves.items() if ys and ys[-1] >= lo - pad and min(ys) < lo - pad]
+    note = f"zoomed: chance is {chance}"
+    if below:
+        note += "; below the axis: " + ", ".join(below)
+    if early:
+        note += "; earlier trials below the axis: " + ", ".join(early)
+    ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=6.5, va="bottom", color="0.3", wrap=True)
 
 
 def plot_pareto(numbers: dict, settings: dict):

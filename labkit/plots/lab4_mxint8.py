@@ -201,12 +201,28 @@ def plot_memory(measured: dict, device: str | None = None) -> Figure:
 
 # --- bandwidth -------------------------------------------------------------------------------------------
 
-def plot_bandwidth(rows: list[dict], group_size: int | None = None, device: str | None = None) -> Figure:
+def run_label(source: str, created: str | None = None) -> str:
+    """The line under the bandwidth figure's title: whose rows it draws. The notebook's own sweep and the
+    benchmark command's (``mxint8_bandwidth.json``) are separate runs of one kernel, which differ at small sizes."""
+    own = source.startswith("measured in this run")
+    return ("numbers: mxint8_bandwidth_plot.json, " + ("the notebook's own sweep" if own else
+                                                       "the stored mxint8_bandwidth.json rows")
+            + (f" of {created[:16].replace('T', ' ')}" if created else "")
+            + ("; mxint8_bandwidth.json is a separate run" if own else ""))
+
+
+def plot_bandwidth(rows: list[dict], group_size: int | None = None, device: str | None = None,
+                   source: str | None = None) -> Figure:
     """Fraction of copy bandwidth (%) against size n, one line per implementation, at one group size.
 
     ``rows``: ``bench.sweep(...)["rows"]`` (``n``, ``group_size``, ``impl``, ``GBps``, ``fraction_of_copy``).
     ``group_size``: which group size to draw; may be left out when the rows hold only one. Each line's
-    legend entry gives its GB/s at the largest n (all GB/s stay in the rows)."""
+    legend entry gives its GB/s at the largest n (all GB/s stay in the rows). ``source``: which run's rows these
+    are (one line under the title: two runs of one kernel differ at small sizes). Sizes where the two CuTe
+    kernels take the same time (``labkit.readings.lab4_mxint8.launch_bound_sizes``) are shaded: there the timing
+    is not the kernels' own work."""
+    from ..readings.lab4_mxint8 import launch_bound_sizes
+
     groups = sorted({r["group_size"] for r in rows})
     if group_size is None:
         if len(groups) != 1:
@@ -233,6 +249,11 @@ def plot_bandwidth(rows: list[dict], group_size: int | None = None, device: str 
                           label=f"{IMPL_LABELS.get(impl, impl)}: {last[1]:.0f}% = {last[2]:,.0f} GB/s at "
                                 f"n = {_size_label(last[0])}")
         line.set_gid(impl)
+    bound = [n for n in launch_bound_sizes(sel, group_size) if n in sizes]
+    if bound:
+        ax.axvspan(min(bound) / 1.6, max(bound) * 1.6, color="0.85", alpha=0.6, lw=0, zorder=0,
+                   label=f"n <= {_size_label(max(bound))}: both CuTe kernels take the same time: what is timed is "
+                         "not the kernels' own work")
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(sizes))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -246,7 +267,8 @@ def plot_bandwidth(rows: list[dict], group_size: int | None = None, device: str 
     ax.set_ylabel("% of copy bandwidth (same bytes read + written)")
     ax.set_title(f"MXINT8 -> bf16 dequantization, group size {group_size}" + (f": {device}" if device else "")
                  + f"\nbytes per element: 1 + 1/{group_size} read, 2 written"
-                 + ("; above 100%: timed faster than the copy" if highest > 100 else ""), fontsize=11)
+                 + ("; above 100%: timed faster than the copy" if highest > 100 else "")
+                 + (f"\n{source}" if source else ""), fontsize=11 if not source else 10)
     fig.legend(loc="outside lower center", ncol=2, fontsize=8.5, frameon=False)
     return fig
 
@@ -307,7 +329,7 @@ def legend_entries(fig: Figure) -> list[str]:
             for t in leg.get_texts()]
 
 
-__all__ = ["IMPLS", "legend_entries", "overlapping_texts", "plot_bandwidth", "plot_memory", "plot_tiling",
+__all__ = ["IMPLS", "legend_entries", "overlapping_texts", "plot_bandwidth", "run_label", "plot_memory", "plot_tiling",
            "texts_outside_axes"]
 
 

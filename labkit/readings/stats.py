@@ -11,6 +11,8 @@ as se = sqrt(se_seed^2 + se_test^2). **The rule** (``RULE``): a difference is es
 difference has the same sign and |d| > 2 se; otherwise the two are level. With one training seed the seed
 spread is unknown: a difference is then judged on the test-set error alone, and every verdict says so.
 
+Two independent sets of seeds (two samplers' searches: seed i of one is not seed i of the other) are read by
+``unpaired``: the difference of means, the seeds' spread of both sides and the test-set part (``RULE_UNPAIRED``).
 Independent replicates that are not seeds of one model (e.g. a search's trials, each its own architecture)
 are read by ``replicates``: the mean of per-replicate differences and its standard error sd / sqrt(k),
 established beyond 2 SE. A searched best is the best of N candidates, so its lead over its start is biased
@@ -22,6 +24,9 @@ import math
 from dataclasses import dataclass
 
 RULE = "same sign in every training seed and |difference| > 2 SE (seed and test-set parts), else level"
+RULE_UNPAIRED = ("independent searches per side: every seed of one side beyond every seed of the other and "
+                 "|difference| > 2 SE (both sides' spread over seeds and the test-set part), else level; one seed "
+                 "per side: not established")
 RULE_REPLICATES = "|mean difference| > 2 SE over independent trials (sd / sqrt(k)), else level"
 
 
@@ -114,3 +119,25 @@ def replicates(diffs: list[float]) -> Difference:
     se = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (k - 1) / k) if k > 1 else float("nan")
     signs = {(x > 0) - (x < 0) for x in diffs}
     return Difference(mean, tuple(diffs), se, 0.0, se, k > 1 and abs(mean) > 2 * se, len(signs - {0}) > 1)
+
+
+def unpaired(a: list[float], b: list[float], n: int) -> dict:
+    """``mean(a) - mean(b)`` of two independent sets of seeds (two samplers' searches: seed i of one is not
+    paired with seed i of the other), judged by ``RULE_UNPAIRED``."""
+    def sem(x):
+        m = sum(x) / len(x)
+        return math.sqrt(sum((v - m) ** 2 for v in x) / (len(x) - 1) / len(x)) if len(x) > 1 else float("nan")
+
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    d = ma - mb
+    se_seed = math.hypot(sem(a), sem(b))
+    se_test = math.hypot(accuracy_se(ma, n), accuracy_se(mb, n))
+    se = math.hypot(se_seed, se_test)
+    apart = min(a) > max(b) or max(a) < min(b)
+    seeded = len(a) > 1 and len(b) > 1
+    verdict = ("not established" if not seeded else
+               ("higher" if d > 0 else "lower") if apart and abs(d) > 2 * se else "level")
+    why = ("one seed per side" if not seeded else "beyond 2 SE, every seed apart" if verdict != "level" else
+           " and ".join(w for w, on in (("within 2 SE", abs(d) <= 2 * se), ("their seeds overlap", not apart)) if on))
+    return {"a": ma, "b": mb, "a_seeds": list(a), "b_seeds": list(b), "difference": d, "se": se,
+            "se_seed": se_seed, "se_test": se_test, "seeds": [len(a), len(b)], "verdict": verdict, "why": why}

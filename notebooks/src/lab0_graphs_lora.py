@@ -35,6 +35,7 @@ from labkit.profiles import lab_settings
 from labkit.plots.lab0_graphs_lora import plot_accuracy
 from labkit.report import say, table
 from labkit.results import provenance, result_dir, save_figure
+from labkit.answers.lab0 import activation_shapes
 
 S = lab_settings("lab0", PROFILE, **OVERRIDES)
 OUT = result_dir("lab0", S["profile"])
@@ -53,8 +54,9 @@ model = models.load_model(S["model"], seed=S["seed"])
 gm = graph.capture(model, ["input_ids", "attention_mask", "labels"])
 meta = graph.MetadataPass()(gm).info
 graph_meta = {k: meta[k] for k in ("nodes", "by_op", "parameters", "parameter_bytes")}
-graph_meta["first_shapes"] = [{"node": k, "shape": str(v["shape"]), "dtype": v["dtype"]}
-                              for k, v in list(meta["shapes"].items()) if not k.startswith("p_")][:12]
+# the activations of the pass's run on the dummy batch (parameters' shapes are the weights' own): inputs, the first
+# node of each kind of compute, and what the graph returns
+graph_meta["first_shapes"] = activation_shapes(gm, meta["shapes"])
 print(f"{graph_meta['nodes']} nodes {graph_meta['by_op']}; {graph_meta['parameters']:,} parameters, "
       f"{graph_meta['parameter_bytes']:,} bytes")
 say(table(graph_meta["first_shapes"]))
@@ -330,7 +332,8 @@ print(f"layer 0 query {tuple(W.shape)}, rank {S['lora_rank']}, alpha {S['lora_al
 # %%
 numbers = {**tuned, "dataset_sizes": dl.sizes, "graph_meta": graph_meta, "dropout": counted,
            "dropout_removed": dropout_removed, "fx_error": fx_error,
-           "topology": {"drop_labels": no_labels, "drop_mask": no_mask}, "graph_nodes": graph_nodes}
+           "topology": {"drop_labels": no_labels, "drop_mask": no_mask}, "graph_nodes": graph_nodes,
+           "graphs_drawn": graph.can_render()}  # whether this run drew the SVGs (graphviz installed)
 paths = save_figure(plot_accuracy(numbers, S), "lab0", "accuracy", numbers, S)
 print("saved", {k: p.name for k, p in paths.items()}, "in the lab0 results folder")
 
@@ -344,6 +347,9 @@ from labkit.answers import lab0 as answers
 from labkit.answers import measured
 from labkit.results import load_results
 
+from labkit import redraw
+
+redraw.store_readings("lab0_graphs_lora", S["profile"])  # the verdicts, computed from the JSON, stored beside it
 stored = load_results("lab0", "accuracy", S["profile"])
 say(answers.answers_list(stored["numbers"], stored["settings"]))
 how = measured.NOTEBOOK.format(notebook="lab0_graphs_lora.ipynb", module="labkit.answers.lab0", lab="lab0")

@@ -177,9 +177,7 @@ save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 # the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
 
 # %% tags=["answer-key"]
-from labkit.answers import lab1 as answers
-from labkit.results import load_results, save_answers
+from labkit import redraw
 
-text = answers.render_quantize({n: load_results("lab1", n, S["profile"]) for n in answers.QUANTIZE_NAMES})
-save_answers("lab1", "quantize", text, S["profile"])
+_, text = redraw.write_answers("lab1_quantize", S["profile"])  # stores the readings, then words them
 say(text.split("\n\n", 2)[-1])

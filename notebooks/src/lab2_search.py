@@ -43,7 +43,9 @@ from labkit.exercises import check
 from labkit.exercises.lab2 import accuracies_of, trace_objective, trial_values
 from labkit.plots.lab2_search import plot_compression_aware, plot_samplers
 from labkit.labs import lab2, lab2_summary as summary
+from labkit.labs import lab2_remeasure
 from labkit.labs.lab2_space import build_model
+from labkit.readings.lab2_search import start_of
 from labkit.models import count_parameters
 from labkit.profiles import lab_settings
 from labkit.report import say, table
@@ -272,7 +274,7 @@ task2 = search.run_studies(lab2.task2_plans(S, best.params), storage=storage, wo
                            desc="Lab 2 task 2", mps=S["mps"], report_only=S["report_only"])
 task2_seconds = time.time() - start
 comp = lab2.by_objective(task2)
-comp_trials = {label: [{"number": t.number, "value": t.value, **t.user_attrs}
+comp_trials = {label: [{"number": t.number, "value": t.value, "params": t.params, **t.user_attrs}
                        for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"][: S["compression_trials"]]
                for label, st in comp.items()}
 comp_curves = {label: search.best_so_far(st, limit=S["compression_trials"]) for label, st in comp.items()}
@@ -292,12 +294,16 @@ post_control = summary.post_vs_control(comp_trials["compressed + post-training"]
 if post_control is not None:
     effects["post-training against its control"] = summary.within_trial(
         comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_control")
-say(table([{"objective": label, "best": comp_best[label], "first trial (Task 1's best)": comp_curves[label][0]}
-           for label in comp]))
+# the start is Task 1's best, queued as trial 0 (or run again under another number after a failure): not
+# necessarily the first completed trial
+starts = {label: start_of(ts) for label, ts in comp_trials.items()}
+say(table([{"objective": label, "best": comp_best[label],
+            "start (Task 1's best)": starts[label]["value"] if starts[label] else None,
+            "start's trial": starts[label]["number"] if starts[label] else None} for label in comp]))
 say(table([{"within-trial change": k, **v} for k, v in effects.items()]))
 
 # %% [markdown]
-# Each search's first trial (Task 1's best architecture) replayed through your `compression_objective`, with its
+# Each search's start (Task 1's best architecture) replayed through your `compression_objective`, with its
 # steps standing in for the real ones: `evaluate` returns the accuracy the trial recorded for the model's state. Your
 # objective must return the trial's value and record what it recorded; and your `best_so_far` must give each
 # search's curve.
@@ -305,7 +311,9 @@ say(table([{"within-trial change": k, **v} for k, v in effects.items()]))
 # %%
 replays = []
 for label, st in comp.items():
-    first = next(t for t in sorted(st.get_trials(deepcopy=False), key=lambda t: t.number) if t.state.name == "COMPLETE")
+    done = [t for t in sorted(st.get_trials(deepcopy=False), key=lambda t: t.number) if t.state.name == "COMPLETE"]
+    # the start where it completed, else the first completed trial (any trial replays the same way)
+    first = next((t for t in done if starts[label] and t.number == starts[label]["number"]), done[0])
     arch = space.fn(optuna.trial.FixedTrial(lab2.full_params(first.params)))
     replay = trace_objective(objective.fn, arch, lab2.MODES[label], accuracies_of(first.user_attrs))
     assert replay["value"] == first.value, f"{label}: your objective returns {replay['value']}, the trial {first.value}"
@@ -327,6 +335,29 @@ compression = {
 save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware", compression, S)
 
 # %% [markdown]
+# ## Remeasure: each searched best against its comparator, with fresh training seeds
+#
+# A searched best is the best of N trials, each trained once on one seed, so its lead over the next architecture or
+# over its start is partly the luck of the draw. The answers call it better only after both sides are retrained with
+# at least three fresh training seeds (never the search's), the same seed on both sides: Task 1's best against the
+# best trial of another architecture, and each Task 2 search's best against its start under that search's objective
+# (a search whose best is its start has nothing to retrain). `python -m labkit.labs.lab2_remeasure --profile full`
+# runs the same from the stored results.
+
+# %%
+import torch
+
+if S["report_only"]:
+    say("Report only: nothing is retrained here; the answers read the stored `remeasured.json` where there is one.")
+else:
+    remeasured_path, remeasured = lab2_remeasure.run(S["profile"], k=3, storage=storage,
+                                                     workers=3 if torch.cuda.is_available() else 1)
+    pairs = [("Task 1", remeasured.get("task1"))] + list(remeasured["task2"].items())
+    say(table([{"comparison": what, "side": side, "trial": e[side]["trial"], "in the search": e[side]["value"],
+                **{f"seed {s}": a for s, a in zip(remeasured["seeds"], e[side]["accuracy"])}}
+               for what, e in pairs if e for side in e if side != "mode"]))
+
+# %% [markdown]
 # **Question 2b.** What does post-training do to a compressed model, and why is its gain read against the
 # uncompressed model given the same training rather than against the compressed accuracy alone?
 
@@ -342,15 +373,15 @@ save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware",
 # %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
-# Rendered by `labkit.answers.lab2` from the JSON just saved (read back), as `python -m labkit.redraw lab2
-# --answers` renders them later: the samplers' verdict with its uncertainty, how many trials of each depth
-# ended at chance, and post-training's change read with its median and spread and against its control.
+# Rendered by `labkit.answers.lab2` from the readings of the JSON just saved (read back; the readings are stored in
+# it first), as `python -m labkit.redraw lab2_search --answers` renders them later: the samplers' verdict with its
+# uncertainty, whether the best architecture and each search's best are established (only with fresh seeds), how
+# many trials of each depth ended at chance, and post-training's change per trial, against its control.
 
 # %% tags=["answer-key"]
 from labkit import redraw
 
-answers_path, text = redraw.render_answers("lab2_search", S["profile"])
-answers_path.write_text(text)
+answers_path, text = redraw.write_answers("lab2_search", S["profile"])  # readings stored, then worded
 say(text.split("\n\n", 3)[-1])
 trials_run = sum(len(st.trials) for st in list(task1.values()) + list(task2.values()))
 cached = sum(bool(t.user_attrs.get("cached")) for st in list(task1.values()) + list(task2.values()) for t in st.trials)

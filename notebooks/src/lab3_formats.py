@@ -277,9 +277,12 @@ plt.show()
 # Rendered from the JSON just saved (read back), as `python -m labkit.redraw lab3_formats --answers` renders them later.
 
 # %% tags=["answer-key"]
+from labkit import redraw
 from labkit.answers import lab3_formats as answers
 from labkit.answers import measured
 from labkit.results import load_results
+
+redraw.store_readings("lab3_formats", S["profile"])  # the readings beside the numbers, before any words
 
 stored = {name: load_results("lab3", name, S["profile"]) for name in answers.NAMES}
 num = stored["formats"]["numbers"]

@@ -32,7 +32,7 @@ from labkit.kernels import mxint8_ref  # labkit's quantizer and decoder, to comp
 from labkit.plots import lab4_mxint8 as figures
 from labkit.profiles import lab_settings
 from labkit.report import say, show, table
-from labkit.results import provenance, save_figure, save_results
+from labkit.results import portable, provenance, save_figure, save_results
 
 S = lab_settings("lab4_mxint8", PROFILE, **OVERRIDES)
 G = S["group_size"]
@@ -40,7 +40,7 @@ print(S)
 print("device:", provenance()["device"])
 ON_GPU = torch.cuda.is_available()
 EXT = extension.available() if ON_GPU else False  # on a GPU this builds the extension (once, cached)
-say(f"**Which MXINT8 path runs here:** {extension.describe()}")
+say(f"**Which MXINT8 path runs here:** {portable(extension.describe())}")  # the cache folder as $LABKIT_CACHE_DIR
 
 # %% [markdown]
 # ## The format: quantization rules and error
@@ -228,7 +228,7 @@ def show_bandwidth(bw, bw_source):
     """The bandwidth figure of sweep ``bw`` (saved with its numbers); returns the summary rows."""
     summary = bench.summary_table(bw)
     g_plot = G if any(r["g"] == G for r in summary) else summary[0]["g"]
-    fig = figures.plot_bandwidth(bw["rows"], g_plot, device=bw["device"])
+    fig = figures.plot_bandwidth(bw["rows"], g_plot, device=bw["device"], source=figures.run_label(bw_source))
     save_figure(fig, "lab4", "mxint8_bandwidth_plot", {"source": bw_source, "group_size": g_plot,
                                                        "rows": bw["rows"], "copy": bw["copy"], "summary": summary}, S)
     show(fig)
@@ -406,8 +406,10 @@ say(answers.accuracy_text(acc_numbers, G))
 # lab4_mxint8 --answers` writes it again without measuring).
 
 # %% tags=["answer-key"]
+from labkit import redraw
 from labkit.results import save_answers
 
+redraw.store_readings("lab4_mxint8", S["profile"])  # the verdicts, computed from this profile's JSON, stored beside it
 # what the answers are written from: the JSON saved in this run, read back, or the stored GPU results
 PAYLOADS = {name: load_results("lab4", name, S["profile"])
             for name in ("mxint8_format", "mxint8_tiling", "mxint8_accuracy")}

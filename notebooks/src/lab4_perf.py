@@ -264,7 +264,9 @@ say("**2b. And on CUDA?**\n\n" + answers.attention_answer(ATTN["cuda"], "cuda"))
 # --answers` writes it again without measuring).
 
 # %% tags=["answer-key"]
+from labkit import redraw
 from labkit.results import save_answers
 
+redraw.store_readings("lab4_perf", S["profile"])  # the verdicts, computed from this profile's JSON, stored beside it
 payloads = {f"{study}_{dev}": got[dev] for study, got in (("compile", COMPILE), ("sdpa", ATTN)) for dev in got}
 print("wrote", save_answers("lab4", "perf", answers.render(payloads), S["profile"]))

@@ -1,0 +1,158 @@
+"""Lab 3's readings: every reading of the committed results is stated by the committed answers; numbers changed so
+that a verdict flips flip the rendered sentence; the claims hold; the remeasure finds its pairs in the committed
+studies and measures one with the search's own objective."""
+import copy
+
+import pytest
+
+from labkit import readings, redraw
+from labkit.answers import lab3, lab3_formats
+from labkit.labs import lab3_remeasure
+from labkit.readings import lab3_formats as rf
+from labkit.readings import lab3_search as rs
+
+
+@pytest.fixture(autouse=True)
+def committed_figures(monkeypatch):
+    monkeypatch.delenv("LABKIT_FIGURES_DIR", raising=False)
+
+
+def by_key(notebook, payloads):
+    return {r.key: r for r in readings.compute(notebook, payloads)}
+
+
+@pytest.mark.parametrize("notebook", ["lab3_search", "lab3_formats"])
+def test_every_reading_is_stated_by_the_committed_answers_and_stored(notebook):
+    payloads = redraw.payloads_of(notebook)
+    found = readings.compute(notebook, payloads)
+    assert found
+    path, _ = redraw.render_answers(notebook)
+    text = path.read_text()
+    assert [r.key for r in found if r.says not in text] == []
+    assert readings.mismatches(found, payloads) == []
+    assert [r.key for r in found if not r.holds] == []  # the claims hold
+
+
+def search_payloads():
+    return copy.deepcopy(redraw.payloads_of("lab3_search"))
+
+
+def test_flip_a_qat_change_and_the_all_formats_best():
+    p = search_payloads()
+    q = next(q for q in p["search_pareto"]["numbers"]["qat"] if abs(q["bits"] - 4.132) < 0.01)
+    before = lab3.render(p)
+    assert "QAT lowered the 4.13-bit point 0.7877 -> 0.7605" in before
+    q["accuracy"] = 0.8200
+    r = by_key("lab3_search", p)["pareto.qat.4.13"]
+    assert r.verdict == "higher" and "QAT raised the 4.13-bit point 0.7877 -> 0.8200" in lab3.render(p)
+    f = p["search_formats"]["numbers"]
+    f["best_so_far"]["all formats"][-1] = 0.8500
+    f["all_formats"]["best"] = 0.8500
+    text = lab3.render(p)
+    assert by_key("lab3_search", p)["all.found"].verdict == "holds"
+    assert "is a uniform baseline**" not in text and "lies +0.0072 above the best of the 11 uniform points" in text
+    assert "the all-formats search's best is +0.0072" in text and "not established" in text
+
+
+def test_flip_the_pareto_headline():
+    p = search_payloads()
+    num = p["search_pareto"]["numbers"]
+    for pt in num["front_all"]:  # nothing untrained within a point of fp32 any more: QAT's 5.59-bit point is
+        pt["accuracy"] = min(pt["accuracy"], num["fp32"] - 0.02)
+    text = lab3.render(p)
+    assert "5.59 average weight bits reach 0.8401 after QAT, within 1 point of fp32 0.8424**" in text
+    for q in num["qat"]:
+        q["accuracy"] = min(q["accuracy"], 0.80)
+    r = by_key("lab3_search", p)["pareto.headline"]
+    assert r.verdict == "fails" and not r.holds
+    assert "**No configuration at <= 6 average weight bits comes within 1 point of fp32 0.8424**" in lab3.render(p)
+
+
+def remeasured(best, base, headline=None):
+    pairs = {"format:block_log": {"best": {"label": "b", "bits": 5.7, "accuracy_seeds": best},
+                                  "baseline": {"label": "u", "bits": 8.5, "accuracy_seeds": base}}}
+    if headline:
+        pairs["pareto:headline"] = {"best": {"label": "the 4.58-bit front configuration", "bits": 4.58,
+                                             "accuracy_seeds": headline[0]},
+                                    "baseline": {"label": "fp32", "bits": 32.0, "accuracy_seeds": headline[1]}}
+    return {"lab": "lab3", "name": "search_remeasured", "numbers": {
+        "seeds": [1, 2, 3], "search_seed": 0, "n_test": 25_000, "training_seed": "the SFT model's training seed",
+        "pairs": pairs, "seconds": 100.0, "sft": []}, "settings": {"profile": "full"},
+        "provenance": {"device": "NVIDIA H100 80GB HBM3", "created": "2026-11-28T00:00:00+00:00",
+                       "versions": {"torch": "2.11.0"}, "git_commit": "0" * 40}}
+
+
+def test_flip_a_searched_best_against_its_uniform_point_over_fresh_seeds():
+    p = search_payloads()
+    r = by_key("lab3_search", p)["format.block_log.vs_uniform"]
+    assert r.verdict == "not established" and r.source == "search_formats"
+    p["search_remeasured"] = remeasured([0.835, 0.836, 0.834], [0.826, 0.825, 0.827],
+                                        ([0.833, 0.834, 0.832], [0.842, 0.843, 0.841]))
+    read = by_key("lab3_search", p)
+    r = read["format.block_log.vs_uniform"]
+    assert r.verdict == "higher" and r.source == "search_remeasured" and r.quantities["seeds"] == 3
+    text = lab3.render(p)
+    assert "Retrained on 3 fresh SFT models (training seeds 1/2/3; the search used seed 0), the block_log search's " \
+           "best stays above block_log's uniform point: +0.0090" in text
+    h = read["pareto.headline_remeasured"]
+    assert h.verdict == "lower" and "within 1 point of fp32 in every seed" in h.says and h.says in text
+    p["search_remeasured"] = remeasured([0.826, 0.827, 0.824], [0.826, 0.825, 0.827])
+    r = by_key("lab3_search", p)["format.block_log.vs_uniform"]
+    assert r.verdict == "level" and "best is level with block_log's uniform point" in lab3.render(p)
+
+
+def formats_payloads():
+    return copy.deepcopy(redraw.payloads_of("lab3_formats"))
+
+
+def test_flip_qat_below_ptq_breaks_the_claim_and_the_sentence():
+    p = formats_payloads()
+    f = p["formats"]["numbers"]["formats"]["integer"]
+    f["qat"]["accuracy_seeds"] = [a - 0.03 for a in f["ptq"]["accuracy_seeds"]]
+    f["qat"]["accuracy"] = sum(f["qat"]["accuracy_seeds"]) / 3
+    r = by_key("lab3_formats", p)["qat.integer"]
+    assert r.verdict == "lower" and not r.holds
+    text = lab3_formats.render(p)
+    assert "It lowers it for: integer 0.8323 → 0.8023 (-0.0300" in text
+
+
+def test_flip_the_near_lossless_claim():
+    p = formats_payloads()
+    f = p["formats"]["numbers"]["formats"]["mxint8"]
+    f["ptq"]["accuracy_seeds"] = [0.80, 0.80, 0.80]
+    f["ptq"]["accuracy"] = 0.80
+    r = by_key("lab3_formats", p)["ptq.near_lossless"]
+    assert r.verdict == "fails" and not r.holds
+    assert "beyond 2 points of fp32 after PTQ at >= 8 bits: mxint8" in lab3_formats.render(p)
+
+
+def test_dominated_and_best_of_n_by_hand():
+    front = [{"bits": 4.0, "accuracy": 0.83}, {"bits": 6.0, "accuracy": 0.84}]
+    assert rs.dominated({"bits": 8.0, "accuracy": 0.84}, front)  # more bits, no more accuracy
+    assert not rs.dominated({"bits": 6.0, "accuracy": 0.84}, front)  # the point itself
+    assert not rs.dominated({"bits": 2.0, "accuracy": 0.5}, front)
+    r = rs.best_vs("k", "role", ("best", 0.8450), ("base", 0.8400), 25_000, 15, None, "search_formats")
+    # +0.0050 against sqrt(se(0.845)^2 + se(0.84)^2) = 0.003257: 1.5 SE, and not established whatever its size
+    assert r.verdict == "not established" and "+0.0050 (+1.5 SE of the difference)" in r.says
+    assert abs(r.quantities["se"] - 0.003257) < 1e-5
+    assert lab3_remeasure.fresh_seeds({"seed": 0}, 3) == [1, 2, 3]
+    assert rf.tied_with_top({"a": [0.85], "b": [0.849], "c": [0.80]}, 25_000) == ("a", ["a", "b"])
+
+
+def test_the_remeasure_finds_its_pairs_in_the_committed_studies_and_measures_one():
+    from labkit import models, profiles, recipes
+    from labkit.labs.lab3_precision import linear_layers
+    from labkit.results import load_results
+
+    s = lab3_remeasure.settings_for("full")
+    base = models.load_model(s["model"], seed=0)
+    pairs = lab3_remeasure.pairs_of(s, lab3_remeasure.default_storage(s), linear_layers(base),
+                                    load_results("lab3", "search_pareto")["numbers"])
+    assert set(pairs) == {"integer", "integer:integer", "format:log", "format:block_fp", "format:block_log",
+                          "pareto:headline"}
+    assert pairs["integer"]["baseline"]["label"] == "fp32" and pairs["integer"]["best"]["stored"] == 0.8428
+    assert pairs["pareto:headline"]["best"]["bits"] == pytest.approx(4.5802, abs=1e-4)
+    # one configuration measured by the search's own objective, on a small CPU setting with the same layers
+    tiny = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
+    got = lab3_remeasure.measure(tiny, recipes.loaders(tiny), base, pairs["format:block_log"]["best"])
+    assert 0 <= got["accuracy"] <= 1 and got["bits"] == pytest.approx(pairs["format:block_log"]["best"]["bits"])
