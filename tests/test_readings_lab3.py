@@ -1,6 +1,7 @@
 """Lab 3's readings: every reading of the committed results is stated by the committed answers; numbers changed so
 that a verdict flips flip the rendered sentence; the claims hold; the remeasure finds its pairs in the committed
 studies and measures one with the search's own objective."""
+import json
 import copy
 
 import pytest
@@ -156,3 +157,34 @@ def test_the_remeasure_finds_its_pairs_in_the_committed_studies_and_measures_one
     tiny = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
     got = lab3_remeasure.measure(tiny, recipes.loaders(tiny), base, pairs["format:block_log"]["best"])
     assert 0 <= got["accuracy"] <= 1 and got["bits"] == pytest.approx(pairs["format:block_log"]["best"]["bits"])
+
+
+def test_a_configuration_in_two_pairs_keeps_one_value_per_seed(monkeypatch):
+    """Task 1's best is read against fp32 and against int16: one configuration object in two pairs, measured
+    once per seed, and each side holds exactly one accuracy per fresh seed, in seed order."""
+    best = {"formats": {"a": "integer"}, "params": {"w": 8}, "stored": 0.84}
+    pairs = {"integer": {"best": best, "baseline": {"formats": {}, "params": {"fp32": 1}, "stored": 0.842}},
+             "integer:integer": {"best": best, "baseline": {"formats": {"a": "integer"}, "params": {"w": 16},
+                                                            "stored": 0.841}}}
+    measured = []
+
+    def measure(s, dl, base, item):
+        measured.append((base, json.dumps(item["params"])))
+        return {"accuracy": 0.8 + base / 100 + len(item["params"]) * item["params"].get("w", 1) / 1000,
+                "bits": 8.0, "seconds": 0.0}
+
+    class DL:
+        sizes = {"test": 100}
+
+    monkeypatch.setattr(lab3_remeasure.recipes, "finetuned_model",
+                        lambda s, dl, seed: (seed, {"accuracy": 0.84, "sft_digest": "d"}))
+    monkeypatch.setattr(lab3_remeasure, "linear_layers", lambda base: [])
+    monkeypatch.setattr(lab3_remeasure, "pairs_of", lambda s, storage, layers, pareto: pairs)
+    monkeypatch.setattr(lab3_remeasure, "measure", measure)
+    monkeypatch.setattr(lab3_remeasure, "load_results", lambda *a, **k: None)
+    out = lab3_remeasure.remeasure({"seed": 0, "profile": "smoke"}, storage="journal:x", k=3, dl=DL(), log=lambda *a, **k: None)
+    assert out["seeds"] == [1, 2, 3]
+    for pair in out["pairs"].values():
+        assert len(pair["best"]["accuracy_seeds"]) == len(pair["baseline"]["accuracy_seeds"]) == 3
+    assert out["pairs"]["integer"]["best"]["accuracy_seeds"] == pytest.approx([0.818, 0.828, 0.838])
+    assert len(measured) == 3 * 3  # three distinct configurations, each once per seed

@@ -166,8 +166,14 @@ def remeasure(s: dict, storage: str | None = None, k: int = 3, dl=None, log=prin
                     got[seed] = measure(s, dl, base, item)
                     log(f"  seed {seed} {role} {side}: {got[seed]['accuracy']:.4f} ({got[seed]['seconds']:.1f} s; "
                         f"stored on seed {s['seed']}: {item['stored']:.4f})", flush=True)
-                item.setdefault("accuracy_seeds", []).append(got[seed]["accuracy"])
                 item["bits"] = got[seed]["bits"]
+    # per side from the measurements by configuration: a configuration in two pairs (Task 1's best against fp32
+    # and against int16) is one object, measured once per seed
+    for pair in (pairs or {}).values():
+        for side in ("best", "baseline"):
+            item = pair[side]
+            key = json.dumps([item["formats"], item["params"]], sort_keys=True)
+            item["accuracy_seeds"] = [by_id[key][seed]["accuracy"] for seed in seeds]
     seconds = time.perf_counter() - start
     log(f"remeasured {len(pairs or {})} pairs on seeds {seeds} in {seconds:.0f} s", flush=True)
     return {"seeds": seeds, "search_seed": s["seed"], "training_seed": TRAINING_SEED, "n_test": dl.sizes["test"],
