@@ -43,7 +43,16 @@ def test_the_committed_answers_state_every_reading(profile):
 
 
 def test_the_committed_verdicts():
-    by = _by(_payloads())
+    committed = _by(_payloads())
+    # retrained with fresh seeds (remeasured.json): the best and the runner-up level, the compressed best level
+    # with its start, the sign changing between seeds in both
+    assert committed["best.winner"].verdict == committed["start.compressed"].verdict == "level"
+    assert committed["best.winner"].says.startswith("**Retrained with 3 fresh seeds, the best architecture and the "
+                                                    "runner-up are level**")
+    assert "the sign changes between seeds" in committed["start.compressed"].says
+    assert committed["start.any"].says.startswith("**No search's best is established above its start**")
+    # the same results before the retraining: a best of N on one seed is not established
+    by = _by({**_payloads(), "remeasured": None})
     assert by["samplers.verdict"].verdict == "level" and by["samplers.verdict"].expect == ()  # a reading, not a claim
     w = by["best.winner"]
     assert w.verdict == "not established" and w.quantities["within_2se"] == 75 and w.quantities["trials"] == 135
@@ -111,7 +120,6 @@ def _remeasured(best, runner, fresh_start, fresh_best, payloads):
 
 def test_remeasured_seeds_decide_best_vs_start_and_best_vs_runner_up():
     p = _payloads()
-    assert p["remeasured"] is None
     # the retrained best clearly ahead on every seed: established; level seeds: level
     p["remeasured"] = _remeasured([0.86, 0.861, 0.862], [0.84, 0.841, 0.842], [0.84, 0.842, 0.841],
                                   [0.86, 0.862, 0.861], p)

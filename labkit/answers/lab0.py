@@ -129,8 +129,9 @@ def graphs_text(graph_nodes: dict[str, int], files: dict[str, dict] | None, rend
         shown = ", ".join(f"`{svg[n]}` ({n}, {graph_nodes[n]} nodes)" for n in graph_nodes if n in svg)
         beside = (", each beside its graphviz source (`.dot`)" if all(n in dot for n in svg) else "")
         if rendered_now is False:
-            parts.append(f"graphviz's `dot` is not installed here, so this run did not draw the graphs; SVGs drawn "
-                         f"earlier (possibly from another run's graphs) exist: {shown}.")
+            parts.append(f"graphviz's `dot` was not installed on the machine that measured these numbers, so that run "
+                         f"did not draw the graphs; SVGs drawn earlier (possibly from another run's graphs) exist: "
+                         f"{shown}.")
         elif rendered_now:
             parts.append(f"The graphs are rendered: {shown}{beside}.")
         else:  # re-rendered from stored numbers: the files exist, who drew them is not recorded
@@ -140,7 +141,8 @@ def graphs_text(graph_nodes: dict[str, int], files: dict[str, dict] | None, rend
     if missing:
         have = [n for n in missing if n in dot]
         text = (f"No rendered SVG exists for {', '.join(missing)}"
-                + (" (graphviz's `dot` is not installed here)" if rendered_now is False and not svg else "") + ".")
+                + (" (graphviz's `dot` was not installed on the machine that measured these numbers)"
+                   if rendered_now is False and not svg else "") + ".")
         if have:
             src = dot[have[0]]
             text += (f" Their graphviz sources are {', '.join(f'`{dot[n]}`' for n in have)}; "
