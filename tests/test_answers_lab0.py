@@ -10,23 +10,14 @@ from pathlib import Path
 import pytest
 
 from labkit import settings
+from _results import committed_figures, no_machine_path, stored  # noqa: F401
 from labkit.answers import lab0, lab3_formats, measured
 
 ROOT = Path(__file__).resolve().parent.parent
 FIG = ROOT / "figures"
 
 
-@pytest.fixture(autouse=True)
-def committed_figures(monkeypatch):
-    monkeypatch.delenv("LABKIT_FIGURES_DIR", raising=False)
-
-
-def stored(lab, name):
-    return json.loads((FIG / lab / f"{name}.json").read_text())
-
-
-def no_machine_path(text):
-    assert str(settings.REPO_ROOT) not in text and "/work/" not in text and "/tmp" not in text
+pytestmark = pytest.mark.usefixtures("committed_figures")
 
 
 # --- shared -------------------------------------------------------------------------------------------
@@ -208,18 +199,6 @@ def frozen_formats():
     """Frozen copies of an earlier Lab 3 formats result (H200), so the wording tests below do not move
     whenever the figures are regenerated."""
     return {name: json.loads((DATA / f"h200_lab3_{name}.json").read_text()) for name in lab3_formats.NAMES}
-
-
-def doctored_formats(**accs):
-    """The frozen payloads with ``format=(ptq, qat)`` accuracies replaced (None keeps one)."""
-    p = frozen_formats()
-    for name, (ptq, qat) in accs.items():
-        f = p["formats"]["numbers"]["formats"][name]
-        if ptq is not None:
-            f["ptq"]["accuracy"] = ptq
-        if qat is not None:
-            f["qat"]["accuracy"] = qat
-    return p
 
 
 @pytest.mark.parametrize("lab, start", [("lab0", "# Lab 0:"), ("lab3_formats", "# Lab 3 (part 1)")])

@@ -10,38 +10,19 @@ from pathlib import Path
 import pytest
 
 from labkit import settings
+from _results import committed_figures, no_machine_path, stored  # noqa: F401
 from labkit.answers import lab0, lab3_formats, measured
 
 ROOT = Path(__file__).resolve().parent.parent
 FIG = ROOT / "figures"
 
 
-@pytest.fixture(autouse=True)
-def committed_figures(monkeypatch):
-    monkeypatch.delenv("LABKIT_FIGURES_DIR", raising=False)
-
-
-def stored(lab, name):
-    return json.loads((FIG / lab / f"{name}.json").read_text())
-
-
-def no_machine_path(text):
-    assert str(settings.REPO_ROOT) not in text and "/work/" not in text and "/tmp" not in text
+pytestmark = pytest.mark.usefixtures("committed_figures")
 
 
 # --- shared -------------------------------------------------------------------------------------------
 
 DATA = ROOT / "tests" / "data"  # frozen copies of earlier committed results (H200, commit not recorded)
-
-
-def doctored_lab0(**numbers):
-    from _results import one_seed
-
-    p = copy.deepcopy(stored("lab0", "accuracy"))
-    for key, value in numbers.items():
-        p["numbers"][key] = value
-    p["numbers"] = one_seed(p["numbers"])
-    return p
 
 
 def test_lab3_formats_render_from_the_committed_json():

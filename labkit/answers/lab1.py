@@ -8,7 +8,6 @@ only with the untouched base, since extra training alone can raise accuracy.
 """
 from __future__ import annotations
 
-from .. import seeds as _seeds
 from ..readings import lab1_prune as _p
 from ..readings import lab1_quantize as _q
 from ..readings import stats as _stats
@@ -42,17 +41,8 @@ def chance_note(acc: float, share, n: int) -> str:
     return f"is at chance with {shares[0]:.1%} positive predictions (guessing, not a constant answer)"
 
 
-class _Seeds:
-    """Per-seed reads of one stored result: ``k`` seeds, ``n`` test reviews."""
-
-    def __init__(self, numbers: dict):
-        self.k, self.n = _seeds.count(numbers), numbers["dataset_sizes"]["test"]
-
-    def of(self, d: dict, key: str) -> list[float]:
-        return _seeds.values(d, key, self.k)
-
-    def diff(self, a: dict, ka: str, b: dict, kb: str) -> _stats.Difference:
-        return _stats.difference(self.of(a, ka), self.of(b, kb), self.n)
+class _Seeds(_q.Seeds):
+    """Per-seed reads of one stored result (``readings.lab1_quantize.Seeds``), with the prediction shares."""
 
     def shares(self, d: dict, key: str):
         """Per-seed positive-prediction shares of ``key`` (None where the run did not record them)."""
