@@ -288,9 +288,9 @@ def main(argv=None) -> int:
                 path, _ = write_answers(nb, args.profile)
                 print(path, flush=True)
     if do_answers and args.what == "all" and args.profile == "full" and not args.stdout:
-        from .maintain import results_doc  # every notebook's readings: the results page is theirs
+        from .readings import page  # every notebook's readings: the results page is theirs
 
-        print(results_doc.write(), flush=True)
+        print(page.write(NOTEBOOKS), flush=True)
     return 0
 
 

@@ -75,7 +75,7 @@ def test_claims_read_readings_not_text():
 
 
 def test_the_results_page_is_the_render_of_the_committed_json():
-    from labkit.maintain import results_doc
+    from labkit.readings import page
 
-    assert (ROOT / "docs" / "results.md").read_text() == results_doc.render(ROOT), \
+    assert (ROOT / "docs" / "results.md").read_text() == page.render(redraw.NOTEBOOKS, ROOT), \
         "docs/results.md is stale: python -m labkit.redraw all --answers"

@@ -207,3 +207,12 @@ def test_remeasure_retrains_both_sides_with_fresh_seeds_on_cpu(tmp_path, monkeyp
     assert all("accuracy_compressed" in run for run in num["task2"]["compressed"]["best"]["runs"])
     r = {x.key: x for x in r2.best_readings(samplers["numbers"]["best"], task1, 64, num)}
     assert r["best.winner"].quantities["fresh_seeds"] == [1, 2, 3]
+
+
+def test_an_architecture_is_the_model_it_builds_whatever_the_sampler_named():
+    from labkit.labs.lab2 import full_params
+
+    grid = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 128, "intermediate_size": 512}
+    assert r2.architecture(grid) == r2.architecture(full_params(grid))  # a Grid trial keeps every Linear
+    cut = {**full_params(grid), "layer0.attention.self.query": "identity"}
+    assert r2.architecture(cut) != r2.architecture(grid)

@@ -188,3 +188,9 @@ def test_a_configuration_in_two_pairs_keeps_one_value_per_seed(monkeypatch):
         assert len(pair["best"]["accuracy_seeds"]) == len(pair["baseline"]["accuracy_seeds"]) == 3
     assert out["pairs"]["integer"]["best"]["accuracy_seeds"] == pytest.approx([0.818, 0.828, 0.838])
     assert len(measured) == 3 * 3  # three distinct configurations, each once per seed
+
+
+def test_the_remeasure_without_a_stored_search_says_what_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no stored Lab 3 search of profile 'full'.*labkit run lab3_search"):
+        lab3_remeasure.settings_for("full")

@@ -44,11 +44,13 @@ def fresh_seeds(s: dict, k: int) -> list[int]:
 
 
 def settings_for(profile: str) -> dict:
-    """The committed search's settings (they name its studies), else the profile's."""
-    from ..profiles import lab_settings
-
+    """The stored search's settings (they name its studies and the SFT model it searched)."""
     stored = load_results("lab3", "search_integer", profile)
-    return dict(stored["settings"]) if stored else lab_settings("lab3", profile)
+    if stored is None:
+        raise FileNotFoundError(f"{result_dir('lab3', profile) / 'search_integer.json'}: no stored Lab 3 search of "
+                                f"profile {profile!r} to re-measure; run the lab3_search notebook first "
+                                "(labkit run lab3_search)")
+    return dict(stored["settings"])
 
 
 def default_storage(s: dict) -> str:
