@@ -261,7 +261,8 @@ inline void launch_grid_stride(int threads, int64_t tiles, int sm_count, cudaStr
   Kernel<<<grid, threads, 0, stream>>>(args...);
 }
 
-// The fast path: one CTA per tile, 98-99% of copy against 92-94% grid-striding (H100, 47b042c).
+// The fast path: one CTA per tile, 98-99% of copy against 92-94% grid-striding (H100; measured:
+// benchmarks/mxint8/mxint8_variants.json).
 template <auto Kernel, class Index>
 inline void launch_vec(int64_t tiles, int sm_count, cudaStream_t stream, int8_t const* x, uint8_t const* scales,
                        uint16_t* y, Index n, Index group_size, int shift) {

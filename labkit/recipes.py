@@ -1,4 +1,4 @@
-"""Steps every IMDb lab repeats, driven by a settings dict from ``labkit.profiles.lab_settings``.
+"""Steps every IMDb lab repeats, driven by a settings dict from ``labkit.run.profiles.lab_settings``.
 
 ``loaders`` builds tokenised train/test loaders; ``finetuned_model`` returns the SFT model those settings
 define, training it once and caching its state_dict, so Labs 1-3 start from Lab 0's fine-tuned model

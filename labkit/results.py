@@ -119,7 +119,17 @@ def save_results(lab: str, name: str, numbers: dict, settings: dict, figure: str
     path = out / f"{name}.json"
     payload = {"lab": lab, "name": name, "figure": figure, "numbers": numbers, "settings": settings,
                "provenance": provenance()}
-    path.write_text(json.dumps(portable(_jsonable(payload)), indent=2) + "\n")
+    return write_json(path, payload, indent=2)
+
+
+def write_json(path, payload: dict, indent: int = 1) -> Path:
+    """Write ``payload`` to ``path`` as strict JSON, with its ``provenance`` (commit, device, versions) added where
+    it names none: tensors, numbers and dataclasses made plain (NaN/inf as null), this checkout's paths written
+    relative (``portable``). How every benchmark script writes its JSON; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(portable(_jsonable({**payload, "provenance": payload.get("provenance")
+                                                   or provenance()})), indent=indent) + "\n")
     return path
 
 

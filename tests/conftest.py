@@ -56,7 +56,8 @@ def default_model():
 def lab3_tiny():
     """Lab 3's smoke settings on 16 short reviews, their loaders and a one-layer random BERT: ``(s, dl, base)``
     for the search-space tests."""
-    from labkit import models, profiles, recipes
+    from labkit import models, recipes
+    from labkit.run import profiles
 
     s = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
     torch.manual_seed(0)

@@ -67,7 +67,7 @@ def test_lab0_renders_from_the_committed_json():
         assert f"`figures/lab0/{stem}.svg`" in text
     # LoRA's training stated, and the comparison carries its standard error
     assert "starts from the SFT model" in text and "20x SFT's learning rate" in text
-    from labkit import seeds
+    from labkit.readings import seeds
 
     k = seeds.count(num)
     from labkit.readings import stats
@@ -182,7 +182,7 @@ def test_lab0_metadata_table_shows_activations_not_parameters():
     from labkit import graph, models
 
     gm = graph.capture(models.load_model("minilm-l2", seed=0), ["input_ids", "attention_mask", "labels"])
-    rows = lab0.activation_shapes(gm, graph.MetadataPass()(gm).info["shapes"])
+    rows = graph.passes.activation_shapes(gm, graph.MetadataPass()(gm).info["shapes"])
     names = [r["node"] for r in rows]
     assert names[:3] == ["input_ids", "attention_mask", "labels"] and len(rows) <= 16
     assert not any(r["node"].endswith(("_weight", "_bias")) for r in rows)  # no parameter

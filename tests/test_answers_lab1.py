@@ -49,7 +49,7 @@ def test_quantization_reads_qat_against_the_equal_training_control():
 
 
 def test_quantization_with_seeds_that_disagree_establishes_nothing():
-    from labkit import seeds
+    from labkit.readings import seeds
 
     q = _numbers("quantization")
     per = []

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from labkit.answers import lab4_mxint8, lab4_perf, sources
-from labkit.kernels import checks
+from labkit.labs import lab4_checks as checks
 
 ROOT = Path(__file__).resolve().parent.parent
 FIG = ROOT / "figures" / "lab4"

@@ -1,4 +1,4 @@
-"""Bad input gets a clear error, never a traceback or a silent pass (issues 16 and 24).
+"""Bad input gets a clear error, never a traceback or a silent pass.
 
 One table of wrong inputs per public entry point: each case names the exception type and a pattern the
 message must contain (the key, the bad value and, where there is a list, the allowed values). The CLI
@@ -16,15 +16,20 @@ import datasets
 import pytest
 import torch
 
-from labkit import cli, compress, data, frontend, models, overrides, profiles, prune, quant, search, select
-from labkit.kernels import dequant, mxint8_ref as ref, packed_linear
+from labkit import cli, data, models, prune, quant, search, select
+from labkit.quant import compress
+from labkit.cli import frontend
+from labkit.run import overrides, profiles
+from labkit.kernels import dequant, packed_linear
+from labkit.kernels import sheet_decode
+from labkit.quant.formats import mxint as ref
 from labkit.labs import lab2 as lab2_search, lab2_objectives, lab2_space, lab3_precision
 from labkit.labs.lab2_space import restrict
 from labkit.quant.formats import FORMATS, make_format
 from labkit.search import host_wait
 from labkit.training import step_kernels
 
-FP8 = compress.fixed_point(8)
+FP8 = quant.fixed_point(8)
 W50 = {"weight": {"sparsity": 0.5}}
 
 
@@ -176,15 +181,15 @@ CASES = [
     case(lambda: compress.compress(tiny(), quant={}), ValueError, r"selects nothing", "compress-quant-empty"),
     case(lambda: compress.compress(tiny(), quant=FP8, prune={"weights": {"sparsity": 0.5}}), KeyError,
          r"\['weights'\] unknown; allowed: \['weight', 'activation'\]", "compress-prune-key"),
-    case(lambda: compress.fixed_point("8"), TypeError, r"fixed_point: width must be an int, got '8'",
+    case(lambda: quant.fixed_point("8"), TypeError, r"fixed_point: width must be an int, got '8'",
          "compress-fixed-point-type"),
-    case(lambda: compress.fixed_point(0), ValueError, r"fixed_point: width=0 is out of range; allowed: \[1, 64\]",
+    case(lambda: quant.fixed_point(0), ValueError, r"fixed_point: width=0 is out of range; allowed: \[1, 64\]",
          "compress-fixed-point-width"),
-    case(lambda: compress.fixed_point(5000), ValueError, r"fixed_point: width=5000 is out of range; allowed: "
+    case(lambda: quant.fixed_point(5000), ValueError, r"fixed_point: width=5000 is out of range; allowed: "
          r"\[1, 64\]", "compress-fixed-point-width-huge"),
-    case(lambda: compress.fixed_point(8, 2000), ValueError, r"fixed_point: frac_width=2000 is out of range; "
+    case(lambda: quant.fixed_point(8, 2000), ValueError, r"fixed_point: frac_width=2000 is out of range; "
          r"allowed: \[-64, 64\]", "compress-fixed-point-frac-huge"),
-    case(lambda: compress.fixed_point(8, 4.0), TypeError, r"fixed_point: frac_width must be an int, got 4.0",
+    case(lambda: quant.fixed_point(8, 4.0), TypeError, r"fixed_point: frac_width must be an int, got 4.0",
          "compress-fixed-point-frac"),
     # -- layer selection ----------------------------------------------------------------------------------
     case(lambda: list(select.select(tiny(), "linear")), TypeError, r"selection spec is a dict, got str", "select-type"),
@@ -438,9 +443,9 @@ CASES = [
          r"from_linear needs an nn.Linear, got Conv2d", "kernels-from-linear"),
     case(lambda: packed_linear.convert_to_mxint8(tiny(), group_size=0), ValueError, r"group_size=0: must be a positive",
          "kernels-convert-group"),
-    case(lambda: ref.decode_bits_table([1], 300), ValueError, r"exponent=300: allowed values are 0..255",
+    case(lambda: sheet_decode.decode_bits_table([1], 300), ValueError, r"exponent=300: allowed values are 0..255",
          "kernels-table-exponent"),
-    # the fused MXINT8 linear's launch configurations (issue 23)
+    # the fused MXINT8 linear's launch configurations
     case(lambda: _fused_triton().check_config({"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 32, "BLOCK_M": 48}, 32),
          ValueError, r"BLOCK_M=48 \(kind 'dq'\): allowed values are 16, 32, 64", "fused-block-m"),
     case(lambda: _fused_triton().launch(torch.randn(2, 32), M8, E8, None, 32, {"kind": "tma", "BLOCK_N": 16, "BLOCK_K": 32}),
@@ -459,7 +464,7 @@ CASES = [
                                         {"kind": "dq", "BLOCK_N": 16, "BLOCK_K": 32, "PDL": True}),
          ValueError, r"config PDL=True: PDL needs a compiled launch on a CUDA GPU .*; allowed: PDL=False",
          "fused-pdl-cpu"),
-    # switches of the search workers' GPU path (issue 22)
+    # switches of the search workers' GPU path
     case(lambda: step_kernels.enabled(), ValueError, r"LABKIT_STEP_KERNELS='on': allowed values are 0 .*, 1 ",
          "step-kernels-switch", env={"LABKIT_STEP_KERNELS": "on"}),
     case(lambda: host_wait.mode(), ValueError, r"LABKIT_CUDA_WAIT='yield': allowed values are spin, block",

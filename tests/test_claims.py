@@ -59,7 +59,7 @@ def test_doctored_quantization_fails_its_claims():
 
 def _three_seeds(numbers, keys, shifts):
     """A one-seed result made into three seeds, each shifted by ``shifts[i]`` on ``keys`` of every row."""
-    from labkit import seeds
+    from labkit.readings import seeds
 
     per = []
     for d in shifts:

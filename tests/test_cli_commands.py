@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cli, runner
+from labkit import cli
+from labkit.run import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 

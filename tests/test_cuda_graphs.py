@@ -204,7 +204,7 @@ def test_graphed_training_matches_eager(imdb_batches, dropout, warmup):
 
 
 def _compressed(kind):
-    from labkit.compress import fixed_point
+    from labkit.quant import fixed_point
     from labkit.prune import prune
     from labkit.quant import quantize
 

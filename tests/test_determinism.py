@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # One SFT training in a fresh interpreter: prints its weights digest. Its cache folder is new, so it trains.
 SFT_SCRIPT = """
 import json, sys
-from labkit import profiles, recipes
+from labkit import recipes
+from labkit.run import profiles
 s = profiles.lab_settings("lab0", "smoke", train_size=32, test_size=16, max_length=32)
 model, m = recipes.finetuned_model(s, seed=int(sys.argv[1]))
 print(json.dumps({"digest": m["sft_digest"], "accuracy": m["accuracy"]}))

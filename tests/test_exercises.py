@@ -199,7 +199,7 @@ def test_student_edition_opens_with_a_task_map_naming_every_task(src):
 
 
 def test_a_students_installed_function_gets_its_own_per_seed_cache(monkeypatch, tmp_path):
-    from labkit import per_seed
+    from labkit.labs import per_seed
 
     monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(per_seed, "_clean_commit", lambda: "c0ffee")

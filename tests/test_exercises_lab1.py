@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from labkit import quant
-from labkit.compress import fixed_point
+from labkit.quant import fixed_point
 from labkit.exercises import evaluate, get
 from labkit.prune import prune
 from labkit.quant.bits import mean_bits

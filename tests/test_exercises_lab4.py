@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from labkit.exercises import check, editions
 from labkit.exercises.lab4 import FakeDevice, time_calls
-from labkit.kernels import mxint8_ref
+from labkit.kernels.sheet_decode import bits_of
+from labkit.quant.formats import mxint
 from labkit.perf import timing
 
 SRC = Path(__file__).resolve().parent.parent / "notebooks" / "src"
@@ -69,7 +70,7 @@ def test_the_exercise_decode_is_exact_on_the_quantizers_domain():
     m = torch.arange(-127, 128, dtype=torch.int32).to(torch.int8).repeat(254, 1)          # (E, m) pairs
     e = torch.arange(1, 255, dtype=torch.int32).to(torch.uint8).reshape(-1, 1)
     mine = decode(m, e.expand(-1, 255).contiguous(), 1)
-    exact = mxint8_ref.dequantize_mxint8(m, e.expand(-1, 255).contiguous(), 1)
-    assert torch.equal(mxint8_ref.bits_of(mine), mxint8_ref.bits_of(exact))
+    exact = mxint.dequantize_mxint8(m, e.expand(-1, 255).contiguous(), 1)
+    assert torch.equal(bits_of(mine), bits_of(exact))
     zeros = decode(torch.zeros(1, 4, dtype=torch.int8), torch.zeros(1, 1, dtype=torch.uint8), 4)
-    assert torch.equal(mxint8_ref.bits_of(zeros), torch.zeros(1, 4, dtype=torch.int32))
+    assert torch.equal(bits_of(zeros), torch.zeros(1, 4, dtype=torch.int32))

@@ -582,7 +582,7 @@ def ref_mxint8(x: np.ndarray, group: int):
 
 @pytest.mark.parametrize("group", [32, 16, 5])
 def test_mxint8_matches_reference(group):
-    pytest.importorskip("labkit.kernels.mxint8_ref")
+    pytest.importorskip("labkit.quant.formats.mxint")
     fmt = make_format("mxint8", group_size=group)
     for seed in SEEDS:
         for shape in SHAPES:
@@ -622,7 +622,7 @@ def test_mxint8_format_and_kernel_reference_are_one_fake_quantizer():
 
 
 def test_block_fp_8_8_is_mxint8_for_finite_inputs():
-    pytest.importorskip("labkit.kernels.mxint8_ref")
+    pytest.importorskip("labkit.quant.formats.mxint")
     for seed in SEEDS:
         for kind in ("normal", "wide", "dyadic", "special"):
             x = inputs(seed, (6, 64))[kind]
@@ -809,7 +809,7 @@ QAT_CONFIGS = {
 def test_every_format_trains(name):
     assert set(QAT_CONFIGS) == set(FORMATS)
     if name == "mxint8":
-        pytest.importorskip("labkit.kernels.mxint8_ref")
+        pytest.importorskip("labkit.quant.formats.mxint")
     torch.manual_seed(0)
     model = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
                                intermediate_size=64, vocab_size=40, max_position_embeddings=16,

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from labkit import cli, frontend, profiles
+from labkit import cli
+from labkit.cli import frontend
+from labkit.run import profiles
 
 
 def test_lab_command_opens_the_notebooks_folder():
@@ -51,5 +53,5 @@ def test_dashboard_says_when_a_labs_storage_does_not_exist_yet(tmp_path, monkeyp
 
 
 def test_dashboard_rejects_a_lab_without_studies():
-    out = subprocess.run([sys.executable, "-m", "labkit.cli", "dashboard", "lab0"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "labkit", "dashboard", "lab0"], capture_output=True, text=True)
     assert out.returncode == 2 and "invalid choice: 'lab0'" in out.stderr

@@ -196,7 +196,7 @@ def test_gpu_gemv_split_one_row_shapes(shape):
     """The benchmark's three shapes at one row, bf16 x with bias; then the same bits again, and from a CUDA
     graph replay (the reused split-K counters)."""
     from labkit.kernels import fused_triton
-    from labkit.kernels.timing import capture
+    from labkit.perf.timing import capture
 
     N, K = shape
     g = 32

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from labkit.perf.timing import MedianTimer
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "mxint8" / "fused_linear.py"
 spec = importlib.util.spec_from_file_location("fused_linear_bench", SCRIPT)
@@ -44,7 +46,8 @@ def test_gemlite_row_checks_its_own_weight_and_reports_the_format_gap(exact):
     x = torch.randn(4, 96).to(torch.bfloat16)
     row = {"N": 64, "K": 96, "batch": 4, "packed_bytes": 64 * 96 + 64 * 3, "fused_ms": 2.0, "bf16_ms": 3.0}
     layers = [StandIn(w, exact), StandIn(w, exact)]
-    graphed, reps = bench._time_gemlite(row, x, w, layers, bench.CpuTimer(), dry_run=True)
+    graphed, reps = bench._time_gemlite(row, x, w, layers, MedianTimer("cpu", reps=3, warmup=1),
+                                        dry_run=True)
     assert len(graphed) == len(layers) and reps == 1 and row["gemlite_ms_rounds"] == [row["gemlite_ms"]]
     assert torch.equal(graphed[1](), layers[1](x))  # the rounds time the same callables, one per weight copy
     assert row["gemlite_ok"] is exact  # a layer computing something else than its int8 weight fails the check

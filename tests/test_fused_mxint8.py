@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from labkit.kernels import MXINT8FusedFallbackWarning, MXINT8Linear, fused_linear, mxint8_linear, quantize_mxint8
-from labkit.kernels.mxint8_ref import dequantize_mxint8
+from labkit.quant.formats.mxint import dequantize_mxint8
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 CUDA = torch.cuda.is_available()
@@ -506,7 +506,7 @@ def test_gpu_split_k_is_deterministic_and_graph_safe(no_interpreter):
     """The split-K's last-arriving split sums the partials in a fixed order: the same bits on every call,
     eager or replayed from a CUDA graph (its zeroed counters captured with it)."""
     from labkit.kernels import fused_triton
-    from labkit.kernels.timing import capture
+    from labkit.perf.timing import capture
 
     g, N, K = 32, 4096, 2048
     m, e = make_weight(N, K, g, spread=2)
@@ -531,7 +531,7 @@ def test_gpu_pdl_chains_give_the_plain_launches_bits(no_interpreter):
     the L2 prefetch) gives the bits of the same configuration launched without PDL. (The shapes, rows and bias
     match test_gpu_kernel_picked_config's 4096x4096 launches, so a cold run compiles only the PDL-off kernels.)"""
     from labkit.kernels import fused_triton
-    from labkit.kernels.timing import capture
+    from labkit.perf.timing import capture
 
     g, D, layers = 32, 2048, 6
     ws = [tuple(t.cuda() for t in make_weight(D, D, g, seed=s, spread=0)) for s in range(layers)]
@@ -580,14 +580,14 @@ def test_gpu_layer_uses_fused_without_warning_and_compiles(no_interpreter):
 
 @needs_triton
 def test_offline_compile_reports_resources_without_a_gpu(no_interpreter):
-    """benchmarks/fused_linear_sass.py --offline: a tma and a dq configuration compile for sm_90 on a machine
+    """benchmarks/mxint8/fused_linear_sass.py --offline: a tma and a dq configuration compile for sm_90 on a machine
     without a GPU; the tma kernel's W tiles arrive by TMA (UTMALDG) and its scale is the bf16 multiply
     (HMUL2), the dq kernel's W tiles by async copies (LDGSTS); an unknown kind names the allowed ones."""
     import importlib.util as iu
     from pathlib import Path
 
-    spec = iu.spec_from_file_location("fused_linear_sass",
-                                      Path(__file__).resolve().parent.parent / "benchmarks" / "fused_linear_sass.py")
+    spec = iu.spec_from_file_location("fused_linear_sass", Path(__file__).resolve().parent.parent / "benchmarks"
+                                      / "mxint8" / "fused_linear_sass.py")
     sass = iu.module_from_spec(spec)
     spec.loader.exec_module(sass)
     tma = {"kind": "tma", "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 1, "W_LEFT": False, "num_warps": 4,

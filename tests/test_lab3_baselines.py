@@ -7,7 +7,7 @@ import optuna
 import pytest
 import torch
 
-from labkit import profiles
+from labkit.run import profiles
 from labkit.answers import lab3 as answers
 from labkit.labs import lab3
 from labkit.labs import lab3_precision as precision

@@ -5,7 +5,7 @@ import lzma
 import re
 from pathlib import Path
 
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.labs import lab3
 
 JOURNAL = Path(__file__).resolve().parent.parent / "figures" / "lab3" / "studies.journal.xz"

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from labkit.kernels import (MXINT8Linear, MXINT8ReferenceWarning, build_config, convert_to_mxint8, dequant,
                             dequantize, dequantize_mxint8, exclude, extension, fake_quantize_mxint8, memory,
                             quantize_mxint8, tiling)
-from labkit.kernels import mxint8_ref as ref
+from labkit.kernels import sheet_decode
+from labkit.quant.formats import mxint as ref
 
 CUDA = torch.cuda.is_available()
 cuda = pytest.mark.cuda
@@ -201,7 +202,7 @@ def test_validation_errors_name_the_key():
     with pytest.raises(ValueError, match="impl='fast'"):
         dequantize(m, e, 16, impl="fast")
     with pytest.raises(ValueError, match="exponent=300"):
-        ref.decode_bits_table([1], 300)
+        sheet_decode.decode_bits_table([1], 300)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,15 +219,15 @@ def test_bit_assembly_equals_formula_for_all_mantissas_and_exponents():
     np.testing.assert_array_equal(sheet, want)
     mt = torch.tensor(ms, dtype=torch.int8).reshape(-1, 1)
     et = torch.tensor(es, dtype=torch.uint8).reshape(1, -1)
-    np.testing.assert_array_equal(bits(ref.sheet_decode(mt, et)["y"]), want)
+    np.testing.assert_array_equal(bits(sheet_decode.sheet_decode(mt, et)["y"]), want)
 
 
 def test_patched_decode_equals_reference_on_all_65536_pairs_and_sheet_fails_where_documented():
     mm = torch.arange(-128, 128).to(torch.int8).reshape(-1, 1).expand(256, 256).contiguous()
     ee = torch.arange(256).to(torch.uint8).reshape(1, -1).expand(256, 256).contiguous()
     exact = dequantize_mxint8(mm.reshape(-1, 1), ee.reshape(-1, 1), 1).reshape(256, 256)
-    assert same_bits(ref.sheet_decode(mm, ee, patched=True)["y"], exact)
-    y = ref.sheet_decode(mm, ee)["y"]
+    assert same_bits(sheet_decode.sheet_decode(mm, ee, patched=True)["y"], exact)
+    y = sheet_decode.sheet_decode(mm, ee)["y"]
     wrong = torch.from_numpy(bits(y) != bits(exact)) & ~(torch.isnan(y.float()) & torch.isnan(exact.float()))
     e0, m_min = ee == 0, mm == -128
     assert wrong[e0 & (mm != 0)].all() and not wrong[e0 & (mm == 0)].any()     # E = 0: every m != 0
@@ -236,7 +237,7 @@ def test_patched_decode_equals_reference_on_all_65536_pairs_and_sheet_fails_wher
 
 
 def test_decode_table_shows_what_dont_need_abs_and_bias_do():
-    rows = {r["m"]: r for r in ref.decode_bits_table([1, 63, 64, 100, -5], 127)}
+    rows = {r["m"]: r for r in sheet_decode.decode_bits_table([1, 63, 64, 100, -5], 127)}
     assert all(r["y == exact"] for r in rows.values())
     assert rows[1]["without bias"] == 1 + 1 / 64 and rows[1]["exact"] == 1 / 64
     assert rows[100]["always subtract"] == 36 / 64 and rows[100]["exact"] == 100 / 64

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import runner
+from labkit.run import runner
 from labkit.exercises import for_notebook, grade
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
 
 
 def test_a_batch_run_prints_its_total(monkeypatch, capsys, tmp_path):
-    from labkit import runner
+    from labkit.run import runner
     monkeypatch.setattr(runner, "run_notebook", lambda path, *a, **k: tmp_path / path.name)
     done = runner.run_labs(["lab1"], "smoke")
     out = capsys.readouterr().out

@@ -2,7 +2,8 @@
 and clean commit."""
 import pytest
 
-from labkit import per_seed, results
+from labkit.labs import per_seed
+from labkit import results
 
 
 @pytest.fixture

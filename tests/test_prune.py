@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from labkit import prune
-from labkit.compress import compress, fixed_point
+from labkit.quant.compress import compress
+from labkit.quant import fixed_point
 
 
 def _cfg(sp, method="l1-norm", scope="local", act=True):

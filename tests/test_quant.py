@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from labkit import quant
-from labkit.compress import compress, fixed_point
+from labkit.quant.compress import compress
+from labkit.quant import fixed_point
 from labkit.quant import IntegerFormat, LinearQuantConfig, QuantLinear
 
 

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from labkit import progress
+from labkit.training import progress
 from labkit.report import clip
 
 

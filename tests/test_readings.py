@@ -71,7 +71,7 @@ def test_replicates_reads_trials_by_their_spread():
 
 def test_claims_read_readings_not_text():
     src = (ROOT / "labkit" / "maintain" / "claims.py").read_text()
-    assert "answers" not in src and ".md" not in src, "labkit.claims must assert readings, not search rendered text"
+    assert "answers" not in src and ".md" not in src, "labkit.maintain.claims must assert readings, not search rendered text"
 
 
 def test_the_results_page_is_the_render_of_the_committed_json():

@@ -179,7 +179,7 @@ def test_remeasure_retrains_both_sides_with_fresh_seeds_on_cpu(tmp_path, monkeyp
     three fresh seeds: saved as remeasured.json and read by the readings."""
     from labkit.labs import lab2_remeasure
     from labkit.labs.lab2 import compression_configs
-    from labkit.profiles import lab_settings
+    from labkit.run.profiles import lab_settings
 
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
     s = {**lab_settings("lab2", "smoke"), "device": "cpu"}

@@ -141,7 +141,8 @@ def test_dominated_and_best_of_n_by_hand():
 
 
 def test_the_remeasure_finds_its_pairs_in_the_committed_studies_and_measures_one():
-    from labkit import models, profiles, recipes
+    from labkit import models, recipes
+    from labkit.run import profiles
     from labkit.labs.lab3_precision import linear_layers
     from labkit.results import load_results
 

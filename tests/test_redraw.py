@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from labkit import redraw
-from labkit.runner import lab_notebooks
+from labkit.run.runner import lab_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "figures"

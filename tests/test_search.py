@@ -104,7 +104,8 @@ def test_study_killed_mid_run_resumes(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_loaders():
-    from labkit import profiles, recipes
+    from labkit.run import profiles
+    from labkit import recipes
 
     s = profiles.lab_settings("lab2", "smoke", train_size=32, test_size=32, max_length=16)
     return s, recipes.loaders(s)
@@ -115,7 +116,7 @@ def test_compression_aware_objective_records_all_stages(tiny_loaders, tmp_path, 
     monkeypatch.setitem(lab2_space.SPACE, "num_hidden_layers", [2])
     monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])
     monkeypatch.setitem(lab2_space.SPACE, "intermediate_size", [512])
-    from labkit.compress import fixed_point
+    from labkit.quant import fixed_point
 
     prune_cfg = {"weight": {"sparsity": 0.5, "method": "l1-norm"}}
     obj = lab2_objectives.NASObjective(dl, s, mode="compress+train", quant=fixed_point(8), prune=prune_cfg,
@@ -163,7 +164,7 @@ def test_a_stale_trial_is_reaped_after_the_storages_own_grace_period(tmp_path):
 
 
 def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
-    from labkit import profiles
+    from labkit.run import profiles
     from labkit.labs import lab2, lab3
 
     s = profiles.lab_settings("lab2", "smoke", workers=0)
@@ -177,7 +178,7 @@ def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
 
 
 def test_lab2_task2_starts_its_longest_trials_first():
-    from labkit import profiles
+    from labkit.run import profiles
     from labkit.labs import lab2
 
     s = profiles.lab_settings("lab2", "smoke")
@@ -244,7 +245,7 @@ def _config_key(s, mode):
 
 
 def test_the_trial_cache_key_holds_warmup(monkeypatch):
-    from labkit import profiles
+    from labkit.run import profiles
 
     monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])  # valid with any first head count
     s = profiles.lab_settings("lab2", "smoke", device="cpu")
@@ -269,7 +270,7 @@ def test_task2_schedule_simulation_gives_the_known_makespans():
     (ends at 6 s); longest first starts both at once (ends at 4 s)."""
     import dataclasses
 
-    from labkit import profiles
+    from labkit.run import profiles
     from labkit.labs import lab2
 
     bench = _search_benchmark("task2_schedule")
@@ -314,7 +315,7 @@ def test_trial_memory_benchmark_on_gpu_separates_allocated_from_reserved(tmp_pat
 def test_task2_wall_benchmark_runs_both_schedules_and_appends_rows(tmp_path, monkeypatch):
     """benchmarks/search/task2_wall.py on the smoke profile, one worker: each schedule adds a row naming its
     priorities, and every study finished its trials."""
-    from labkit import profiles
+    from labkit.run import profiles
 
     bench = _search_benchmark("task2_wall")
     out = tmp_path / "wall.json"

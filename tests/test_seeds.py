@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from labkit import seeds
+from labkit.readings import seeds
 from labkit.readings import stats
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from labkit import study_storage
+from labkit.search import study_storage
 from labkit.search import StudyPlan, make_storage, worker
 
 HERE = Path(__file__).resolve().parent

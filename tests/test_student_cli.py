@@ -15,7 +15,7 @@ CHEAPEST = "lab4_mxint8"  # the student notebook quickest to run on the smoke pr
 
 
 def _labkit(*args, cwd, env=None, timeout=900):
-    return subprocess.run([sys.executable, "-m", "labkit.cli", *map(str, args)], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "labkit", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 

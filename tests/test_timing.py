@@ -1,10 +1,11 @@
-"""labkit.kernels.timing: how long a CUDA graph replay is, from GPU time, not the host's."""
+"""labkit.perf.timing's short-kernel clocks: a CUDA graph replay timed from GPU time, not the host's; the
+median timer; one call timed alone."""
 import time
 
 import pytest
 import torch
 
-from labkit.kernels.timing import graph_time, rotation
+from labkit.perf.timing import MedianTimer, graph_time, rotation, time_call
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -13,6 +14,23 @@ def test_rotation_exceeds_l2_three_times_and_keeps_two_copies():
     assert rotation(10, 100) == 30
     assert rotation(1000, 100) == 2
     assert rotation(1, 10 ** 9) == 64
+
+
+def test_median_timer_on_cpu_warms_up_untimed_and_takes_the_median_in_ms():
+    calls = []
+
+    def fn():
+        calls.append(None)
+        time.sleep(0.02 if len(calls) <= 2 else 0.001)  # the warm-up calls are slow: kept out of the median
+
+    ms = MedianTimer("cpu", reps=3, warmup=2)(fn)
+    assert len(calls) == 5 and 0.5 < ms < 15, ms
+
+
+def test_time_call_times_one_call_in_seconds():
+    calls = []
+    s = time_call(lambda: (calls.append(None), time.sleep(0.01)), "cpu")
+    assert calls == [None] and 0.009 < s < 0.5, s
 
 
 @pytest.mark.cuda
@@ -32,3 +50,12 @@ def test_graph_time_sizes_replays_from_gpu_time_not_the_hosts():
     assert 2 * reps >= 200, reps
     assert ms < 0.05, ms  # a 1024-element add: a few microseconds, far under the host's 0.2 ms
     assert graph_time([slow_host, slow_host], reps=3)[1] == 3
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_median_timer_on_cuda_flushes_l2_and_times_the_gpu():
+    x = torch.ones(1 << 20, device="cuda")
+    timer = MedianTimer("cuda", reps=5, warmup=1)
+    assert timer.flush.numel() >= 2 * torch.cuda.get_device_properties(0).L2_cache_size
+    assert 0 < timer(lambda: x.add_(1)) < 5

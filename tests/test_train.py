@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from labkit import data, models, profiles, recipes
+from labkit import data, models, recipes
+from labkit.run import profiles
 from labkit.training import train
 
 

@@ -23,7 +23,7 @@ Timed, each on the same packed weight:
   of full-load work, see below), its later ones in the paired rounds (Method). A GPU run without gemlite is an
   error unless ``--no-gemlite`` says so; the dry run (CPU) records why it was not timed.
 
-Method: the GPU's time per call, from ``labkit.kernels.timing.graph_time``: the calls captured in a CUDA graph
+Method: the GPU's time per call, from ``labkit.perf.timing.graph_time``: the calls captured in a CUDA graph
 and replayed (no Python launch cost; about 10 ms of GPU work a replay, sized from a graphed pass), each call
 on its own copy of the weight, enough copies to exceed the L2 cache three times over (no call finds its weight
 in L2, as in a model whose layers each read their own weights). ``fused``, ``gemlite`` and ``bf16`` are timed
@@ -32,7 +32,7 @@ each later round times every cell's three paths back to back (the first pass's c
 the order fused, gemlite, bf16 or its reverse in every other round, so the GPU's slow drift over the run (clocks, heat)
 falls on all three alike; each ``*_ms`` is the median of its rounds (``*_ms_rounds``), and
 ``gemlite_over_fused_rounds`` is the ratio within each round. ``*_eager_ms``: per-call CUDA-event times of
-ordinary eager calls with L2 flushed before each (``labkit.kernels.bench.Timer``): these include the Python
+ordinary eager calls with L2 flushed before each (``labkit.perf.timing.MedianTimer``): these include the Python
 launch cost wherever it exceeds the flush, which at small shapes is the host's time, not the kernel's.
 "Weight GB/s" is packed bytes (N*K mantissas + N*K/group exponents) over time for every path, so the paths
 compare on the same bytes; the bf16 path actually reads twice that. Outputs are checked against a float64
@@ -44,16 +44,13 @@ fused kernel is partly instruction-bound, so SM clocks matter to it).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 DEFAULT_SHAPES = ("4096x4096", "14336x4096", "28672x8192")
 DRY_SHAPES = ("96x64", "40x160")
@@ -66,32 +63,16 @@ def parse_shape(text: str) -> tuple[int, int]:
     return int(n), int(k)
 
 
-class CpuTimer:
-    """perf_counter median, for --dry-run only: CPU/interpreter times mean nothing about the GPU kernel."""
-
-    def __init__(self, reps: int = 3, warmup: int = 1):
-        self.reps, self.warmup = reps, warmup
-
-    def __call__(self, fn) -> float:
-        for _ in range(self.warmup):
-            fn()
-        times = []
-        for _ in range(self.reps):
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1e3)
-        return sorted(times)[len(times) // 2]
-
-
 def run(args) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from labkit.kernels import bench, dequant, extension, fused_linear
-    from labkit.kernels.timing import rel_error, rotation, weight_copies
+    from labkit.kernels import dequant, extension, fused_linear
+    from labkit.kernels.timing import rel_error, weight_copies
+    from labkit.perf.timing import MedianTimer, rotation
 
     dev = torch.device("cpu" if args.dry_run else "cuda")
-    timer = CpuTimer() if args.dry_run else bench.Timer(dev, reps=args.reps)
+    timer = MedianTimer(dev, reps=3, warmup=1) if args.dry_run else MedianTimer(dev, reps=args.reps)
     l2 = 0 if args.dry_run else torch.cuda.get_device_properties(dev).L2_cache_size
     gen = torch.Generator(device=dev).manual_seed(0)
     gl = gemlite_peer(dev, args.no_gemlite)
@@ -156,7 +137,7 @@ def run(args) -> dict:
             "dequant_path": extension.describe(),
             "shape_convention": "N x K = out_features x in_features (nn.Linear weight layout); x is (batch, K) bf16",
             "method": ("CPU perf_counter median, interpreter/CPU, one round: NOT a measurement" if args.dry_run else
-                       "*_ms: CUDA-graph replay over rotated weight copies (labkit.kernels.timing.graph_time: about "
+                       "*_ms: CUDA-graph replay over rotated weight copies (labkit.perf.timing.graph_time: about "
                        "10 ms of GPU work a replay, *_calls_per_replay calls), the GPU's time; fused, gemlite and "
                        "bf16: the median of `rounds` paired rounds (*_ms_rounds, the first pass included), each "
                        "timing every cell's paths back to back, the order (fused, gemlite, bf16) reversed in every "
@@ -171,7 +152,7 @@ def run(args) -> dict:
 
 def _time(row: dict, name: str, fn, graphed: list, timer, dry_run: bool) -> int:
     """The first pass's timing of one path; returns the graph's reps, which the later rounds reuse."""
-    from labkit.kernels.timing import graph_time
+    from labkit.perf.timing import graph_time
 
     ms, reps = (timer(fn), 1) if dry_run else graph_time(graphed)
     row[f"{name}_ms"] = ms
@@ -189,7 +170,7 @@ def paired_rounds(cells: list, rounds: int, time_fn=None) -> None:
     first pass's graphed callables and reps, in ``ROUND_ORDER`` or its reverse in every other round, appending
     to ``{path}_ms_rounds``. ``time_fn(graphed, reps) -> (ms, reps)``: ``graph_time`` unless given."""
     if time_fn is None:
-        from labkit.kernels.timing import graph_time as time_fn
+        from labkit.perf.timing import graph_time as time_fn
     for r in range(1, rounds):
         order = ROUND_ORDER if r % 2 == 0 else ROUND_ORDER[::-1]  # round 1 reverses the first pass's order
         for row, calls in cells:
@@ -346,8 +327,7 @@ def main(argv=None) -> int:
         out["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
     path = Path(args.out or (Path(tempfile.gettempdir()) / "labkit_fused_linear_dry_run.json" if args.dry_run
                              else ROOT / "figures" / "lab4" / "fused_linear.json"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results._jsonable(out), indent=2) + "\n")
+    results.write_json(path, out, indent=2)
     bad = [(r["N"], r["K"], r["batch"], name) for r in out["rows"] for name in ("fused", "bf16", "dequant", "gemlite")
            if not r.get(f"{name}_ok", name == "gemlite")]  # gemlite: only where it ran
     peer = out["gemlite"]

@@ -8,12 +8,12 @@ A16W8, on the shapes of benchmarks/mxint8/fused_linear.py.
 
 Shapes are N x K (nn.Linear's weight layout); x is (batch, K) bf16. Every launch is checked against the float64
 product first (relative Frobenius error <= 2^-7, as fused_linear.py) and timed as fused_linear.py times
-(``labkit.kernels.timing.graph_ms``: one CUDA graph over rotated weight copies exceeding the L2 cache, so no
+(``labkit.perf.timing.graph_ms``: one CUDA graph over rotated weight copies exceeding the L2 cache, so no
 call finds its weight in L2). gemlite (``A16W8_INT8``, built as fused_linear.py builds it) is timed after every
 fused case, as there. Per shape and batch it prints the fastest correct candidate and the ratios gemlite/best and
 bf16/best (> 1: the candidate is faster), and its packed-weight rate against a device copy's (read + write,
-``timing.copy_ms``, as fused_linear_sweep.py counts it). ``--compile-workers N`` compiles the candidates first in
-N processes (Triton's disk cache then serves the timing process).
+``labkit.perf.timing.copy_ms``, as fused_linear_sweep.py counts it). ``--compile-workers N`` compiles the
+candidates first in N processes (Triton's disk cache then serves the timing process).
 """
 from __future__ import annotations
 
@@ -28,13 +28,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 SHAPES = ("4096x4096", "14336x4096", "28672x8192")
 DRY_SHAPES = ("40x256",)
 DRY_CONFIGS = 4  # the dry run launches the first few candidates (the interpreter takes seconds each)
 _spec = importlib.util.spec_from_file_location("fused_linear_bench", Path(__file__).with_name("fused_linear.py"))
-peer = importlib.util.module_from_spec(_spec)  # fused_linear.py: the gemlite peer, REL_TOL, CpuTimer
+peer = importlib.util.module_from_spec(_spec)  # fused_linear.py: the gemlite peer, REL_TOL
 _spec.loader.exec_module(peer)
 
 
@@ -88,7 +87,7 @@ def _precompile(args) -> int:
 
 def _measure(launch, graphed, check, timer, dry_run: bool) -> dict:
     """{ms, rel_err, ok} of one launch (``check``: its relative error), or {error} if it fails to compile/run."""
-    from labkit.kernels.timing import graph_ms
+    from labkit.perf.timing import graph_ms
 
     try:
         err = check(launch())
@@ -163,11 +162,12 @@ def summarize(row: dict) -> str:
 def run(args) -> dict:
     import torch
 
-    from labkit.kernels import timing
-    from labkit.kernels.timing import rotation, weight_copies
+    from labkit.kernels.timing import weight_copies
+    from labkit.perf import timing
+    from labkit.perf.timing import rotation
 
     dev = torch.device("cpu" if args.dry_run else "cuda")
-    timer = peer.CpuTimer()  # the dry run's; GPU times come from graph_ms
+    timer = timing.MedianTimer("cpu", reps=3, warmup=1)  # the dry run's; GPU times come from graph_ms
     l2 = 0 if args.dry_run else torch.cuda.get_device_properties(dev).L2_cache_size
     gen = torch.Generator(device=dev).manual_seed(0)
     gl = peer.gemlite_peer(dev, args.no_gemlite)
@@ -210,14 +210,13 @@ def _write(args, rows: list, gl: dict, partial: bool) -> dict:
            "rows": [{k: v for k, v in r.items() if k != "x"} for r in rows], "partial": partial,
            "dry_run": args.dry_run, "rel_tol": peer.REL_TOL, "gemlite": gl,
            "method": ("CPU perf_counter median, Triton interpreter: NOT a measurement" if args.dry_run else
-                      "ms: CUDA-graph replay over rotated weight copies exceeding L2 (labkit.kernels.timing.graph_ms)"),
+                      "ms: CUDA-graph replay over rotated weight copies exceeding L2 (labkit.perf.timing.graph_ms)"),
            "shape_convention": "N x K = out_features x in_features (nn.Linear weight layout); x is (batch, K) bf16",
            "versions": versions, "provenance": results.provenance(), "command": " ".join(sys.argv), "args": vars(args)}
     if not args.dry_run:
         props = torch.cuda.get_device_properties(0)
         out.update(device=props.name, sm_count=props.multi_processor_count, l2_bytes=props.L2_cache_size)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results._jsonable(out), indent=1) + "\n")
+    results.write_json(args.out, out)
     return out
 
 

@@ -11,9 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main(argv=None) -> int:
@@ -56,7 +53,8 @@ def _time(args) -> int:
     import torch.nn.functional as F
 
     from labkit.kernels import fused_triton
-    from labkit.kernels.timing import graph_ms, rotation, weight_copies
+    from labkit.kernels.timing import weight_copies
+    from labkit.perf.timing import graph_ms, rotation
 
     N, K = map(int, args.shape.lower().split("x"))
     gen = torch.Generator(device="cuda").manual_seed(0)

@@ -13,7 +13,7 @@ For each shape and batch, ``pick_config``'s launch is timed with PDL off and wit
 (``start``: the next kernel may launch once every program has passed its wait; ``end``: once every program has
 finished its main loop) without prefetch and with each ``--prefetch`` size (bytes per W row), in ``--rounds`` interleaved rounds with cuBLAS bf16 (``F.linear`` on the
 dequantized weight) in the same rounds. Two call sequences, both captured in a CUDA graph and replayed
-(``labkit.kernels.timing.graph_ms``), each call on its own weight copy (several times the L2 cache):
+(``labkit.perf.timing.graph_ms``), each call on its own weight copy (several times the L2 cache):
 
 - ``independent``: every call reads the same x (as ``fused_linear.py`` times);
 - ``chain`` (square shapes): each call's x is the previous call's output, as in a stack of layers, so a PDL launch
@@ -23,13 +23,11 @@ dequantized weight) in the same rounds. Two call sequences, both captured in a C
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 SHAPES = ("4096x4096", "14336x4096", "28672x8192")
 REL_TOL = 2.0 ** -7
@@ -43,7 +41,7 @@ def variants(prefetch: list[int], triggers: list[str]) -> dict:
 
 
 def _graph_calls(fns, calls_per_fn: int) -> float:
-    from labkit.kernels.timing import graph_ms
+    from labkit.perf.timing import graph_ms
 
     return graph_ms(fns) / calls_per_fn
 
@@ -59,7 +57,7 @@ def _replayed(fn):
     """fn's result computed by a CUDA-graph replay, its output poisoned first (the replay must write every element)."""
     import torch
 
-    from labkit.kernels.timing import capture
+    from labkit.perf.timing import capture
 
     graph, out = capture(fn)
     out.fill_(float("nan"))
@@ -73,7 +71,8 @@ def run(args) -> dict:
     import torch.nn.functional as F
 
     from labkit.kernels import fused_triton
-    from labkit.kernels.timing import rel_error, rotation, weight_copies
+    from labkit.kernels.timing import rel_error, weight_copies
+    from labkit.perf.timing import rotation
 
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
@@ -129,7 +128,7 @@ def run(args) -> dict:
                      + " ".join(f"{n} {row[f'{n}_chain_us']:.1f}" for n in cfgs if n != "off") if square else ""),
                   flush=True)
     return {"rows": rows, "variants": vs, "rel_tol": REL_TOL,
-            "method": "us per call: CUDA-graph replay over rotated weight copies (labkit.kernels.timing.graph_ms), "
+            "method": "us per call: CUDA-graph replay over rotated weight copies (labkit.perf.timing.graph_ms), "
                       "median over rounds; chain: each call's x is the previous output (square shapes)"}
 
 
@@ -162,8 +161,7 @@ def main(argv=None) -> int:
     out.update(versions={**results.versions(), "triton": triton.__version__}, provenance=results.provenance(),
                command=" ".join(sys.argv), args=vars(args),
                device=torch.cuda.get_device_name(), sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results._jsonable(out), indent=1) + "\n")
+    results.write_json(args.out, out)
     bad = [(r["N"], r["K"], r["batch"], k) for r in out["rows"] for k, v in r.items()
            if (k.endswith("_rel_err") and not v <= REL_TOL) or (k.endswith(("same_bits", "_as_off")) and v is False)]
     if bad:

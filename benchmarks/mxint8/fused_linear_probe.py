@@ -9,29 +9,18 @@ right after a float64 reference product (full-load work), and fixed long (100 pa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 
 def eager_reps(fns) -> int:
     """The earlier sizing: about 2 ms of work per replay as one eager pass measures it (host included)."""
-    import torch
+    from labkit.perf.timing import time_call
 
     for fn in fns:
         fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for fn in fns:
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return max(1, min(200, int(2.0 / max(start.elapsed_time(end), 1e-3))))
+    ms = 1e3 * time_call(lambda: [fn() for fn in fns], "cuda")
+    return max(1, min(200, int(2.0 / max(ms, 1e-3))))
 
 
 def main(argv=None) -> int:
@@ -39,8 +28,9 @@ def main(argv=None) -> int:
     import torch.nn.functional as F
 
     from labkit.kernels import fused_gemv, fused_linear, fused_triton
-    from labkit.kernels.timing import graph_time, rel_error, rotation, weight_copies
-    from labkit.results import provenance
+    from labkit.kernels.timing import rel_error, weight_copies
+    from labkit.perf.timing import graph_time, rotation
+    from labkit.results import provenance, write_json
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
@@ -79,7 +69,7 @@ def main(argv=None) -> int:
                           f"  [{rows[-1]['t']} s]", flush=True)
     out = {"rows": rows, "picked": fused_triton.picked(x, sets[0][0], g), "one_row": fused_gemv.ONE_ROW,
            "provenance": provenance(), "command": " ".join(sys.argv)}
-    Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+    write_json(args.out, out)
     return 0
 
 

@@ -9,7 +9,7 @@ against a float64 reference and timed, and so are cuBLAS bf16 (``F.linear`` on t
 ``pick_config``'s own choice (``fused_triton.picked``).
 ``--compile-workers N`` compiles every configuration first in N processes (minutes saved on a 16-core host).
 
-Timing (``labkit.kernels.timing.graph_ms``): the calls are captured in a CUDA graph and replayed, so the
+Timing (``labkit.perf.timing.graph_ms``): the calls are captured in a CUDA graph and replayed, so the
 times are the GPU's, without Python launch overhead; each call reads a different copy of the weight,
 enough copies to exceed the L2 cache several times over, so no call finds its weight in L2 (as in a
 model, whose layers each read their own weights once per token). Median of several replays.
@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 SHAPES = ("4096x4096", "14336x4096", "28672x8192")
 REL_TOL = 2.0 ** -7
@@ -130,8 +129,9 @@ def main(argv=None) -> int:
 
     from labkit import results
     from labkit.kernels import fused_triton
-    from labkit.kernels import timing
-    from labkit.kernels.timing import graph_ms, rel_error, rotation, weight_copies
+    from labkit.kernels.timing import rel_error, weight_copies
+    from labkit.perf import timing
+    from labkit.perf.timing import graph_ms, rotation
 
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU")
@@ -194,8 +194,7 @@ def _write(args, rows, props, partial: bool) -> None:
            "rows": rows, "partial": partial, "rel_tol": REL_TOL, "sm_count": props.multi_processor_count,
            "l2_bytes": props.L2_cache_size, "triton": triton.__version__, "provenance": results.provenance(),
            "method": __doc__.split("Timing")[1].strip(), "args": vars(args)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results._jsonable(out), indent=1) + "\n")
+    results.write_json(args.out, out)
     if not partial:
         print(f"wrote {args.out}")
 

@@ -9,16 +9,13 @@ provenance; the Lab 4 notebook shows these numbers on machines without a GPU.
 """
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
 
-import torch  # noqa: E402
-
-from labkit import models  # noqa: E402
-from labkit.kernels import exclude, extension, memory  # noqa: E402
-from labkit.profiles import lab_settings  # noqa: E402
-from labkit.results import save_results  # noqa: E402
+from labkit import models
+from labkit.kernels import exclude, extension, memory
+from labkit.run.profiles import lab_settings
+from labkit.results import save_results
 
 
 def main(argv=None) -> int:

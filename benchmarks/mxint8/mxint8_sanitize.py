@@ -4,13 +4,10 @@ a misaligned input, group sizes that are and are not multiples of 16; each outpu
     compute-sanitizer --tool memcheck --error-exitcode 9 python benchmarks/mxint8/mxint8_sanitize.py
 """
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
 
-import torch  # noqa: E402
-
-from labkit.kernels import dequantize_mxint8, extension  # noqa: E402
+from labkit.kernels import dequantize_mxint8, extension
 
 CASES = [((1, 15), 5), ((3, 48), 3), ((7, 1000), 40), ((5, 4112), 16), ((2, 8192), 128), ((1, 40000), 8)]
 

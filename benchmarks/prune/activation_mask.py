@@ -10,14 +10,13 @@ and the step, measured in one run. (A kthvalue threshold was tried too: no faste
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
 
 from labkit import models, prune
 from labkit.perf.timing import time_calls
-from labkit.results import provenance
+from labkit.results import write_json
 
 
 def timed(fn, reps: int) -> float:
@@ -86,7 +85,7 @@ def main(argv=None) -> int:
             print(f"{r['what']:44s} earlier {r['earlier_ms']:7.1f} ms  now {r['now_ms']:7.1f} ms  {r['speedup']:.2f}x"
                   f"  (unpruned forward+backward {r['unpruned_ms']:.1f} ms)")
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "reps": args.reps, "provenance": provenance()}, indent=1) + "\n")
+        write_json(args.out, {"rows": rows, "reps": args.reps})
         print("wrote", args.out)
     return 0
 

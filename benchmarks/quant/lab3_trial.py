@@ -26,16 +26,15 @@ import os
 import statistics
 import time
 import warnings
-from pathlib import Path
 
 import torch
 
 from labkit import recipes
 from labkit.training import cuda_graphs, train
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.quant import fast, kernel_check
 from labkit.quant.study import STUDY_ORDER, study_params
-from labkit.results import provenance
+from labkit.results import provenance, write_json
 from labkit.labs.lab3_precision import FORMAT_SPACE, PrecisionObjective, linear_layers, uniform
 
 
@@ -137,7 +136,7 @@ def main(argv=None) -> int:
               f"  acc {row['reference']['accuracy']:.4f} -> {row['fast']['accuracy']:.4f}"
               f"  bf16 layers {row['fast']['bf16_layers']}  eval {row['fast']['eval']}" + (f"  FALLBACK {row['fallbacks']}" if row["fallbacks"] else ""),
               flush=True)
-        Path(args.out).write_text(json.dumps(out, indent=1))  # kept as it goes: a cut run keeps its rows
+        write_json(args.out, out)  # kept as it goes: a cut run keeps its rows
     fast_s = [r["fast"]["seconds"] for r in out["rows"]]
     ref_s = [r["reference"]["seconds"] for r in out["rows"]]
     out["summary"] = {"median_fast_s": statistics.median(fast_s), "median_reference_s": statistics.median(ref_s),
@@ -148,7 +147,7 @@ def main(argv=None) -> int:
                       "max_abs_accuracy_diff": max(abs(r["accuracy_diff"]) for r in out["rows"]),
                       "fallbacks": dict(kernel_check.FALLBACKS),
                       "goal": "median fast trial <= 1 s, quantized evaluation <= 3x the unquantized"}
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    write_json(args.out, out)
     print(json.dumps(out["summary"], indent=1))
     return 0
 

@@ -14,16 +14,16 @@ ratio compares like with like); the fake quantizations then fuse into the model'
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import time
 
 import torch
 
 from labkit import models, recipes
-from labkit.compress import compress, fixed_point
+from labkit.quant.compress import compress
+from labkit.quant import fixed_point
+from labkit.perf.timing import time_call
 from labkit.quant import set_qat_matmul
-from labkit.results import provenance
+from labkit.results import provenance, write_json
 from labkit.training.train import autocast, pick_device
 
 
@@ -38,19 +38,6 @@ def step_fn(model, batch, device):
         opt.zero_grad(set_to_none=True)
 
     return step
-
-
-def timed(fn, device) -> float:
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1e3
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 def main():
@@ -90,7 +77,7 @@ def main():
     times = {name: [] for name in steps}
     for _ in range(args.repeats):
         for name, fn in steps.items():
-            times[name].append(timed(fn, device))
+            times[name].append(time_call(fn, device))
     med = {name: statistics.median(t) for name, t in times.items()}
     names = list(med)
     ratio = med[names[1]] / med[names[0]]
@@ -102,9 +89,8 @@ def main():
     print(f"QAT step / fp32 step = {ratio:.3f}x (goal <= 1.3x)")
     profiles = {name: profile_steps(fn, device) for name, fn in steps.items()} if args.profile else None
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"median_seconds": med, "times": times, "ratio": ratio, "args": vars(args),
-                       "qat_paths": paths, "profiles": profiles, "provenance": prov}, fh, indent=2)
+        write_json(args.out, {"median_seconds": med, "times": times, "ratio": ratio, "args": vars(args),
+                              "qat_paths": paths, "profiles": profiles, "provenance": prov}, indent=2)
 
 
 def profile_steps(fn, device, steps: int = 3) -> dict:

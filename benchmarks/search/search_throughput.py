@@ -35,8 +35,8 @@ import torch
 
 from labkit import recipes
 from labkit.training import cuda_graphs, train
-from labkit.profiles import lab_settings
-from labkit.results import provenance
+from labkit.run.profiles import lab_settings
+from labkit.results import provenance, write_json
 from labkit.search import StudyPlan, run_studies
 from labkit.labs.lab2_space import build_model, sample_architecture
 from labkit.labs.lab2_space import restrict
@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     def save(result):
         result["provenance"] = prov
         report["results"] = [r for r in report["results"] if r["config"] != result["config"]] + [result]
-        out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+        write_json(out, report)
         print(f"{result['config']}: {result['trials_per_min_sustained']:.2f} trials/min sustained"
               + (f", {result['trials_per_min_wall']:.2f} with start-up" if "trials_per_min_wall" in result else "")
               + (f", GPU busy {result['gpu_busy']:.0%}" if result.get("gpu_busy") is not None else "")

@@ -16,16 +16,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import heapq
-import json
 import random
 import statistics
 from pathlib import Path
 
 import optuna
 
-from labkit import profiles
+from labkit.run import profiles
 from labkit.labs import lab2
-from labkit.results import provenance
+from labkit.results import write_json
 from labkit.search import make_storage
 from labkit.search.worker import pick
 
@@ -106,7 +105,7 @@ def main(argv=None) -> int:
                                     "worse_in": sum(r > 1 for r in ratio)},
         "journals": [str(j.relative_to(ROOT)) if j.is_relative_to(ROOT) else str(j) for j in journals],
     }
-    args.out.write_text(json.dumps({"numbers": numbers, "provenance": provenance()}, indent=1) + "\n")
+    write_json(args.out, {"numbers": numbers})
     for k, v in numbers["makespan_seconds"].items():
         print(f"{k:>14}: mean {v['mean']:.0f} s, median {v['median']:.0f} s ({v['min']:.0f}-{v['max']:.0f})")
     print(f"longest first / even: median {numbers['longest_first_over_even']['median']:.3f}, worse in "

@@ -25,8 +25,8 @@ import optuna
 
 from labkit.labs import lab2
 from labkit.labs.lab2_space import sample_architecture
-from labkit.profiles import lab_settings
-from labkit.results import provenance
+from labkit.run.profiles import lab_settings
+from labkit.results import provenance, write_json
 from labkit.search import run_studies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,8 @@ def main(argv=None) -> int:
         "start": start, "provenance": provenance(),
     }
     rows = json.loads(args.out.read_text())["rows"] if args.out.is_file() else []
-    args.out.write_text(json.dumps({"rows": rows + [row]}, indent=1) + "\n")
+    # each row names its own provenance; the file's is the latest run's
+    write_json(args.out, {"rows": rows + [row], "provenance": row["provenance"]})
     print(f"Task 2, {args.schedule}: {wall:.0f} s wall, {row['completed']} trials, "
           f"{row['out_of_memory_retries']} out-of-memory retries; median trial s {row['median_trial_seconds']}")
     return 0

@@ -13,6 +13,7 @@ apart; the variants say what graphs and ``expandable_segments`` change.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -38,7 +39,7 @@ def heaviest_trial(mode: str) -> tuple[dict, float]:
     """Parameters and recorded peak (GiB) of the committed journal's Task 2 trial with the largest peak."""
     import optuna
 
-    from labkit.study_storage import open_storage
+    from labkit.search.study_storage import open_storage
 
     storage = open_storage(f"journal:{COMMITTED}")
     best = None
@@ -92,7 +93,7 @@ def one_variant(profile: str, mode: str, params: dict) -> dict:
     from labkit import recipes
     from labkit.labs import lab2
     from labkit.labs.lab2_objectives import NASObjective
-    from labkit.profiles import lab_settings
+    from labkit.run.profiles import lab_settings
     from labkit.training import train
 
     s = lab_settings("lab2", profile)
@@ -132,18 +133,18 @@ def main(argv=None) -> int:
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}")
     from labkit.labs.lab2_objectives import MODES
-    from labkit.profiles import lab_settings
-    from labkit.results import provenance
+    from labkit.run.profiles import lab_settings
+    from labkit.results import provenance, write_json
 
     if args.mode not in MODES:
         raise SystemExit(f"--mode {args.mode!r}: allowed values are {', '.join(MODES)}")
     if args.profile == "full":
         params, recorded = heaviest_trial(args.mode)
     else:  # a seeded sample of the profile's space, as task2_wall.py starts
-        sys.path.insert(0, str(Path(__file__).parent))
-        from task2_wall import start_params
-
-        params, recorded = start_params(lab_settings("lab2", args.profile)), None
+        spec = importlib.util.spec_from_file_location("task2_wall", Path(__file__).with_name("task2_wall.py"))
+        task2_wall = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(task2_wall)
+        params, recorded = task2_wall.start_params(lab_settings("lab2", args.profile)), None
     rows = []
     for name in variants:
         env = {**os.environ, **VARIANTS[name]}
@@ -159,7 +160,7 @@ def main(argv=None) -> int:
                                                     else "no CUDA"), flush=True)
     result = {"benchmark": "trial_memory", "profile": args.profile, "mode": args.mode, "params": params,
               "recorded_peak_gib": recorded, "rows": rows, "provenance": provenance()}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.out, result)
     return 0
 
 

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 # (job, lab whose settings train it, max_length override or None, determinism mode, repeats)
 JOBS = {
@@ -34,7 +33,8 @@ JOBS = {
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from labkit import profiles, recipes
+from labkit import recipes
+from labkit.run import profiles
 from labkit.training import train
 lab, profile, device, max_length = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 over = {"device": device}
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", nargs="+", default=list(JOBS), choices=list(JOBS))
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    from labkit.results import provenance
+    from labkit.results import provenance, write_json
 
     prov = provenance()
     if os.environ.get("LABKIT_COMMIT"):
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     result = {"provenance": prov, "profile": args.profile, "summary": summary, "runs": runs}
     print(json.dumps(summary, indent=1))
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.out, result)
     return 0 if all(v["same_digest"] for v in summary.values()) else 1
 
 

@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
 from labkit import lora, models
-from labkit.compress import fixed_point
+from labkit.quant import fixed_point
 from labkit.prune import prune
 from labkit.quant import quantize
 from labkit.recipes import freeze_embeddings
-from labkit.results import provenance
+from labkit.results import write_json
 from labkit.training import train
 from labkit.training.batches import Packed, TensorBatches
 
@@ -98,10 +96,8 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         evals.append(time.perf_counter() - t)
     print(f"evaluation of 25,000 x {LENGTH} tokens: {min(evals):.2f} s", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"rows": rows, "eval_25k_s": evals, "rows_per_epoch": ROWS,
-                                          "length": LENGTH, "batch": BATCH, "model": "minilm-l2",
-                                          "provenance": provenance()}, indent=1) + "\n")
+    write_json(args.out, {"rows": rows, "eval_25k_s": evals, "rows_per_epoch": ROWS, "length": LENGTH,
+                          "batch": BATCH, "model": "minilm-l2"})
     print(f"wrote {args.out}")
     return 0
 

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import time
-from pathlib import Path
 
 import torch
 
 from labkit import recipes
 from labkit.training import train
 from labkit.perf.timing import synchronize
-from labkit.profiles import lab_settings
-from labkit.results import provenance
+from labkit.run.profiles import lab_settings
+from labkit.results import write_json
 from labkit.labs.lab2_space import build_model
 
 ARCH = dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, intermediate_size=512)
@@ -53,7 +51,7 @@ def main(argv=None) -> int:
         row["eval_after_gc_s"] = timed(ev)[0]
         rows.append(row)
         print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
-    Path(args.out).write_text(json.dumps({"rows": rows, "arch": ARCH, "provenance": provenance()}, indent=1))
+    write_json(args.out, {"rows": rows, "arch": ARCH})
     return 0
 
 

@@ -14,15 +14,14 @@ import argparse
 import contextlib
 import json
 import time
-from pathlib import Path
 
 import torch
 
 from labkit import recipes
 from labkit.training import train
 from labkit.perf.timing import synchronize
-from labkit.profiles import lab_settings
-from labkit.results import provenance
+from labkit.run.profiles import lab_settings
+from labkit.results import provenance, write_json
 from labkit.labs.lab2_space import build_model
 
 ARCHS = [dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, intermediate_size=512),
@@ -76,7 +75,7 @@ def main(argv=None) -> int:
         row["max_logit_diff"] = float((a - b).abs().max())
         row["same_argmax_share"] = float((a.argmax(-1) == b.argmax(-1)).float().mean())
         out["rows"].append(row)
-        Path(args.out).write_text(json.dumps(out, indent=1))
+        write_json(args.out, out)
     print(json.dumps([{k: r[k] for k in ("max_logit_diff", "same_argmax_share")} for r in out["rows"]]))
     return 0
 

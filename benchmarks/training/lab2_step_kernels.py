@@ -12,15 +12,10 @@ difference between the two loss curves.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import sys
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def _model(layers: int, hidden: int, inter: int, dropout: bool, seed: int = 0):
@@ -58,7 +53,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA device: GPU step timings")
         return 2
-    from labkit.results import provenance
+    from labkit.perf.timing import time_call
+    from labkit.results import provenance, write_json
 
     g = torch.Generator().manual_seed(0)
     batches = [{"input_ids": torch.randint(1000, 30000, (32, 256), generator=g).cuda(),
@@ -84,13 +80,8 @@ def main(argv=None) -> int:
         times = {True: [], False: []}
         for _ in range(args.rounds):
             for on in (True, False):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for i in range(args.steps):
-                    steppers[on](batches[i % 4])
-                end.record()
-                torch.cuda.synchronize()
-                times[on].append(start.elapsed_time(end) / args.steps)
+                block = time_call(lambda: [steppers[on](batches[i % 4]) for i in range(args.steps)], "cuda")
+                times[on].append(1e3 * block / args.steps)
         curves = {on: [float(v) for v in losses[on]] for on in losses}
         rel = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(curves[True], curves[False]))
         fast, ref = statistics.median(times[True]), statistics.median(times[False])
@@ -103,7 +94,7 @@ def main(argv=None) -> int:
               f"{rel:.2e} (relative) over {len(curves[True])} steps", flush=True)
         del steppers
         torch.cuda.empty_cache()
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    write_json(args.out, out)
     return 0
 
 

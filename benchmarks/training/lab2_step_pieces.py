@@ -4,7 +4,7 @@ step kernels were written: labkit/training/step_kernels.py).
 A graphed Lab 2 step (benchmarks/training/lab2_trial_kernels.json) spends a tenth of its kernel time on bias gradients
 (``grad.sum(0)`` over batch x tokens rows, bf16, ~13 us each on an H100) and another on LayerNorm's gamma/beta
 gradients. The same sums as a GEMV (``ones @ grad``: cuBLAS, fp32 accumulation, bf16 out) read the same bytes
-in one well-parallelised kernel. This times both (CUDA-graph replay, ``labkit.kernels.timing.graph_ms``) for
+in one well-parallelised kernel. This times both (CUDA-graph replay, ``labkit.perf.timing.graph_ms``) for
 the step's shapes and says how far the two results lie apart (both round an fp32 sum to bf16; the order of the
 sum differs), so a change to the training step can be judged before it is made.
 
@@ -13,12 +13,10 @@ sum differs), so a change to the training step can be judged before it is made.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import torch
 
-from labkit.results import provenance
+from labkit.results import provenance, write_json
 
 
 def main(argv=None) -> int:
@@ -30,7 +28,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA device: these are GPU kernel timings")
         return 2
-    from labkit.kernels.timing import graph_ms
+    from labkit.perf.timing import graph_ms
 
     out = {"what": "bias-gradient sum: torch reduction vs GEMV", "rows": args.rows, "results": [],
            "provenance": provenance()}
@@ -51,7 +49,7 @@ def main(argv=None) -> int:
         print(f"width {width:5d}: sum(0) {row['reduce_us']:6.1f} us  GEMV {row['gemv_us']:6.1f} us  "
               f"({row['reduce_over_gemv']:.2f}x)  |err| vs float64: {row['max_abs_err_reduce']:.3g} / "
               f"{row['max_abs_err_gemv']:.3g}", flush=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    write_json(args.out, out)
     return 0
 
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import time
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -22,8 +20,8 @@ from torch.profiler import ProfilerActivity, profile
 from labkit import recipes
 from labkit.training import cuda_graphs, train
 from labkit.perf.timing import synchronize
-from labkit.profiles import lab_settings
-from labkit.results import provenance
+from labkit.run.profiles import lab_settings
+from labkit.results import provenance, write_json
 from labkit.labs.lab2_space import build_model
 
 # The smallest and the largest of the Lab 2 space, and a middle one.
@@ -107,7 +105,7 @@ def main(argv=None) -> int:
               flush=True)
         for k in st["top_kernels"][:10]:
             print(f"   gpu {k['ms_per_step']:.3f} ms/step x{k['calls']}  {k['kernel'][:100]}", flush=True)
-        Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+        write_json(args.out, report)
     return 0
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
 
 from labkit import recipes
 from labkit.labs.lab2_space import build_model
-from labkit.profiles import lab_settings
-from labkit.results import provenance
+from labkit.run.profiles import lab_settings
+from labkit.results import provenance, write_json
 from labkit.readings.stats import accuracy_se
 from labkit.training import train
 
@@ -60,7 +59,7 @@ def main(argv=None) -> int:
            "architecture": arch["config"], "lr": args.lr, "epochs": args.epochs, "n_train": dl.sizes["train"],
            "n_test": n, "max_length": s["max_length"], "batch_size": s["batch_size"], "threads": torch.get_num_threads(),
            "rows": rows, "provenance": provenance()}
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    write_json(args.out, out)
     print("wrote", args.out)
     return 0
 

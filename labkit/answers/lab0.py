@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import seeds as _seeds
+from ..readings import seeds as _seeds
 from ..readings import lab0_graphs_lora as _readings
 from ..report import table
 from ..results import load_results, result_dir
@@ -37,31 +37,6 @@ def capture_text(meta: dict) -> str:
     """``meta``: ``graph.MetadataPass`` info (``nodes``, ``by_op``, ``parameters``, ``parameter_bytes``)."""
     return (f"The captured graph has **{meta['nodes']} nodes** ({meta['by_op']}) and "
             f"**{meta['parameters']:,} parameters** ({meta['parameter_bytes'] / 2**20:.1f} MiB in fp32).")
-
-
-def activation_shapes(gm, shapes: dict, limit: int = 16) -> list[dict]:
-    """The metadata table's rows: the activations the metadata pass's run on the dummy batch produced, not the
-    parameters (``get_attr`` nodes, whose shapes the weights alone give). One row per input, then the first node
-    of each kind of compute on the data path, then what the graph returns; index and mask plumbing is left out
-    (``shapes``: ``graph.MetadataPass``'s ``shapes``)."""
-    kinds = ("embedding", "layer_norm", "linear", "view", "transpose", "scaled_dot_product_attention", "gelu",
-             "tanh", "cross_entropy")
-    nodes = {n.name: n for n in gm.graph.nodes}
-    out_args = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
-    returned = {a.name for a in (out_args if isinstance(out_args, (tuple, list)) else [out_args]) if hasattr(a, "name")}
-    rows, seen = [], set()
-    for name, v in shapes.items():
-        node = nodes.get(name)
-        if node is None or node.op == "get_attr":
-            continue
-        target = str(node.target)
-        kind = next((k for k in kinds if f".{k}" in target), None)
-        if node.op == "placeholder" or name in returned or (kind and kind not in seen):
-            seen.add(kind)
-            rows.append({"node": name, "op": "input" if node.op == "placeholder" else target,
-                         "shape": str(v["shape"]), "dtype": v["dtype"]})
-    front = [r for r in rows if r["node"] not in returned][:limit - len(returned)]
-    return front + [r for r in rows if r["node"] in returned]
 
 
 def shapes_text(rows: list[dict]) -> str:

@@ -1,6 +1,6 @@
 """Lab 1's answers as Markdown from its numbers (the figure JSON's ``numbers``), unit-tested.
 
-Results hold one model per training seed (``labkit.seeds``): every comparison of two accuracies is a
+Results hold one model per training seed (``labkit.readings.seeds``): every comparison of two accuracies is a
 difference over seeds whose uncertainty combines the seed spread with the test-set standard error, and it
 is called established only when every seed agrees on its sign and it exceeds two of those errors. QAT and
 fine-tuned pruning are compared with the fp32 model trained for the same extra epochs (``control``), not

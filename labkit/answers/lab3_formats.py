@@ -1,7 +1,7 @@
 """Lab 3 part 1's prose (every Linear number format, PTQ and QAT) as Markdown from its numbers:
 ``figures/lab3/formats.json`` and ``weight_snr.json`` (their ``numbers``, ``settings`` and ``provenance``).
 
-Results hold one model per training seed (``labkit.seeds``): every comparison of two accuracies is a
+Results hold one model per training seed (``labkit.readings.seeds``): every comparison of two accuracies is a
 difference over seeds whose uncertainty combines the seed spread with the test-set standard error
 (sqrt(p(1-p)/n), n the stored test-set size); a difference that is not established (within 2 SE, or of
 another sign in some seed) is a tie, and a group is named instead of a single best. ``render`` builds the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from .. import seeds as _seeds
+from ..readings import seeds as _seeds
 from ..readings import compute
 from ..quant.formats.log import LogFormat
 from ..report import table

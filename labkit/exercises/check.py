@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import per_seed
+from ..labs import per_seed
 from .catalog import get, registry
 from .core import Case, Exercise
 

@@ -1,6 +1,6 @@
 """``labkit check``: execute notebooks headlessly and report every exercise they hold.
 
-Each notebook runs under papermill (``labkit.runner``) with ``$LABKIT_CHECK_LOG`` set, so every ``check()``
+Each notebook runs under papermill (``labkit.run.runner``) with ``$LABKIT_CHECK_LOG`` set, so every ``check()``
 its cells call appends its result there; an exercise whose check never ran (the notebook stopped before it)
 is reported "not run". ``check.json`` keeps the whole report.
 """
@@ -54,7 +54,7 @@ def notebooks_in(paths: list[Path]) -> list[Path]:
 
 def run(paths: list[Path], profile: str = "smoke", hidden: int | None = None, out_dir: Path | None = None,
         log=print) -> list[NotebookReport]:
-    from .. import runner
+    from ..run import runner
 
     reports = []
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="labkit-check-"))

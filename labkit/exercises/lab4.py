@@ -7,7 +7,8 @@ import statistics
 
 import torch
 
-from ..kernels.mxint8_ref import bits_of, dequantize_mxint8, quantize_mxint8 as _quantize_mxint8
+from ..kernels.sheet_decode import bits_of
+from ..quant.formats.mxint import dequantize_mxint8, quantize_mxint8 as _quantize_mxint8
 from ..perf.sdpa import naive_attention as _naive_attention
 from ..perf.timing import Timing, clock_calls
 from .core import Case, differs, exercise

@@ -12,9 +12,7 @@ and versions). Method and byte counts: ``labkit.kernels.bench``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from .. import results, settings
 from ..report import table
@@ -57,9 +55,7 @@ def main(argv=None) -> int:
     out.update(device=torch.cuda.get_device_name(0), versions=versions,
                sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
                provenance=results.provenance(), command=" ".join([COMMAND, *argv]))
-    path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results.portable(results._jsonable(out)), indent=2) + "\n")
+    path = results.write_json(args.out, out, indent=2)
     rows = bench.summary_table(out)
     cols = ["n", "g", "copy GB/s"] + [f"{i} {k}" for i in ("cute_vec", "cute_tile", "eager", "compile")
                                       for k in ("GB/s", "%copy") if f"{i} {k}" in rows[0]]

@@ -2,20 +2,20 @@
 
 Bytes counted per element: 1 (mantissa) + 1/group_size (exponent) read, 2 (bf16) written. The copy
 baseline moves the same number of bytes (a uint8 buffer of half the traffic, read and written), so
-"fraction of copy" compares like with like at every size. Times are medians of per-call CUDA-event
-timings, each call preceded by a write of twice the L2 size so that no input is served from L2.
-Used by ``labkit.kernels.bandwidth`` and ``labkit.kernels.variants`` (the regeneration steps) and, on a GPU, by
+"fraction of copy" compares like with like at every size. Times are ``labkit.perf.timing.MedianTimer``'s:
+medians of per-call CUDA-event timings, each call preceded by a write of twice the L2 size so that no input is
+served from L2. Used by ``labkit.kernels.bandwidth`` and ``labkit.kernels.variants`` (the regeneration steps) and, on a GPU, by
 the Lab 4 notebook.
 """
 from __future__ import annotations
 
-import statistics
 import time
 
 import torch
 
+from ..perf.timing import MedianTimer
+from ..quant.formats.mxint import NAN_EXPONENT, dequantize_groups, dequantize_mxint8
 from . import extension
-from .mxint8_ref import NAN_EXPONENT, dequantize_groups, dequantize_mxint8
 
 DEFAULT_SIZES = (1 << 20, 1 << 22, 1 << 24, 1 << 26, 8192 * 28672)
 DEFAULT_GROUPS = (16, 32, 128)
@@ -27,28 +27,6 @@ def _formula_bf16(m2: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
 
 def traffic_bytes(n: int, group_size: int) -> int:
     return n + n // group_size + 2 * n
-
-
-class Timer:
-    """Median milliseconds of ``fn()`` over ``reps`` calls, L2 flushed before each (outside the timing)."""
-
-    def __init__(self, device: torch.device, reps: int = 50, warmup: int = 5):
-        props = torch.cuda.get_device_properties(device)
-        self.flush = torch.empty(2 * max(props.L2_cache_size, 1 << 20), dtype=torch.uint8, device=device)
-        self.reps, self.warmup = reps, warmup
-
-    def __call__(self, fn) -> float:
-        for _ in range(self.warmup):
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for s, e in zip(starts, ends):
-            self.flush.zero_()
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -69,7 +47,7 @@ def sweep(sizes=DEFAULT_SIZES, groups=DEFAULT_GROUPS, compile: bool = True, reps
     dev = torch.device("cuda")
     if not extension.load():
         raise RuntimeError(f"the MXINT8 CUDA extension is unavailable: {extension.reason()}")
-    timer = Timer(dev, reps=reps)
+    timer = MedianTimer(dev, reps=reps)
     gen = torch.Generator(device=dev).manual_seed(seed)
     rows, copy = [], {}
     op = torch.ops.labkit_mxint8.dequantize

@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from . import extension
-from .mxint8_ref import _check_pair, dequantize_mxint8
+from ..quant.formats.mxint import _check_pair, dequantize_mxint8
 
 BACKENDS = ("auto", "cuda", "reference")
 IMPLS = {"auto": 0, "vec": 1, "tile": 2}
@@ -44,7 +44,7 @@ def uses_extension(device: torch.device | str, backend: str = "auto") -> bool:
 
 def dequantize(mantissa: torch.Tensor, exponent: torch.Tensor, group_size: int, backend: str = "auto",
                impl: str = "auto") -> torch.Tensor:
-    """bf16 values of MXINT8 ``mantissa``/``exponent`` (see ``mxint8_ref``), bit-identical on every path.
+    """bf16 values of MXINT8 ``mantissa``/``exponent`` (``labkit.quant.formats.mxint``), bit-identical on every path.
 
     ``impl`` picks the CUDA kernel: ``auto`` (vectorised when the mantissa is 8-byte aligned), ``vec``, or ``tile``
     (the lab's CuTe structure).

@@ -32,7 +32,7 @@ import triton.language as tl
 KIND = "gemv_split"
 # pick_config's launch at M == 1 (with fused_triton.ONE_ROW_SPLIT): the fastest of 16 launches at 14336x4096 and
 # 28672x8192 on an H100 (benchmarks/mxint8/fused_linear_m1_big.json: 22.5 and 80.8 us, 1-2% ahead of the 1024-wide
-# tile with PTX exponent loads that the 74-launch sweeps of fused_linear_m1.json and _run2.json had picked, and
+# tile with PTX exponent loads that both 74-launch sweeps of fused_linear_m1.json (its runs) had picked, and
 # level with it at 4096x4096 in fused_linear_m1_pdl.json). fused_triton.EARLY_PREFETCH adds its PDL choice.
 ONE_ROW = {"kind": KIND, "BLOCK_N": 4, "BLOCK_K": 2048, "SPLIT_K": 1, "AHEAD": False, "X_PER_ROW": False,
            "E_ASM": False, "num_warps": 4, "num_stages": 1}

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from . import dequant
 from .device import capability
-from .mxint8_ref import _check_pair, check_group_size, dequantize_mxint8
+from ..quant.formats.mxint import _check_pair, check_group_size, dequantize_mxint8
 
 FUSED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # The fused kernel serves up to this many rows (benchmarks/mxint8/fused_linear.json has its H100 ratios to cuBLAS

@@ -40,7 +40,7 @@ from ..training.triton_modes import interpreting  # noqa: F401 - interpreting: t
 MAX_BLOCK_M = 64
 KINDS = ("gemv", "dq", "tma", "gemv_split")  # gemv_split: fused_gemv.py
 # One row: True, the gemv_split kernel at fused_gemv.ONE_ROW (faster than the gemv kernel on an H100 in every
-# shape of benchmarks/mxint8/fused_linear_m1.json and _run2.json); False, the gemv kernel.
+# shape of both runs in benchmarks/mxint8/fused_linear_m1.json); False, the gemv kernel.
 ONE_ROW_SPLIT = True
 GEMV_MAX_ROWS = 8  # the gemv kernel unrolls one pass of its tile per row: above this, only the dq kernel
 # Programmatic dependent launch for the picked launches on sm_90+ (see _pdl_enter); a config's own keys win. On

@@ -26,7 +26,7 @@ from torch import nn
 
 from . import fused_linear
 from .dequant import check_backend, dequantize
-from .mxint8_ref import check_group_size, quantize_mxint8
+from ..quant.formats.mxint import check_group_size, quantize_mxint8
 
 IMPLS = ("auto", "fused", "dequant")
 log = logging.getLogger(__name__)

@@ -30,7 +30,8 @@ sys.path.insert(0, {root!r})
 from torch.utils.cpp_extension import load
 from labkit import settings
 from labkit.kernels import bench, build_config
-from labkit.kernels.mxint8_ref import dequantize_mxint8
+from labkit.quant.formats.mxint import dequantize_mxint8
+from labkit.perf.timing import MedianTimer
 name, defines, sizes, g, time_it = {name!r}, {defines!r}, {sizes}, {g}, {time_it}
 build_dir = settings.cache_dir() / "torch_extensions" / f"variant_{{name}}"
 build_dir.mkdir(parents=True, exist_ok=True)
@@ -42,7 +43,7 @@ load(name=f"labkit_mxint8_{{name}}", sources=[str(p) for p in build_config.sourc
 if not time_it:
     sys.exit(0)
 op = torch.ops.labkit_mxint8.dequantize
-timer = bench.Timer(torch.device("cuda"), reps=30)
+timer = MedianTimer(torch.device("cuda"), reps=30)
 gen = torch.Generator(device="cuda").manual_seed(0)
 for n in sizes:
     src = torch.empty(3 * n // 2, dtype=torch.uint8, device="cuda"); dst = torch.empty_like(src)

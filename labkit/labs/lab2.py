@@ -9,7 +9,7 @@ from __future__ import annotations
 import optuna
 
 from .. import settings as _paths
-from ..compress import fixed_point
+from ..quant import fixed_point
 from ..search.plan import StudyPlan, study_settings, study_tag
 from ..search.storage import default_url
 from .lab2_space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space, restrict

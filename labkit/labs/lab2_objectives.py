@@ -18,7 +18,7 @@ import torch
 
 from .. import recipes
 from ..training import cuda_graphs, determinism, train
-from ..compress import compress
+from ..quant.compress import compress
 from ..models import count_parameters
 from ..search.cache import cached_or_run, config_key
 from ..search.plan import RUN_ONLY

@@ -46,7 +46,7 @@ def _trial_params(label: str, trial: dict, tag: str, profile: str, storage: str 
     """A Task 2 trial's parameters: stored with the trial, else read from its study in ``storage``."""
     if "params" in trial:
         return trial["params"]
-    from ..study_storage import open_storage
+    from ..search.study_storage import open_storage
 
     url = storage or (f"journal:{_paths.REPO_ROOT / COMMITTED_JOURNAL}" if profile == "full" else None)
     if url is None:

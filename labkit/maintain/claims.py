@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import seeds as _seeds
+from ..readings import seeds as _seeds
 
 
 @dataclass(frozen=True)

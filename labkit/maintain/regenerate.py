@@ -17,7 +17,7 @@ under ``history``, runs every step again (measured times from the history still 
 and starts the searches from nothing: their journals here are set aside, and no committed studies seed them.
 Only the first call of a regeneration passes ``--fresh``; later calls resume from its state.
 
-Notebooks that train one model per training seed keep each finished seed (``labkit.per_seed``, under
+Notebooks that train one model per training seed keep each finished seed (``labkit.labs.per_seed``, under
 ``runs/seeds``): they too resume where a call's deadline stopped them, so they start whenever a slot is worth
 it rather than only when their whole expected time fits.
 
@@ -54,7 +54,7 @@ class Step:
     timed: bool = False     # measures speed: never beside another notebook (--parallel leaves it alone)
     min_slot: float | None = None  # a search: the least time worth starting it with (MIN_SEARCH_SLOT)
     script: tuple[str, ...] | None = None  # a benchmark that writes figures/ JSON: its argv after python
-    per_seed: bool = False  # keeps each finished training seed (labkit.per_seed): resumes like a search
+    per_seed: bool = False  # keeps each finished training seed (labkit.labs.per_seed): resumes like a search
 
     @property
     def resumable(self) -> bool:

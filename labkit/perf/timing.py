@@ -1,18 +1,24 @@
-"""Time repeated calls with the first call (where torch.compile compiles) and warm-up kept apart.
+"""labkit's one timer: every measured time in labkit and benchmarks/ comes from one of these clocks.
 
 ``time_calls(fn, repeats, device, warmup)`` makes ``1 + warmup + repeats`` calls and keeps every one:
 call 0 is ``first`` (compilation, lazy initialisation), the next ``warmup`` calls settle caches, autotuners
 and CUDA-graph recording, and only the last ``repeats`` calls form the steady state that medians and
 spreads are computed from. Averaging the first call in, as the lab sheet does, measures the compiler.
+``time_call(fn, device)`` is its clock for one call, for loops that interleave what they compare.
 
 CPU: ``time.perf_counter`` around each call. CUDA: a pair of CUDA events around each call, after a
 device-wide synchronize, so each call is timed alone (launch overhead included, the previous call's
 queued kernels excluded); the wall clock of each call (with a synchronize after it) is kept as well.
 CUDA calls are made only on the CUDA path: the CPU path never touches ``torch.cuda``.
+
+Kernels too short for a synchronize per call: ``MedianTimer`` (eager calls queued back to back, L2 flushed
+before each, the median of per-call CUDA events) and ``graph_time``/``graph_ms`` (the calls captured in one
+CUDA graph and replayed: no launch gaps, no Python; the GPU's time alone).
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import platform
 import re
@@ -182,6 +188,14 @@ def time_calls(fn: Callable[[], object], repeats: int, device: str | torch.devic
     return Timing(device=str(dev), warmup=warmup, per_call=times, per_call_wall=list(times))
 
 
+def time_call(fn: Callable[[], object], device: str | torch.device = "cpu") -> float:
+    """Seconds of one call of ``fn()`` on ``device``, on ``time_calls``' clock (no warm-up: the caller's)."""
+    dev = check_device(device)
+    if dev.type == "cuda":
+        return _time_cuda(fn, 1, 0, dev).per_call[0]
+    return clock_calls(fn, 1, time.perf_counter)[0]
+
+
 def clock_calls(fn: Callable[[], object], n: int, clock: Callable[[], float],
                 sync: Callable[[], None] | None = None) -> list[float]:
     """Seconds of each of ``n`` calls of ``fn()`` read from ``clock`` (e.g. ``time.perf_counter``), in call order.
@@ -223,6 +237,116 @@ def _time_cuda(fn, n: int, warmup: int, dev: torch.device) -> Timing:
     # work inside fn (compilation, Python, launches) is inside the window, as it is for the user.
     per_call = [s.elapsed_time(e) / 1e3 for s, e in events]
     return Timing(device=str(dev), warmup=warmup, per_call=per_call, per_call_wall=walls, clock="cuda_event")
+
+
+class MedianTimer:
+    """Median milliseconds of ``fn()`` over ``reps`` calls, after ``warmup`` untimed ones.
+
+    CUDA: the calls are queued back to back, each between its own pair of CUDA events and each preceded by
+    a write of twice the L2 size (outside its events), so no input is served from L2 and the host's
+    launches hide behind the GPU's work. CPU: ``perf_counter`` per call, for dry runs (a CPU or the Triton
+    interpreter says nothing about a GPU kernel's time)."""
+
+    def __init__(self, device: str | torch.device, reps: int = 50, warmup: int = 5):
+        self.device, self.reps, self.warmup, self.flush = check_device(device), reps, warmup, None
+        if self.device.type == "cuda":
+            props = torch.cuda.get_device_properties(self.device)
+            self.flush = torch.empty(2 * max(props.L2_cache_size, 1 << 20), dtype=torch.uint8, device=self.device)
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        for _ in range(self.warmup):
+            fn()
+        if self.flush is None:
+            return statistics.median(clock_calls(fn, self.reps, time.perf_counter)) * 1e3
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        for s, e in zip(starts, ends):
+            self.flush.zero_()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def rotation(nbytes: int, l2_bytes: int, factor: int = 3, most: int = 64) -> int:
+    """How many copies of an ``nbytes`` operand make a cycle ``factor`` times the L2 size (at least 2), so that
+    calls cycling through them never read their operand from L2."""
+    return max(2, min(most, -(-factor * l2_bytes // max(nbytes, 1))))
+
+
+def capture(fn):
+    """``fn`` captured in a CUDA graph after one warm-up call on a side stream (as torch.cuda.graphs asks):
+    (graph, the output tensor of the captured call, which each replay rewrites)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+def graph_time(fns, reps: int | None = None, replays: int = 7, target_ms: float = 10.0) -> tuple[float, int]:
+    """(median milliseconds per call, reps) of the ``fns`` (one per rotated input, ``rotation``) captured
+    ``reps`` times over in one CUDA graph: no launch gaps and no Python, so a microsecond kernel is timed
+    without its host. Without ``reps``: enough passes for ``target_ms`` of GPU time per replay, sized from one
+    graphed pass, so a replay's fixed cost (launch, first kernel) is under a percent of it. Sizing from an eager
+    pass counted the host's launch cost too: paths with more Python per call got shorter graphs, each call
+    carrying more of that fixed cost (14 us a call at 28672x8192, one row, on an H100:
+    benchmarks/mxint8/fused_linear_probe.json)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the capture stream, as torch.cuda.graphs asks
+        for fn in fns:
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    if reps is None:
+        one = _graph(fns, 1)
+        pass_ms = min(_replay_ms(one) for _ in range(3))
+        del one
+        reps = max(1, min(1000, math.ceil(target_ms / max(pass_ms, 1e-3))))
+    graph = _graph(fns, reps)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = [_replay_ms(graph) / (reps * len(fns)) for _ in range(replays)]
+    del graph
+    return statistics.median(times), reps
+
+
+def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
+    """Median milliseconds per call of the ``fns`` (one per rotated input), captured in one CUDA graph
+    (``graph_time``)."""
+    return graph_time(fns, reps, replays)[0]
+
+
+def copy_ms(nbytes: int, copies: int, device) -> float:
+    """``graph_ms`` of a device copy of ``nbytes`` into each of ``copies`` destinations: the bandwidth roofline
+    that weight-streaming kernels are read against (its rate counts read + write)."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dsts = [torch.empty_like(src) for _ in range(copies)]
+    return graph_ms([lambda d=d: d.copy_(src) for d in dsts])
+
+
+def _graph(fns, reps: int):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            for fn in fns:
+                fn()
+    return graph
+
+
+def _replay_ms(graph) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
 
 
 def break_even_calls(overhead_s: float, eager_s: float, compiled_s: float) -> float:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from .. import seeds as _seeds
+from ..readings import seeds as _seeds
 
 # The course's results with prajjwal1/bert-tiny (another model: drawn as context lines only).
 COURSE = {"course SFT (bert-tiny)": 0.788, "course LoRA (bert-tiny)": 0.823}

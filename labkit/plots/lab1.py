@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from .. import seeds as _seeds
+from ..readings import seeds as _seeds
 
 
 def seed_points(ax, xs, rows, key: str, k: int, color, marker="o") -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .. import seeds as _seeds
+from ..readings import seeds as _seeds
 
 
 def format_colors(names) -> dict:

@@ -335,7 +335,7 @@ __all__ = ["IMPLS", "legend_entries", "overlapping_texts", "plot_bandwidth", "ru
 
 def plot_accuracy(numbers: dict, settings: dict) -> Figure:
     """fp32 and MXINT8 accuracy of the converted classifier: mean bars over training seeds, each seed a dot."""
-    from .. import seeds as _seeds
+    from ..readings import seeds as _seeds
 
     k = _seeds.count(numbers)
     g = settings.get("group_size", 32)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .formats import FORMATS, NumberFormat, make_format
+from .formats._util import check_range
+from .formats.integer import MAX_FRAC_WIDTH, MAX_WIDTH
 
 ROLES = ("data_in", "weight", "bias")
 
@@ -64,3 +66,14 @@ class LinearQuantConfig:
 
     def describe(self) -> str:
         return ", ".join(f"{r}={getattr(self, r).describe()}" for r in ROLES if getattr(self, r) is not None)
+
+
+def fixed_point(width: int, frac_width: int | None = None) -> dict:
+    """The course's flat fixed-point config for data_in, weight and bias (frac width = width // 2 if None)."""
+    # the integer format's own bounds, checked here so the error comes from the call that got the value
+    check_range("fixed_point", "width", width, 1, MAX_WIDTH)
+    if frac_width is not None:
+        check_range("fixed_point", "frac_width", frac_width, -MAX_FRAC_WIDTH, MAX_FRAC_WIDTH)
+    frac = width // 2 if frac_width is None else frac_width
+    return {"name": "integer", **{f"{role}_{k}": v for role in ("data_in", "weight", "bias")
+                                  for k, v in (("width", width), ("frac_width", frac))}}

@@ -4,7 +4,7 @@ A ``Reading`` holds the quantities compared, their difference and its standard e
 rule applied, the verdict, and ``says``: the sentence the answers state for it (built from the verdict and
 the quantities, so a verdict that flips flips the sentence). Each notebook's readings are a pure function of
 its stored payloads (``labkit.readings.<notebook>.readings(payloads)``); they are stored in the result JSON
-beside ``numbers`` (``store``), ``labkit.answers`` words them, and ``labkit.claims`` checks them: the stored
+beside ``numbers`` (``store``), ``labkit.answers`` words them, and ``labkit.maintain.claims`` checks them: the stored
 readings equal the recomputed ones, and a reading with ``expect`` has one of the expected verdicts.
 """
 from __future__ import annotations

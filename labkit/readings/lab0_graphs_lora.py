@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .. import seeds as _seeds
+from . import seeds as _seeds
 from . import stats
 from .core import Reading, check, compare
 

@@ -3,7 +3,7 @@ against PTQ per width, the equal-training control, QAT against that control, and
 ``Seeds`` and ``sides`` are shared with Lab 1b's readings."""
 from __future__ import annotations
 
-from .. import seeds as _seeds
+from . import seeds as _seeds
 from . import stats
 from .core import Reading, check, compare
 

@@ -4,7 +4,7 @@ and parameter savings against theory (``mxint8_memory.json``), and MXINT8's accu
 seeds (``mxint8_accuracy.json``)."""
 from __future__ import annotations
 
-from .. import seeds as _seeds
+from . import seeds as _seeds
 from .core import Reading, check, compare
 
 PEAK_SAVING = 0.60     # a model whose converted weights are most of its bytes saves at least this of its peak

@@ -28,7 +28,7 @@ over training seeds is the mean of per-seed differences with one SE that combine
 test-set error, and it is called higher or lower only when every seed agrees on its sign and it exceeds 2 SE;
 otherwise the two are level (`labkit/readings/stats.py`). A searched best is the best of many trials, so it is
 called better than its start or baseline only after both are retrained with fresh seeds. The answers files
-(`figures/<lab>/*answers.md`) hold the full prose; `python -m labkit.claims` checks that the stored readings are
+(`figures/<lab>/*answers.md`) hold the full prose; `labkit claims` checks that the stored readings are
 their numbers' and that every claimed reading holds. Speed measurements of labkit itself are in
 [`benchmarks/README.md`](../benchmarks/README.md); how the GPU calls run, in [`gpu-runs.md`](gpu-runs.md)."""
 

@@ -11,8 +11,8 @@ import time
 import optuna
 from tqdm.auto import tqdm
 
-from ..progress import duration
-from ..progress import mode as progress_mode
+from ..training.progress import duration
+from ..training.progress import mode as progress_mode
 from .storage import counts
 
 

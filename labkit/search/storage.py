@@ -24,9 +24,8 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from .. import settings
-# the URL checks and the race-safe open live in labkit.study_storage (no torch: the dashboard uses them)
-from ..study_storage import (STORAGE_FORMS, check_rdb_url, open_storage, shown_url,  # noqa: F401
-                             unpacked_journal)
+# the URL checks and the race-safe open live in study_storage (no torch: the dashboard uses them)
+from .study_storage import STORAGE_FORMS, check_rdb_url, open_storage, shown_url, unpacked_journal
 
 WORKER_ATTR = "labkit_worker"
 UNCLAIMED_GRACE_S = 60  # a trial gets its worker record within milliseconds of being created
@@ -53,7 +52,7 @@ def absolute_url(url, base: Path | None = None):
 def make_storage(url: str | None = None, heartbeat_interval: int = 30, grace_period: int = 90,
                  max_retry: int = MAX_RETRIES):
     """The storage behind ``url`` (default: Lab 2's journal), checked (one clear error per bad URL or path)
-    and safe to open from several processes at once, also a new database (``labkit.study_storage``)."""
+    and safe to open from several processes at once, also a new database (``labkit.search.study_storage``)."""
     url = url or default_url()
     if isinstance(url, optuna.storages.BaseStorage):
         return url

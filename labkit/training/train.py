@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from . import cuda_graphs, determinism, step_kernels
-from .. import progress as _progress
+from . import progress as _progress
 
 
 def seed_everything(seed: int) -> None:

@@ -27,15 +27,17 @@ import copy
 import torch
 from IPython.display import HTML, display
 
-from labkit import graph, lora, models, per_seed as per_seed_runs, recipes, seeds
+from labkit import graph, lora, models, recipes
+from labkit.labs import per_seed as per_seed_runs
+from labkit.readings import seeds
 from labkit.exercises import check
 from labkit.training import train
-from labkit.finetune import lab0_seed
-from labkit.profiles import lab_settings
+from labkit.labs.lab0_finetune import lab0_seed
+from labkit.run.profiles import lab_settings
 from labkit.plots.lab0_graphs_lora import plot_accuracy
 from labkit.report import say, table
 from labkit.results import provenance, result_dir, save_figure
-from labkit.answers.lab0 import activation_shapes
+from labkit.graph.passes import activation_shapes
 
 S = lab_settings("lab0", PROFILE, **OVERRIDES)
 OUT = result_dir("lab0", S["profile"])

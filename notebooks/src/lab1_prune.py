@@ -8,7 +8,7 @@
 #
 # **Training seeds.** The whole sweep runs once per seed of `seeds` (its SFT model, the random masks, the
 # fine-tuning and the control, all with that seed); every comparison states an uncertainty that includes
-# the spread over seeds (`labkit.seeds`).
+# the spread over seeds (`labkit.readings.seeds`).
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
@@ -17,14 +17,16 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"sparsities": [0.5], "see
 # %%
 import torch
 
-from labkit import per_seed as per_seed_runs, recipes, seeds
+from labkit import recipes
+from labkit.labs import per_seed as per_seed_runs
+from labkit.readings import seeds
 from labkit.exercises import check
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.prune import prune
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
 from labkit.plots.lab1 import plot_pruning
-from labkit.sweeps import pruning_seed
+from labkit.labs.lab1_sweeps import pruning_seed
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
 SEEDS = recipes.train_seeds(S)

@@ -16,7 +16,7 @@
 #
 # **Training seeds.** Every trained model is trained once per seed of `seeds` (the SFT model, each QAT run and
 # the control, all with that seed), and every comparison below states an uncertainty that includes the
-# spread over seeds (`labkit.seeds`). Training is deterministic, so a rerun reproduces each seed's weights.
+# spread over seeds (`labkit.readings.seeds`). Training is deterministic, so a rerun reproduces each seed's weights.
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
@@ -25,15 +25,17 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8], "seeds"
 # %%
 import torch
 
-from labkit import per_seed as per_seed_runs, quant, recipes, seeds
+from labkit import quant, recipes
+from labkit.labs import per_seed as per_seed_runs
+from labkit.readings import seeds
 from labkit.exercises import check
-from labkit.compress import fixed_point
-from labkit.profiles import lab_settings
+from labkit.quant import fixed_point
+from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
 from labkit.quant.calibrate import calibrated_fixed_point
 from labkit.plots.lab1 import plot_quantization
-from labkit.sweeps import quantization_seed
+from labkit.labs.lab1_sweeps import quantization_seed
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
 SEEDS = recipes.train_seeds(S)

@@ -47,7 +47,7 @@ from labkit.labs import lab2_remeasure
 from labkit.labs.lab2_space import build_model
 from labkit.readings.lab2_search import start_of
 from labkit.models import count_parameters
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance, save_figure
 

@@ -14,7 +14,7 @@
 #
 # Every sentence below that quotes a number prints it from this run's variables. PTQ and QAT run once per training seed (`seeds`: an SFT model each, and
 # each QAT with that seed); each comparison states an uncertainty combining the spread over seeds with the
-# test-set error (`labkit.seeds`) and calls a difference that is not established a tie.
+# test-set error (`labkit.readings.seeds`) and calls a difference that is not established a tie.
 #
 # **Your part.** Three of the formats are yours to write (the denorm minifloat, the log format and block floating
 # point), each checked on the spot against labkit's own; once a check passes, your function quantizes the weights
@@ -31,11 +31,13 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import per_seed as per_seed_runs, recipes, seeds
-from labkit.labs import lab3_formats_summary as summary
+from labkit import recipes
+from labkit.readings import seeds
+from labkit.labs import lab3_formats_summary as summary, per_seed as per_seed_runs
+from labkit.labs.lab3_formats import formats_seed
 from labkit.exercises import check
 from labkit.training import train
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.quant import FORMATS, average_bits, make_format, quantize, study
 from labkit.report import say, table
 from labkit.plots.lab3_formats import plot_formats, plot_snr
@@ -248,7 +250,7 @@ if log_small:
 
 # %%
 # one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
-per_seed = per_seed_runs.run("lab3", "formats", S, SEEDS, lambda seed: study.formats_seed(S, dl, seed, configs))
+per_seed = per_seed_runs.run("lab3", "formats", S, SEEDS, lambda seed: formats_seed(S, dl, seed, configs))
 numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes, "plan": plan, "linears": linears}
 
 say(summary.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))

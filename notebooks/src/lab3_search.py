@@ -40,7 +40,7 @@ from labkit.exercises.lab3 import config_tensors
 from labkit.labs import lab3, lab3_precision
 from labkit.labs.lab3_precision import cost_rows, format_rows, front_of
 from labkit.plots.lab3_search import plot_formats, plot_integer, plot_pareto
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.quant import average_bits, quantize
 from labkit.report import say, table
 from labkit.results import provenance, save_figure

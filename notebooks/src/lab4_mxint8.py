@@ -3,7 +3,7 @@
 #
 # MXINT8 stores groups of `group_size` int8 mantissas `m` in [-127, 127] that share one uint8 exponent
 # `E` (bias 127): value = `m * 2^(E-127) / 64`. This notebook quantizes with labkit's pure-PyTorch
-# reference (`labkit.kernels.mxint8_ref`), decodes with the sheet's bit assembly, runs labkit's CuTe
+# reference (`labkit.quant.formats.mxint`), decodes with the sheet's bit assembly, runs labkit's CuTe
 # kernel (`csrc/mxint8_dequant.cuh`, a PyTorch custom op) where a GPU is present, converts a BERT
 # classifier's Linear layers to packed MXINT8 and measures what that saves, then answers 3a-3d.
 #
@@ -23,14 +23,17 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"group_size": 16}
 import matplotlib.pyplot as plt
 import torch
 
-from labkit import models, per_seed as per_seed_runs, recipes, seeds
+from labkit import models, recipes
+from labkit.labs import per_seed as per_seed_runs
+from labkit.readings import seeds
 from labkit.exercises import check
 from labkit.training import train
-from labkit.kernels.accuracy import mxint8_accuracy_seed
-from labkit.kernels import bench, checks, convert_to_mxint8, dequantize, exclude, extension, memory, tiling
-from labkit.kernels import mxint8_ref  # labkit's quantizer and decoder, to compare yours with
+from labkit.labs.lab4_accuracy import mxint8_accuracy_seed
+from labkit.kernels import bench, convert_to_mxint8, dequantize, exclude, extension, memory, sheet_decode, tiling
+from labkit.labs import lab4_checks as checks
+from labkit.quant.formats import mxint  # labkit's MXINT8 quantizer and decoder, to compare yours with
 from labkit.plots import lab4_mxint8 as figures
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.report import say, show, table
 from labkit.results import portable, provenance, save_figure, save_results
 
@@ -187,8 +190,8 @@ for ref in FORMAT["errors"]:
     g = ref["group_size"]
     m, e = quant.fn(weight, g)
     back = dec.fn(m, e, g)
-    lm, le = mxint8_ref.quantize_mxint8(weight, g)
-    same_bits = torch.equal(mxint8_ref.bits_of(back), mxint8_ref.bits_of(mxint8_ref.dequantize_mxint8(lm, le, g)))
+    lm, le = mxint.quantize_mxint8(weight, g)
+    same_bits = torch.equal(sheet_decode.bits_of(back), sheet_decode.bits_of(mxint.dequantize_mxint8(lm, le, g)))
     rows.append({"group_size": g, "bits/element": 8 + 8 / g,
                  "your relative L2 error": f"{((back.float() - weight).norm() / weight.norm()).item():.4%}",
                  "labkit's": f"{ref['relative L2 error']:.4%}",
@@ -383,7 +386,7 @@ say(answers.memory_answer(measured, param_rows, G))
 #
 # The fine-tuned (SFT) model of these settings for each training seed of `seeds` (trained once and cached, as
 # in Lab 0), evaluated in fp32 and after `convert_to_mxint8` (every Linear but the classifier, group size from
-# the settings). The difference is judged over seeds (`labkit.seeds`).
+# the settings). The difference is judged over seeds (`labkit.readings.seeds`).
 
 # %%
 dl = recipes.loaders(S)

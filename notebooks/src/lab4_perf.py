@@ -34,10 +34,10 @@ import torch.nn.functional as F
 
 from labkit.exercises import check
 from labkit.perf import compile_study, resolve_devices, sdpa
-from labkit.perf.stored import measure
+from labkit.labs.lab4_perf import measure
 from labkit.perf.timing import fmt_seconds, synchronize
 from labkit.plots import lab4_perf as plots
-from labkit.profiles import lab_settings
+from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 
 S = lab_settings("lab4_perf", PROFILE, **OVERRIDES)
@@ -134,7 +134,7 @@ for dev in DEVICES:  # measured in this run
         + table(compile_study.share_rows(st), floatfmt=".3f"))
 
 # %% tags=["answer-key"]
-from labkit.perf.stored import with_stored
+from labkit.labs.lab4_perf import with_stored
 
 COMPILE = with_stored(COMPILE, "compile")  # the other device: its stored full-profile results
 for dev in ("cpu", "cuda"):

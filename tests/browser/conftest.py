@@ -114,7 +114,7 @@ class Lab:
         self.env.pop("LABKIT_PROGRESS", None)  # labkit lab sets widgets; the runner's "lines" must not leak in
 
     def start(self, timeout: float = 180) -> None:
-        cmd = [sys.executable, "-m", "labkit.cli", "lab", "--no-browser", "--port", str(self.port),
+        cmd = [sys.executable, "-m", "labkit", "lab", "--no-browser", "--port", str(self.port),
                "--dir", str(self.notebooks), "--", f"--IdentityProvider.token={self.token}",
                "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0"]
         self.log = open(self.log_path, "w")

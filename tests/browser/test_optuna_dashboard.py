@@ -26,7 +26,7 @@ def _toy_runs(folder):
 
 
 def _start_dashboard(runs):
-    proc = subprocess.Popen([sys.executable, "-m", "labkit.cli", "dashboard", "lab2", "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "labkit", "dashboard", "lab2", "--port", "0"],
                             env=dict(os.environ, LABKIT_RUNS_DIR=str(runs)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 120

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
-from .perf.timing import DEVICE_TYPES
-from .quant.formats.integer import MAX_WIDTH
+from ..perf.timing import DEVICE_TYPES
+from ..quant.formats.integer import MAX_WIDTH
 
 # Keys that are None in every profile: their type (same notation as ``kind``).
 NONE_TYPES = {"storage": "str"}
@@ -136,36 +136,36 @@ def _check_range(path: str, value, bounds) -> None:
 def _check_choice(key: str, value) -> None:
     """Named choices, checked by the module that owns them (imported only when the key is overridden)."""
     if key == "model":
-        from .models import _check_name
+        from ..models import _check_name
         _check_name(value)
     elif key == "device":
-        from .perf.timing import check_device
+        from ..perf.timing import check_device
         check_device(value)
     elif key == "devices":
-        from .perf.timing import resolve_devices
+        from ..perf.timing import resolve_devices
         resolve_devices(value)
     elif key == "prune_scope":
-        from .prune import SCOPES
+        from ..prune import SCOPES
         if value not in SCOPES:
             raise ValueError(f"allowed values are {', '.join(map(repr, SCOPES))}, got {value!r}")
     elif key == "small_variant":
-        from .perf.compile_study import check_variant
+        from ..perf.compile_study import check_variant
         check_variant(value)
     elif key == "small_states":
-        from .perf.compile_study import check_state
+        from ..perf.compile_study import check_state
         for state in value:
             check_state(state)
     elif key == "compile_variants":
-        from .perf.compile_study import check_state, check_variant
+        from ..perf.compile_study import check_state, check_variant
         for variant, states in value.items():
             check_variant(variant)
             for state in states:
                 check_state(state)
     elif key == "sdpa_dtype":
-        from .perf.sdpa import check_dtype
+        from ..perf.sdpa import check_dtype
         check_dtype(value)
     elif key == "space":
-        from .labs.lab2_space import restrict
+        from ..labs.lab2_space import restrict
         restrict(value)
 
 
@@ -180,7 +180,7 @@ def check_override(key: str, value, defaults: list, per_device: bool = False):
     through ``per_device``, so a ``{"cpu": ..., "cuda": ...}`` override is checked value by value.
     Raises TypeError, ValueError or KeyError naming the key."""
     if key == "workers":  # "auto" or a count; the older spellings of "auto" (0, None) are read as "auto"
-        from .search.run import normalise_workers  # the search engine (and optuna) load only when asked
+        from ..search.run import normalise_workers  # the search engine (and optuna) load only when asked
 
         return normalise_workers(value, f"setting {key}")
     if key == "devices":  # "auto", one device type or a list of them: resolve_devices says which

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import settings
+from .. import settings
 
 STORAGE_FORMS = ("journal:PATH (one host), sqlite:///PATH (one host; sqlite:////PATH for an absolute path) or "
                  "postgresql://USER:PASSWORD@HOST/DB (several machines)")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import settings as _settings
+from .. import settings as _settings
 
 NOTEBOOKS = _settings.REPO_ROOT / "notebooks"
 KERNEL_NAME = "python3"  # the notebooks' kernelspec (tools/build_notebooks.py) and papermill's
@@ -115,7 +115,7 @@ def open_storage(url: str, lab: str | None = None):
     ``labkit.search.make_storage`` takes, opened here without importing the search engine and torch). A bad URL
     or path is one error naming ``--storage`` and the allowed forms; a journal or SQLite file that does not
     exist yet is an error saying where it comes from (never an empty file created behind the student's back)."""
-    from .study_storage import open_storage as _open
+    from ..search.study_storage import open_storage as _open
 
     if not isinstance(url, str):
         raise TypeError(f"dashboard --storage must be a URL string, got {url!r}")

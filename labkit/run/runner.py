@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 
 from . import profiles
-from . import settings as _settings
+from .. import settings as _settings
 from .profiles import resolve_profile
 
 NOTEBOOKS = _settings.REPO_ROOT / "notebooks"

@@ -1,8 +1,8 @@
 """Opcode histogram of the fused MXINT8 linear's compiled kernels (SASS via cuobjdump): what each W element
 costs in instructions, per configuration.
 
-    python benchmarks/fused_linear_sass.py --configs '[{"kind": "dq", ...}, ...]' --batch 16 --out sass.json
-    python benchmarks/fused_linear_sass.py --offline --configs '[{"kind": "tma", ...}]' --batch 64 --out sass.json
+    python benchmarks/mxint8/fused_linear_sass.py --configs '[{"kind": "dq", ...}, ...]' --batch 16 --out s.json
+    python benchmarks/mxint8/fused_linear_sass.py --offline --configs '[{"kind": "tma", ...}]' --batch 64 --out s.json
 
 ``--offline`` needs no GPU: Triton compiles each kernel for sm_90 (N, K, strides divisible by 16, as Triton
 specializes them at 4096x4096) and the ptxas/cuobjdump bundled with Triton's wheel report registers, spills and
@@ -18,8 +18,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def _tool(name: str) -> str:
@@ -107,8 +105,7 @@ def _offline(args) -> int:
                      "total": sum(ops.values()), "opcodes": dict(ops.most_common())})
         print(cfg, "regs", regs, "local", spills, "smem", kern.metadata.shared, "total", sum(ops.values()),
               dict(ops.most_common(10)), flush=True)
-    Path(args.out).write_text(json.dumps({"rows": rows, "batch": args.batch, "offline": "sm_90, no GPU",
-                                         "provenance": results.provenance()}, indent=1) + "\n")
+    results.write_json(args.out, {"rows": rows, "batch": args.batch, "offline": "sm_90, no GPU"})
     return 0
 
 
@@ -145,8 +142,7 @@ def main(argv=None) -> int:
         rows.append({"config": cfg, "registers": ck.n_regs, "spills": ck.n_spills, "total": sum(ops.values()),
                      "opcodes": dict(ops.most_common())})
         print(cfg, "regs", ck.n_regs, "total", sum(ops.values()), dict(ops.most_common(14)), flush=True)
-    Path(args.out).write_text(json.dumps({"rows": rows, "batch": args.batch, "provenance": results.provenance()},
-                                         indent=1) + "\n")
+    results.write_json(args.out, {"rows": rows, "batch": args.batch})
     return 0
 
 

@@ -16,8 +16,8 @@ import hashlib
 import json
 from typing import Callable
 
-from . import progress as _progress
-from . import settings as _settings
+from ..training import progress as _progress
+from .. import settings as _settings
 
 
 # What else decides a seed's numbers besides its settings and the commit: a student's function installed into
@@ -35,7 +35,7 @@ def _key(lab: str, name: str, settings: dict, seed: int, commit: str) -> str:
 
 
 def _clean_commit() -> str | None:
-    from .results import git_commit
+    from ..results import git_commit
 
     commit = git_commit()
     return commit if commit and not commit.endswith("+dirty") else None
@@ -61,7 +61,7 @@ def run(lab: str, name: str, settings: dict, seeds: list[int], one: Callable[[in
             continue
         result = {**one(seed), "measured_at": commit}
         if path is not None:
-            from .results import _jsonable
+            from ..results import _jsonable
 
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

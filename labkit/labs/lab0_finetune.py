@@ -6,8 +6,8 @@ import copy
 
 import torch
 
-from . import lora, models, recipes
-from .training import train
+from .. import lora, models, recipes
+from ..training import train
 
 
 def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:

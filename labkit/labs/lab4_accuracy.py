@@ -7,7 +7,7 @@ import torch
 
 from .. import recipes
 from ..training import train
-from .packed_linear import convert_to_mxint8
+from ..kernels.packed_linear import convert_to_mxint8
 
 
 def mxint8_accuracy_seed(s: dict, dl, seed: int, group_size: int, keep, batch: dict) -> dict:

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import copy
 
-from . import progress as _progress
-from . import prune as _prune
-from .training import train
-from .recipes import freeze_embeddings
-from .compress import fixed_point
+from .. import prune as _prune
+from ..quant import fixed_point
+from ..recipes import freeze_embeddings
+from ..training import progress as _progress, train
 
 
 def quantization_sweep(base, widths, dl, s: dict, calibration: dict | None = None) -> list[dict]:
     """PTQ then QAT per width (``quant.study.ptq_qat``). With ``calibration`` (max |input| per layer, see
     ``quant.calibrate.input_ranges``) each tensor gets its range-covering frac width; without it, the
     sheet's single rule frac = width // 2."""
-    from .quant.calibrate import calibrated_fixed_point
-    from .quant.study import ptq_qat
+    from ..quant.calibrate import calibrated_fixed_point
+    from ..quant.study import ptq_qat
 
     settings = {**s, "qat_lr": s["finetune_lr"]}
     rows = []
@@ -84,9 +83,9 @@ def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None, scope: st
 def quantization_seed(s: dict, dl, seed: int) -> dict:
     """Lab 1a for one training seed: that seed's SFT model, its calibrated width sweep (PTQ and QAT with the
     seed), the sheet's single int8 rule, and the equal-training control."""
-    from .compress import compress
-    from .quant.calibrate import input_ranges
-    from .recipes import finetuned_model
+    from ..quant.compress import compress
+    from ..quant.calibrate import input_ranges
+    from ..recipes import finetuned_model
 
     base, metrics = finetuned_model(s, dl, seed=seed)
     at = {**s, "seed": seed}  # this seed's training; the data stay s["seed"]'s
@@ -102,7 +101,7 @@ def quantization_seed(s: dict, dl, seed: int) -> dict:
 def pruning_seed(s: dict, dl, seed: int, probe: dict | None = None) -> dict:
     """Lab 1b for one training seed: that seed's SFT model, random and L1 sweeps in the main scope, L1 in the
     other scope at ``global_sparsities``, and the equal-training control (masks and training with the seed)."""
-    from .recipes import finetuned_model
+    from ..recipes import finetuned_model
 
     base, metrics = finetuned_model(s, dl, seed=seed)
     at = {**s, "seed": seed}

@@ -217,7 +217,7 @@ def lab_settings(lab: str, profile: str = "auto", **overrides) -> dict:
     """The flat settings of ``lab`` under ``profile``, with ``overrides`` applied.
 
     Unknown labs and keys are errors; each override is checked against the key's values in the lab's
-    profiles (type, range, named choices: see ``labkit.overrides``).
+    profiles (type, range, named choices: see ``labkit.run.overrides``).
     """
     if lab not in _LABS:
         raise KeyError(f"unknown lab {lab!r}; allowed: {', '.join(labs())}")

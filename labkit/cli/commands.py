@@ -35,14 +35,14 @@ def _parse_set(text: str | None) -> dict | None:
         raise UsageError(f"--set {text!r} is a JSON {type(value).__name__}; give a JSON object of settings, "
                          f"e.g. --set {SET_EXAMPLE}")
     if "storage" in value:  # relative to where the command was typed, not to the notebook's folder
-        from .search.storage import absolute_url
+        from ..search.storage import absolute_url
 
         value["storage"] = absolute_url(value["storage"])
     return value
 
 
 def _cmd_run(args) -> int:
-    from . import runner
+    from ..run import runner
 
     labs = sorted(runner.lab_notebooks()) if args.all else args.labs
     if not labs:
@@ -58,7 +58,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_regenerate(args) -> int:
-    from .maintain import regenerate
+    from ..maintain import regenerate
 
     try:
         return regenerate.run(args)
@@ -67,7 +67,7 @@ def _cmd_regenerate(args) -> int:
 
 
 def _cmd_data_check(args) -> int:
-    from . import data
+    from .. import data
 
     folder = data.find_imdb_dir()
     data.verify_imdb_dir(folder)
@@ -80,7 +80,7 @@ def _cmd_data_check(args) -> int:
 
 
 def _cmd_ext_build(args) -> int:
-    from .kernels import extension
+    from ..kernels import extension
 
     extension.load(verbose=True)
     print(extension.describe())
@@ -92,7 +92,7 @@ def _cmd_ext_build(args) -> int:
 
 
 def _cmd_ext_status(args) -> int:
-    from .kernels import extension
+    from ..kernels import extension
 
     print(extension.describe())
     return 0
@@ -102,7 +102,7 @@ def _search_plans(args):
     """The plans of ``--study`` names (or of every unfinished study) stored in ``--storage``."""
     import optuna
 
-    from .search import StudyPlan, make_storage
+    from ..search import StudyPlan, make_storage
 
     if not args.storage:
         raise UsageError("search worker: --storage URL is required to join stored studies (journal:PATH, "
@@ -122,7 +122,8 @@ def _search_plans(args):
 
 
 def _cmd_search_worker(args) -> int:
-    from . import profiles, search
+    from ..run import profiles
+    from .. import search
 
     workers = args.workers if args.workers is not None else "auto"
     if args.study or not args.lab:
@@ -146,7 +147,7 @@ def _cmd_search_worker(args) -> int:
 def _cmd_search_status(args) -> int:
     import optuna
 
-    from .search import counts, make_storage
+    from ..search import counts, make_storage
 
     storage = make_storage(args.storage)
     for summary in sorted(optuna.get_all_study_summaries(storage, include_best_trial=False), key=lambda s: s.study_name):
@@ -159,22 +160,22 @@ def _cmd_search_status(args) -> int:
 
 
 def _cmd_claims(args) -> int:
-    from .maintain import claims
+    from ..maintain import claims
 
     return claims.main(args.args)
 
 
 def _cmd_redraw(args) -> int:
-    from . import redraw
+    from .. import redraw
 
     return redraw.main(args.args)
 
 
 def _cmd_check(args) -> int:
-    from .exercises import grade, self_test
+    from ..exercises import grade, self_test
 
     if args.list:
-        from .exercises import registry
+        from ..exercises import registry
 
         print("| exercise | notebook | sheet task | points | public cases | mutants |\n| --- | --- | --- | --- | --- | --- |")
         def cell(text):
@@ -212,7 +213,7 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_student_init(args) -> int:
-    from .exercises import student
+    from ..exercises import student
 
     try:
         student.init(args.dir, force=args.force)
@@ -285,7 +286,7 @@ def main(argv=None) -> int:
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(func=_cmd_run)
 
-    from .maintain import regenerate  # its options only: the regeneration itself imports what it runs when it runs
+    from ..maintain import regenerate  # its options only: the regeneration itself imports what it runs when it runs
 
     regen = sub.add_parser("regenerate", help="every lab's full profile on a GPU, in calls of a time budget, "
                            "resumable (--fresh starts over, --status prints the plan)",
@@ -294,7 +295,7 @@ def main(argv=None) -> int:
     regen.set_defaults(func=_cmd_regenerate)
 
     claims = sub.add_parser("claims", help="the labs' headline claims against the committed JSON (exit 1 if one "
-                            "fails); as python -m labkit.claims", add_help=False)
+                            "fails); as python -m labkit.maintain.claims", add_help=False)
     claims.add_argument("args", nargs=argparse.REMAINDER, help="[FIGURES folder]")
     claims.set_defaults(func=_cmd_claims)
     redraw = sub.add_parser("redraw", help="redraw figures and re-render answers from the stored JSON; as python "
@@ -378,7 +379,3 @@ def main(argv=None) -> int:
         return {"claims": _cmd_claims, "redraw": _cmd_redraw}[argv[0]](argparse.Namespace(args=argv[1:]))
     args = parser.parse_args(argv)
     return _dispatch(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,8 +7,9 @@ from typing import Callable
 
 import torch
 
-from . import memory
-from .mxint8_ref import bits_of, decode_bits_table, dequantize_mxint8, quantize_mxint8, sheet_decode
+from ..kernels import memory
+from ..kernels.sheet_decode import bits_of, decode_bits_table, sheet_decode
+from ..quant.formats.mxint import dequantize_mxint8, quantize_mxint8
 
 # hand-made groups of 4, one per quantization rule
 RULE_EXAMPLES = {
