@@ -1,5 +1,5 @@
 // Instantiates the CuTe kernels of mxint8_dequant.cuh behind the plain entry point of mxint8_launch.h.
-// Compiles with nvcc, the CUTLASS headers and nothing of torch (tests/test_mxint8.py compile-checks it).
+// Compiles with nvcc, the CUTLASS headers and nothing of torch (tests/kernels/test_mxint8.py compile-checks it).
 #include "mxint8_dequant.cuh"
 #include "mxint8_launch.h"
 

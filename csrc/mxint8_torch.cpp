@@ -36,7 +36,7 @@ int multiprocessor_count(int device) {
 // Messages are assembled from std::string pieces (std::to_string for numbers), not streamed through
 // TORCH_CHECK's variadic formatting: on the GPU image this was tested on (torch 2.11.0+cu130, g++ 13.3),
 // the variadic form with int64 arguments segfaulted the process at the group-size check instead of raising;
-// this form raises (tests/test_mxint8.py::test_op_validates_inputs_with_clear_errors). Cause not established.
+// this form raises (tests/kernels/test_mxint8.py::test_op_validates_inputs_with_clear_errors). Cause not established.
 std::string num(int64_t v) { return std::to_string(v); }
 
 at::Tensor dequantize_cuda(const at::Tensor& mantissa, const at::Tensor& exponent, int64_t group_size,

@@ -1,6 +1,6 @@
 """Four processes start one study on one new storage at the same instant, as workers started together from
 several terminals do (``search.run_study(..., storage=URL)``: open the storage, create or load the study);
-used by tests/test_storage_race.py (SQLite) and tests/test_search_postgres.py.
+used by tests/search/test_storage_race.py (SQLite) and tests/search/test_search_postgres.py.
 
 The processes are forked from one fresh process that has imported labkit.search once (an interpreter per
 process would spend ~7 s importing torch and transformers, each; the test process itself may run threads,

@@ -12,7 +12,7 @@ steps=${*:-tests sweep qat}
 for step in $steps; do
   t0=$SECONDS
   case $step in
-    tests) timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_fused_mxint8.py --durations=8 \
+    tests) timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests/kernels/test_fused_mxint8.py --durations=8 \
              >"$OUT/pytest_cuda.log" 2>&1; echo "tests rc=$?"; tail -15 "$OUT/pytest_cuda.log" ;;
     sweep) timeout "${SWEEP_TIMEOUT:-330}" python3 benchmarks/mxint8/fused_linear_sweep.py --out "$OUT/fused_linear_sweep.json" ${SWEEP_ARGS:-} \
              2>&1 | tee "$OUT/sweep.log" | grep -v Warning ;;
@@ -27,7 +27,7 @@ for step in $steps; do
                  --out "$OUT/task2_wall.json" 2>&1 | grep -v Warning | tail -12 ;;
     trialmem) timeout "${TRIALMEM_TIMEOUT:-480}" python3 benchmarks/search/trial_memory.py --out "$OUT/trial_memory.json" 2>&1 \
                 | grep -v Warning | tail -8 ;;
-    dtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_mxint8.py --durations=5 \
+    dtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_mxint8.py --durations=5 \
               >"$OUT/pytest_mxint8.log" 2>&1; echo "dequant tests rc=$?"; tail -8 "$OUT/pytest_mxint8.log" ;;
     qat) IFS=, read -ra variants <<<"${QAT_VARIANTS:-fp32,bf16,fp32 --compile-model,bf16 --no-compile --compile-model}"
          for v in "${variants[@]}"; do

@@ -11,11 +11,11 @@ steps=${*:-tests throughput}
 for step in $steps; do
   t0=$SECONDS
   case $step in
-    tests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_graphs.py --durations=5 \
+    tests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/training/test_cuda_graphs.py --durations=5 \
              >"$OUT/pytest_cuda_graphs.log" 2>&1; echo "tests rc=$?"; tail -12 "$OUT/pytest_cuda_graphs.log" ;;
-    signtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_sign_matmul.py \
+    signtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/quant/test_sign_matmul.py \
              >"$OUT/pytest_sign.log" 2>&1; echo "signtests rc=$?"; tail -8 "$OUT/pytest_sign.log" ;;
-    fqtests) timeout ${FQ_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider tests/test_fake_quant_triton.py ${FQ_MORE:-} \
+    fqtests) timeout ${FQ_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider tests/quant/test_fake_quant_triton.py ${FQ_MORE:-} \
              --durations=5 >"$OUT/pytest_fake_quant.log" 2>&1; echo "fqtests rc=$?"
              tail -12 "$OUT/pytest_fake_quant.log" ;;
     throughput) timeout ${THROUGHPUT_TIMEOUT:-420} python3 benchmarks/search/search_throughput.py --profile full \

@@ -457,5 +457,5 @@ def _alpha_times_rank(W, A, B, alpha, rank):
 )
 def merge_lora(W: torch.Tensor, A: torch.Tensor, B: torch.Tensor, alpha: float, rank: int) -> torch.Tensor:
     # peft's LoraLayer.get_delta_weight (fan_in_fan_out False) and merge: W + (B @ A) * (lora_alpha / r), in this
-    # order of operations; tests/test_exercises_lab0.py checks it equals peft's merge_and_unload bit for bit
+    # order of operations; tests/exercises/test_exercises_lab0.py checks it equals peft's merge_and_unload bit for bit
     return W + (B @ A) * (alpha / rank)

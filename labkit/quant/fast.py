@@ -9,7 +9,7 @@ bf16 as for any Linear under autocast. ``QuantLinear(qat_matmul="bf16")`` does t
 fake quantization and its straight-through mask in one pass (``torch.compile`` of the formats' own
 reference formulas; ``compile=False`` runs the same formulas eagerly).
 
-The fp32 path stays the oracle (tests/test_qat_bf16.py compares values and gradients). Roles without a
+The fp32 path stays the oracle (tests/quant/test_qat_bf16.py compares values and gradients). Roles without a
 format (e.g. an unquantized input) are cast to bf16 as autocast casts any Linear's operands.
 
 Inference (no gradient wanted) on CUDA: each fake quantization is one Triton pass of the format's formula

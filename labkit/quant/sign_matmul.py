@@ -12,7 +12,7 @@ and ``S_i @ T_j^T`` is a sum of K terms +-1: every partial sum is an integer of 
 holds exactly up to 2048, so an fp16 GEMM gives it exactly whatever its accumulation order or precision
 (K is cut into slices of at most 2048 whose exact sums add in fp32). The scales then multiply in fp32. The
 result differs from the fp32 reference only by fp32 rounding (the reference rounds each of its K products
-and sums; here two multiplications round), tests/test_sign_matmul.py checks both against float64.
+and sums; here two multiplications round), tests/quant/test_sign_matmul.py checks both against float64.
 
 ``QuantLinear`` takes this path for a forward without gradient under bf16 autocast with
 ``qat_matmul="bf16"`` (the search's PTQ) on CUDA (``DEVICES``), where both its input and weight formats

@@ -164,7 +164,7 @@ class ResidualSignFormat(NumberFormat):
     everywhere (pass_mask None), as for ``binary_scaling``: the levels follow the data, and clipping at
     the largest level sum|g_i| zeroes the gradient of exactly the largest activations (for L = 2 and
     Gaussian data the greedy fit gives sum g_i = 1.6 mean|x|, beyond which lie 20% of the values), and
-    with it QAT of quantized activations stalled (tests/test_formats.py's synthetic task stayed at
+    with it QAT of quantized activations stalled (tests/quant/test_formats.py's synthetic task stayed at
     chance; the identity STE learns it). The stateless ``fake_quantize`` uses the greedy scales of its own
     input, so it is not idempotent (q's own greedy scales differ from x's); for fixed scales it is.
     """

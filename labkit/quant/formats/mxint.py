@@ -6,7 +6,7 @@ The format (Lab 4): groups of ``group_size`` consecutive elements along the last
 uint8 exponent ``E`` (bias 127); each element keeps an int8 mantissa ``m`` in [-127, 127]; the value is
 ``m * 2**(E - 127) / 64``. 8 + 8/group_size bits per element (8.25 for groups of 32).
 
-Definitions this module fixes (the CUDA kernel agrees bit for bit; tests/test_mxint8.py checks):
+Definitions this module fixes (the CUDA kernel agrees bit for bit; tests/kernels/test_mxint8.py checks):
 
 - ``E`` is the float32 exponent field of the group's largest magnitude: ``floor(log2(amax)) + 127`` for a
   normal ``amax``; 0 for an all-zero group or a subnormal ``amax`` (scale 2**-127, the smallest); 255 when

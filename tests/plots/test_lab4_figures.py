@@ -13,7 +13,7 @@ from matplotlib.ticker import PercentFormatter
 from labkit.kernels import tiling
 from labkit.plots import lab4_mxint8 as figures
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAB4 = ROOT / "figures" / "lab4"
 
 

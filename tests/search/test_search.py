@@ -15,7 +15,7 @@ from labkit.labs import lab2_objectives, lab2_space
 from labkit.quant import QuantLinear
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the helper modules beside conftest.py
 
 
 def test_every_sampled_config_builds_a_model_with_those_values():

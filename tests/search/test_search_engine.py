@@ -1,6 +1,6 @@
 """The search engine: concurrent workers on shared storage, per-worker seeds, queued grids, dead-worker
 reaping, the result cache, progress lines, and the CLI. Objectives here are toys (no training), so the
-tests exercise the engine, not the models; tests/test_search.py covers the Lab 2 objective."""
+tests exercise the engine, not the models; tests/search/test_search.py covers the Lab 2 objective."""
 import json
 import os
 import signal
@@ -20,7 +20,7 @@ from labkit.search.progress import SearchProgress
 from labkit.search.storage import WORKER_ATTR, identity
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the helper modules beside conftest.py
 TOY = "_search_toy:factory"  # tests/_search_toy.py, importable by worker processes (PYTHONPATH below)
 
 

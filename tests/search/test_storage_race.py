@@ -1,6 +1,6 @@
 """Workers started at the same instant on a new storage all start: Optuna creates its tables on first
 open, and before labkit opened databases under a lock, 8 of 20 such processes died (``table studies already
-exists``, ``UNIQUE constraint failed: alembic_version.version_num``). PostgreSQL: tests/test_search_postgres.py."""
+exists``, ``UNIQUE constraint failed: alembic_version.version_num``). PostgreSQL: tests/search/test_search_postgres.py."""
 import json
 import sys
 import threading
@@ -13,7 +13,7 @@ import pytest
 from labkit.search import study_storage
 from labkit.search import StudyPlan, make_storage, worker
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the helper modules beside conftest.py
 sys.path.insert(0, str(HERE))  # its spawned process imports _storage_race by name
 
 import _storage_race  # noqa: E402

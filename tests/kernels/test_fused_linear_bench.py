@@ -10,7 +10,7 @@ import torch
 
 from labkit.perf.timing import MedianTimer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "mxint8" / "fused_linear.py"
 spec = importlib.util.spec_from_file_location("fused_linear_bench", SCRIPT)
 bench = importlib.util.module_from_spec(spec)

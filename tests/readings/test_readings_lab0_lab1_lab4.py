@@ -12,7 +12,7 @@ from labkit import readings, redraw
 from labkit.readings import lab0_graphs_lora, lab1_prune, lab1_quantize, lab4_mxint8, lab4_perf
 from labkit.readings import stats
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MINE = ("lab0_graphs_lora", "lab1_quantize", "lab1_prune", "lab4_perf", "lab4_mxint8")
 
 

@@ -13,7 +13,7 @@ from labkit import settings
 from _results import committed_figures, no_machine_path, stored  # noqa: F401
 from labkit.answers import lab0, lab3_formats, measured
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIG = ROOT / "figures"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "land_gpu_call.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "land_gpu_call.py"
 STARTED = "2026-11-26T13:09:00Z"
 
 

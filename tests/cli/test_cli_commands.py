@@ -9,7 +9,7 @@ import pytest
 from labkit import cli
 from labkit.run import runner
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_python_dash_m_labkit_is_the_labkit_command():

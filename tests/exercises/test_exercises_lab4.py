@@ -14,7 +14,7 @@ from labkit.kernels.sheet_decode import bits_of
 from labkit.quant.formats import mxint
 from labkit.perf import timing
 
-SRC = Path(__file__).resolve().parent.parent / "notebooks" / "src"
+SRC = Path(__file__).resolve().parents[2] / "notebooks" / "src"
 
 
 def solutions(stem: str) -> dict:

@@ -16,7 +16,7 @@ import pytest
 from labkit.search import StudyPlan, run_studies
 from labkit.search.storage import WORKER_ATTR
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the helper modules beside conftest.py
 
 
 def _bindir() -> Path | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from labkit.run.profiles import lab_settings
 from labkit.labs import lab3
 
-JOURNAL = Path(__file__).resolve().parent.parent / "figures" / "lab3" / "studies.journal.xz"
+JOURNAL = Path(__file__).resolve().parents[2] / "figures" / "lab3" / "studies.journal.xz"
 LAYERS = ["bert.pooler.dense", "classifier"]
 
 

@@ -10,7 +10,7 @@ import pytest
 from labkit.run import runner
 from labkit.exercises import for_notebook, grade
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("lab*_*.ipynb"))
 
 

@@ -586,7 +586,7 @@ def test_offline_compile_reports_resources_without_a_gpu(no_interpreter):
     import importlib.util as iu
     from pathlib import Path
 
-    spec = iu.spec_from_file_location("fused_linear_sass", Path(__file__).resolve().parent.parent / "benchmarks"
+    spec = iu.spec_from_file_location("fused_linear_sass", Path(__file__).resolve().parents[2] / "benchmarks"
                                       / "mxint8" / "fused_linear_sass.py")
     sass = iu.module_from_spec(spec)
     spec.loader.exec_module(sass)

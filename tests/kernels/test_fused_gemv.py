@@ -241,7 +241,7 @@ def test_m1_benchmark_dry_run(tmp_path, monkeypatch):
     from pathlib import Path
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "mxint8" / "fused_linear_m1.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "mxint8" / "fused_linear_m1.py"
     spec = importlib.util.spec_from_file_location("fused_linear_m1_bench", script)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -11,7 +11,7 @@ import torch
 from labkit import lora, models, recipes
 from labkit.training import determinism
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # One SFT training in a fresh interpreter: prints its weights digest. Its cache folder is new, so it trains.
 SFT_SCRIPT = """

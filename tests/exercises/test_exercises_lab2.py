@@ -16,7 +16,7 @@ from labkit.exercises.editions import parse
 from labkit.labs import lab2_objectives, lab2_space
 from labkit.search import curves
 
-SOURCE = Path(__file__).resolve().parent.parent / "notebooks" / "src" / "lab2_search.py"
+SOURCE = Path(__file__).resolve().parents[2] / "notebooks" / "src" / "lab2_search.py"
 
 
 def _solutions() -> dict:

@@ -10,7 +10,7 @@ import pytest
 
 from labkit.exercises import for_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHEAPEST = "lab4_mxint8"  # the student notebook quickest to run on the smoke profile
 
 

@@ -13,7 +13,7 @@ from labkit.answers import lab2 as answers
 from labkit.readings import lab2_search as r2
 from labkit.readings import stats
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "figures"
 
 

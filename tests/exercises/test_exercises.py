@@ -12,7 +12,7 @@ from labkit.exercises import check, editions, evaluate, get, registry, self_test
 from labkit.exercises.check import HIDDEN_ENV, hidden_cases
 from labkit.exercises.core import differs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("lab*_*.py"))
 STUDENT = ROOT / "notebooks" / "student"
 

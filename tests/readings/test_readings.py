@@ -9,7 +9,7 @@ import pytest
 from labkit import readings, redraw
 from labkit.readings import stats
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = list(redraw.NOTEBOOKS)
 
 

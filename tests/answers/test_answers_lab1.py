@@ -8,11 +8,11 @@ from labkit.answers import lab1
 
 from _results import one_seed
 
-FIG = Path(__file__).resolve().parent.parent / "figures" / "lab1"
+FIG = Path(__file__).resolve().parents[2] / "figures" / "lab1"
 S = {"qat_epochs": 0.5, "prune_epochs": 0.5, "finetune_lr": 5e-5, "prune_scope": "local"}
 
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _numbers(name):
