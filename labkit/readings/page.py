@@ -40,6 +40,14 @@ def _short(commit: str | None) -> str:
     return f"`{base[:7]}`" + (" (+dirty)" if dirty else "")
 
 
+def _line(r) -> str:
+    """A reading as a bullet: its key, what it compares (where it compares two named sides), its verdict and the
+    sentence the answers state (which may lean on the answers' own sentence for its subject)."""
+    q = r.quantities
+    sides = f" ({q['a_name']} - {q['b_name']})" if q.get("a_name", "a") != "a" and q.get("b_name") else ""
+    return f"- `{r.key}`{sides}, **{r.verdict}**: {r.says}"
+
+
 def notebook_section(notebook: str, lab: str, payloads: dict[str, dict | None]) -> str:
     rows = [{"result": f"`figures/{lab}/{name}.json`", "device": p["provenance"]["device"],
              "commit": _short(p["provenance"].get("git_commit")), "created": p["provenance"]["created"][:10],
@@ -48,7 +56,7 @@ def notebook_section(notebook: str, lab: str, payloads: dict[str, dict | None]) 
     if not rows:
         return f"## {notebook}\n\nNo stored full-profile results."
     found = compute(notebook, payloads)
-    says = "\n".join(f"- {r.says}" for r in found) or "- (no readings)"
+    says = "\n".join(_line(r) for r in found) or "- (no readings)"
     return f"## {notebook}\n\n{table(rows)}\n\n{says}"
 
 
