@@ -91,16 +91,16 @@ def result_dir(lab: str, profile: str) -> Path:
     return base if profile == "full" else base / profile
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """JSON for numbers, tensors, paths and dataclasses; NaN/inf written as null (strict JSON)."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, torch.Tensor):
-        return _jsonable(obj.tolist())
+        return jsonable(obj.tolist())
     if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
-        return _jsonable(obj.item())
+        return jsonable(obj.item())
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, (str, int, bool)) or obj is None:
@@ -108,7 +108,7 @@ def _jsonable(obj):
     if hasattr(obj, "__dataclass_fields__"):
         import dataclasses
 
-        return _jsonable(dataclasses.asdict(obj))
+        return jsonable(dataclasses.asdict(obj))
     return str(obj)
 
 
@@ -128,7 +128,7 @@ def write_json(path, payload: dict, indent: int = 1) -> Path:
     relative (``portable``). How every benchmark script writes its JSON; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(portable(_jsonable({**payload, "provenance": payload.get("provenance")
+    path.write_text(json.dumps(portable(jsonable({**payload, "provenance": payload.get("provenance")
                                                    or provenance()})), indent=indent) + "\n")
     return path
 
@@ -178,7 +178,7 @@ def redraw_figure(fig, lab: str, name: str, drawn: dict, profile: str = "full", 
     payload = json.loads(path.read_text())
     paths = _save_images(fig, out, name, formats)
     payload["figure"] = f"{name}.{formats[0]}"
-    payload["drawn"] = _jsonable({**drawn, "git_commit": git_commit(),
+    payload["drawn"] = jsonable({**drawn, "git_commit": git_commit(),
                                   "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                   "device": device_name(), "matplotlib": versions()["matplotlib"]})
     path.write_text(json.dumps(payload, indent=2) + "\n")

@@ -70,19 +70,6 @@ def against_uniform(best_so_far: dict[str, list[float]], read: dict) -> str:
     return text
 
 
-def cost_answer(rows: list[dict]) -> str:
-    lo, hi = rows[0], rows[-1]
-    if len(rows) == 1:
-        return (f"Maximising accuracy - {lo['lambda']:g} x average weight bits picked {lo['accuracy']:.4f} at "
-                f"{lo['weight bits']:.1f} bits: one point of the trade-off, fixed by a price per bit chosen in "
-                "advance; the multi-objective search below returns the whole trade-off at once.")
-    return (f"Maximising accuracy - lambda x average weight bits, the best configuration moves from "
-            f"{lo['accuracy']:.4f} at {lo['weight bits']:.1f} bits (lambda {lo['lambda']:g}) to {hi['accuracy']:.4f} "
-            f"at {hi['weight bits']:.1f} bits (lambda {hi['lambda']:g}). Each lambda picks one point of the "
-            "trade-off, and which one depends on a price per bit chosen in advance; the multi-objective search "
-            "below returns the whole trade-off at once.")
-
-
 def pareto_answer(pareto: dict, read: dict) -> str:
     """The multi-objective study's front, the front over every study (the line in ``search_pareto.png``), the
     uniform points it dominates, what QAT did to each front point it trained, and the headline."""

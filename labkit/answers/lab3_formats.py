@@ -34,8 +34,6 @@ KNOWN_FIXES = {
                              "values the wrong sign wherever a fitted scale did not exceed the sum of the later ones "
                              "(87% of the pretrained minilm-l2 pooler's inputs on 64 IMDb reviews)"),
 }
-def names_list(names) -> str:
-    return ", ".join(names) or "none"
 
 
 # --- base model and formats ---------------------------------------------------------------------------

@@ -61,11 +61,11 @@ def run(lab: str, name: str, settings: dict, seeds: list[int], one: Callable[[in
             continue
         result = {**one(seed), "measured_at": commit}
         if path is not None:
-            from ..results import _jsonable
+            from ..results import jsonable
 
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(_jsonable(result)))
+            tmp.write_text(json.dumps(jsonable(result)))
             tmp.replace(path)  # a seed cut off mid-way leaves nothing under the real name
             result = json.loads(path.read_text())  # the same types whether computed now or read back
         out.append(result)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 from dataclasses import dataclass, field
 
+from ..results import jsonable
 from . import stats
 
 # the verdicts a reading may give: a comparison (a against b), or a check that holds or not
@@ -43,7 +43,7 @@ class Reading:
 
     def stored(self) -> dict:
         """The JSON form (floats rounded-tripped exactly; NaN as None)."""
-        return _plain(dataclasses.asdict(self))
+        return jsonable(dataclasses.asdict(self))
 
 
 def compare(key: str, a: list[float], b: list[float] | float, n: int | None, *, source: str, says: dict[str, str],
@@ -115,13 +115,3 @@ def mismatches(readings: list[Reading], payloads: dict[str, dict | None]) -> lis
         out += [f"{name}: {k} stored {have[k]['verdict']!r} ({have[k]['says'][:60]}...) differs from its numbers' "
                 f"{now[k]['verdict']!r}" for k in now if k in have and have[k] != now[k]]
     return out
-
-
-def _plain(obj):
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    return obj
