@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -32,7 +32,7 @@ class Notebook:
     names: tuple[str, ...]         # the stored results its answers and figures read
     answers: str                   # its answers file in figures/<lab>/
     render: str                    # "module:function": {name: payload} -> markdown
-    figures: dict[str, str] = field(default_factory=dict)  # figure name -> "module:function" (payloads) -> (fig, drawn)
+    figures: tuple[str, ...] = ()  # drawn by labkit.plots.<notebook>.plot_<figure>(payload)
     # answers that read more than the JSON (Lab 0: which graph files exist): "module:function" (profile) -> (path, text)
     render_file: str | None = None
 
@@ -44,152 +44,26 @@ def _fn(target: str) -> Callable:
 
 NOTEBOOKS: dict[str, Notebook] = {
     "lab0_graphs_lora": Notebook("lab0", ("accuracy",), "answers.md", "labkit.answers.lab0:render",
-                                 {"accuracy": "labkit.redraw:_lab0_accuracy"}, "labkit.answers.lab0:render_lab0"),
+                                 ("accuracy",), "labkit.answers.lab0:render_lab0"),
     "lab1_quantize": Notebook("lab1", ("quantization",), "quantize_answers.md", "labkit.answers.lab1:render_quantize",
-                              {"quantization": "labkit.redraw:_lab1_quantization"}),
+                              ("quantization",)),
     "lab1_prune": Notebook("lab1", ("pruning",), "prune_answers.md", "labkit.answers.lab1:render_prune",
-                           {"pruning": "labkit.redraw:_lab1_pruning"}),
+                           ("pruning",)),
     "lab2_search": Notebook("lab2", ("samplers", "compression_aware", "remeasured"), "answers.md", "labkit.answers.lab2:render",
-                            {"samplers": "labkit.redraw:_lab2_samplers",
-                             "compression_aware": "labkit.redraw:_lab2_compression"}),
+                            ("samplers", "compression_aware")),
     "lab3_formats": Notebook("lab3", ("formats", "weight_snr"), "formats_answers.md", "labkit.answers.lab3_formats:render",
-                             {"formats": "labkit.redraw:_lab3_formats", "weight_snr": "labkit.redraw:_lab3_snr"},
+                             ("formats", "weight_snr"),
                              "labkit.answers.lab3_formats:render_lab3_formats"),
     "lab3_search": Notebook("lab3", ("search_integer", "search_formats", "search_pareto", "search_remeasured"), "search_answers.md",
                             "labkit.answers.lab3:render",
-                            {"search_integer": "labkit.redraw:_lab3_integer", "search_formats": "labkit.redraw:_lab3_search_formats",
-                             "search_pareto": "labkit.redraw:_lab3_pareto"}),
+                            ("search_integer", "search_formats", "search_pareto")),
     "lab4_perf": Notebook("lab4", ("compile_cpu", "compile_cuda", "sdpa_cpu", "sdpa_cuda"), "perf_answers.md",
                           "labkit.answers.lab4_perf:render",
-                          {f"{study}_{dev}": f"labkit.redraw:_lab4_{study}_{dev}"
-                           for study in ("compile", "sdpa") for dev in ("cpu", "cuda")}),
+                          ("compile_cpu", "compile_cuda", "sdpa_cpu", "sdpa_cuda")),
     "lab4_mxint8": Notebook("lab4", ("mxint8_format", "mxint8_tiling", "mxint8_bandwidth_plot", "mxint8_memory",
                                      "mxint8_accuracy"), "mxint8_answers.md", "labkit.answers.lab4_mxint8:render",
-                            {"mxint8_tiling": "labkit.redraw:_lab4_tiling", "mxint8_memory": "labkit.redraw:_lab4_memory",
-                             "mxint8_bandwidth_plot": "labkit.redraw:_lab4_bandwidth",
-                             "mxint8_accuracy": "labkit.redraw:_lab4_accuracy"}),
+                            ("mxint8_tiling", "mxint8_memory", "mxint8_bandwidth_plot", "mxint8_accuracy")),
 }
-
-
-# --- how each figure is drawn from its notebook's stored payloads -----------------------------------------
-
-def _lab0_accuracy(payloads):
-    from .plots.lab0_graphs_lora import plot_accuracy
-    return plot_accuracy(payloads["accuracy"]["numbers"], payloads["accuracy"]["settings"]), dict(FROM)
-
-
-def _lab1_quantization(payloads):
-    from .plots.lab1 import plot_quantization
-    return plot_quantization(payloads["quantization"]["numbers"], payloads["quantization"]["settings"]), dict(FROM)
-
-
-def _lab1_pruning(payloads):
-    from .plots.lab1 import plot_pruning
-    return plot_pruning(payloads["pruning"]["numbers"], payloads["pruning"]["settings"]), dict(FROM)
-
-
-def _lab2_samplers(payloads):
-    from .plots.lab2_search import plot_samplers
-    return plot_samplers(payloads["samplers"]["numbers"], payloads["samplers"]["settings"]), dict(FROM)
-
-
-def _lab2_compression(payloads):
-    from .plots.lab2_search import plot_compression_aware
-    p = payloads["compression_aware"]
-    return plot_compression_aware(p["numbers"], p["settings"]), dict(FROM)
-
-
-def _lab3_formats(payloads):
-    from .plots.lab3_formats import plot_formats
-    return plot_formats(payloads["formats"]["numbers"], payloads["formats"]["settings"]), dict(FROM)
-
-
-def _lab3_snr(payloads):
-    from .plots.lab3_formats import plot_snr
-    from .quant import study
-
-    p = payloads["weight_snr"]
-    rows, s = p["numbers"]["rows"], p["settings"]
-    names = [n for n in study.STUDY_ORDER if any(r["format"] == n for r in rows)]
-    widths = sorted(set(s["snr_widths"]) | {s["format_width"]})
-    return plot_snr(rows, names, s, widths), dict(FROM)
-
-
-def _lab3_integer(payloads):
-    from .plots.lab3_search import plot_integer
-
-    p, pareto = payloads["search_integer"], payloads.get("search_pareto")
-    uniform = next((u["accuracy"] for u in (pareto or {}).get("numbers", {}).get("uniform", [])
-                    if u["format"] == "integer"), None)
-    drawn = dict(FROM)
-    if "uniform_int8" not in p["numbers"] and uniform is not None:
-        drawn["from"] += "; the uniform int8 line from search_pareto.json's uniform points"
-    return plot_integer(p["numbers"], p["settings"], uniform_int8=uniform), drawn
-
-
-def _lab3_search_formats(payloads):
-    from .plots.lab3_search import plot_formats
-    return plot_formats(payloads["search_formats"]["numbers"], payloads["search_formats"]["settings"]), dict(FROM)
-
-
-def _lab3_pareto(payloads):
-    from .plots.lab3_search import plot_pareto
-
-    p = payloads["search_pareto"]
-    drawn = dict(FROM)
-    if not p["numbers"].get("cloud"):
-        drawn["note"] = "this file stores no cloud of every configuration measured: drawn without it"
-    return plot_pareto(p["numbers"], p["settings"]), drawn
-
-
-def _perf(name):
-    def draw(payloads):
-        from .plots import lab4_perf
-        plot = lab4_perf.plot_compile if name.startswith("compile") else lab4_perf.plot_sdpa
-        return plot(payloads[name]["numbers"]), {"from": "numbers of this file"}
-    return draw
-
-
-_lab4_compile_cpu, _lab4_compile_cuda = _perf("compile_cpu"), _perf("compile_cuda")
-_lab4_sdpa_cpu, _lab4_sdpa_cuda = _perf("sdpa_cpu"), _perf("sdpa_cuda")
-
-
-def _lab4_tiling(payloads):
-    from .kernels import tiling
-    from .plots import lab4_mxint8
-
-    p = payloads["mxint8_tiling"]
-    return lab4_mxint8.plot_tiling(p["numbers"]), {
-        "from": "numbers.constants and numbers.drawn of this file (layout arithmetic)",
-        "constants_match_current_header": p["numbers"]["constants"] == tiling.kernel_constants()}
-
-
-def _lab4_memory(payloads):
-    from .plots import lab4_mxint8
-
-    p = payloads["mxint8_memory"]
-    return lab4_mxint8.plot_memory(p["numbers"]["measured"], device=p["provenance"]["device"]), {
-        "from": "numbers.measured of this file"}
-
-
-def _lab4_bandwidth(payloads):
-    from .plots import lab4_mxint8
-
-    p = payloads["mxint8_bandwidth_plot"]
-    g = p["numbers"].get("group_size") or p["settings"]["group_size"]
-    rows = p["numbers"].get("rows")
-    if not rows:
-        raise ValueError("mxint8_bandwidth_plot.json stores no rows to draw from (a run before the notebook stored "
-                         "them): run the notebook on a GPU")
-    label = lab4_mxint8.run_label(p["numbers"].get("source", ""), p["provenance"].get("created"))
-    return lab4_mxint8.plot_bandwidth(rows, g, device=p["provenance"]["device"], source=label), {
-        "from": "numbers.rows of this file"}
-
-
-def _lab4_accuracy(payloads):
-    from .plots import lab4_mxint8
-    p = payloads["mxint8_accuracy"]
-    return lab4_mxint8.plot_accuracy(p["numbers"], p["settings"]), dict(FROM)
 
 
 # --- the tool ---------------------------------------------------------------------------------------------
@@ -207,6 +81,34 @@ def render_answers(notebook: str, profile: str = "full") -> tuple[Path, str]:
     else:
         path, text = result_dir(nb.lab, profile) / nb.answers, _fn(nb.render)(payloads_of(notebook, profile))
     return path, text if text.endswith("\n") else text + "\n"
+
+
+def plot(notebook: str, figure: str, payload: dict):
+    """``figure`` of ``notebook`` drawn from ``payload`` (``{"numbers", "settings", "provenance"}``, a stored
+    result's shape) by ``labkit.plots.<notebook>.plot_<figure>``: the one plot signature. A plot may set
+    ``fig.labkit_drawn`` (a dict) to say more of what it drew from."""
+    module = importlib.import_module(f"labkit.plots.{notebook}")
+    return getattr(module, f"plot_{figure}")(payload)
+
+
+def show(notebook: str, figure: str, numbers: dict, settings: dict) -> None:
+    """Draw ``figure`` of ``notebook`` from the numbers a notebook just measured and save it with its JSON
+    (``results.save_figure``). What a notebook calls to store and draw a result: the figure shows when the
+    cell ends (matplotlib's inline backend), and returning None keeps the cell from printing more."""
+    from .results import provenance, save_figure
+
+    payload = {"numbers": numbers, "settings": settings, "provenance": provenance()}
+    save_figure(plot(notebook, figure, payload), NOTEBOOKS[notebook].lab, figure, numbers, settings)
+
+
+def close(notebook: str, settings: dict) -> str:
+    """A notebook's closing call: store its readings, write its answers from them and show them; returns the
+    answers' text."""
+    from .report import say
+
+    _, text = write_answers(notebook, settings["profile"])
+    say(text.split("\n\n", 2)[-1])
+    return text
 
 
 def store_readings(notebook: str, profile: str = "full") -> list:
@@ -240,14 +142,15 @@ def redraw_figures(notebook: str, profile: str = "full", only: list[str] | None 
     nb = NOTEBOOKS[notebook]
     payloads = payloads_of(notebook, profile)
     written = []
-    for name, target in nb.figures.items():
+    for name in nb.figures:
         if only and name not in only:
             continue
         if payloads.get(name) is None:
             print(f"{notebook}: {name}.json is not stored ({profile}): not redrawn", flush=True)
             continue
-        fig, drawn = _fn(target)(payloads)
-        written += list(redraw_figure(fig, nb.lab, name, {"by": f"{BY} {notebook}", **drawn}, profile).values())
+        fig = plot(notebook, name, payloads[name])
+        drawn = {"by": f"{BY} {notebook}", **FROM, **getattr(fig, "labkit_drawn", {})}
+        written += list(redraw_figure(fig, nb.lab, name, drawn, profile).values())
         import matplotlib.pyplot as plt
 
         plt.close(fig)
