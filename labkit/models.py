@@ -58,7 +58,7 @@ MODELS = {
 DEFAULT_MODEL = "minilm-l2"
 
 
-def _check_name(name: str) -> ModelSpec:
+def check_name(name: str) -> ModelSpec:
     if name not in MODELS:
         raise KeyError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}")
     return MODELS[name]
@@ -88,7 +88,7 @@ def _from_hub(name: str, load):
 
 
 def load_tokenizer(name: str = DEFAULT_MODEL):
-    spec = _check_name(name)
+    spec = check_name(name)
     if spec.online:
         return _from_hub(name, lambda: AutoTokenizer.from_pretrained(
             BERT_TINY_HUB, local_files_only=bool(_offline_setting())))
@@ -102,7 +102,7 @@ def load_model(name: str = DEFAULT_MODEL, num_labels: int = 2, seed: int = 0,
     Weights the checkpoint lacks (the classifier head; every weight of ``bert-tiny-random``) are drawn from
     ``seed``: the same name and seed give the same model in any process.
     """
-    _check_name(name)
+    check_name(name)
     common = dict(num_labels=num_labels, problem_type="single_label_classification")
     if name == "bert-tiny-random":
         return from_config(seed=seed, **{**BERT_TINY_SHAPE, **common, **config_overrides})

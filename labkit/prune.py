@@ -28,6 +28,15 @@ from .select import select
 
 METHODS = ("random", "l1-norm")
 SCOPES = ("local", "global")
+
+
+def check_scope(scope: str) -> str:
+    """``scope`` if it is one of ``SCOPES``, else a ValueError naming the allowed values."""
+    if scope not in SCOPES:
+        raise ValueError(f"allowed values are {', '.join(map(repr, SCOPES))}, got {scope!r}")
+    return scope
+
+
 TARGETS = ("weight", "activation")
 
 

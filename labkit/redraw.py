@@ -16,71 +16,35 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from . import records
 from .results import load_results, redraw_figure, result_dir
 
 BY = "python -m labkit.redraw"
 FROM = {"from": "numbers and settings of this file"}
 
 
-@dataclass(frozen=True)
-class Notebook:
-    lab: str                       # figures/<lab>/
-    names: tuple[str, ...]         # the stored results its answers and figures read
-    answers: str                   # its answers file in figures/<lab>/
-    render: str                    # "module:function": {name: payload} -> markdown
-    figures: tuple[str, ...] = ()  # drawn by labkit.plots.<notebook>.plot_<figure>(payload)
-    # answers that read more than the JSON (Lab 0: which graph files exist): "module:function" (profile) -> (path, text)
-    render_file: str | None = None
-
-
-def _fn(target: str) -> Callable:
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
-NOTEBOOKS: dict[str, Notebook] = {
-    "lab0_graphs_lora": Notebook("lab0", ("accuracy",), "answers.md", "labkit.answers.lab0:render",
-                                 ("accuracy",), "labkit.answers.lab0:render_lab0"),
-    "lab1_quantize": Notebook("lab1", ("quantization",), "quantize_answers.md", "labkit.answers.lab1:render_quantize",
-                              ("quantization",)),
-    "lab1_prune": Notebook("lab1", ("pruning",), "prune_answers.md", "labkit.answers.lab1:render_prune",
-                           ("pruning",)),
-    "lab2_search": Notebook("lab2", ("samplers", "compression_aware", "remeasured"), "answers.md", "labkit.answers.lab2:render",
-                            ("samplers", "compression_aware")),
-    "lab3_formats": Notebook("lab3", ("formats", "weight_snr"), "formats_answers.md", "labkit.answers.lab3_formats:render",
-                             ("formats", "weight_snr"),
-                             "labkit.answers.lab3_formats:render_lab3_formats"),
-    "lab3_search": Notebook("lab3", ("search_integer", "search_formats", "search_pareto", "search_remeasured"), "search_answers.md",
-                            "labkit.answers.lab3:render",
-                            ("search_integer", "search_formats", "search_pareto")),
-    "lab4_perf": Notebook("lab4", ("compile_cpu", "compile_cuda", "sdpa_cpu", "sdpa_cuda"), "perf_answers.md",
-                          "labkit.answers.lab4_perf:render",
-                          ("compile_cpu", "compile_cuda", "sdpa_cpu", "sdpa_cuda")),
-    "lab4_mxint8": Notebook("lab4", ("mxint8_format", "mxint8_tiling", "mxint8_bandwidth_plot", "mxint8_memory",
-                                     "mxint8_accuracy"), "mxint8_answers.md", "labkit.answers.lab4_mxint8:render",
-                            ("mxint8_tiling", "mxint8_memory", "mxint8_bandwidth_plot", "mxint8_accuracy")),
-}
-
-
 # --- the tool ---------------------------------------------------------------------------------------------
 
-def payloads_of(notebook: str, profile: str = "full") -> dict[str, dict | None]:
-    nb = NOTEBOOKS[notebook]
-    return {name: load_results(nb.lab, name, profile) for name in nb.names}
+def payloads_of(notebook: str, profile: str = "full", from_full: bool = False) -> dict[str, dict | None]:
+    """``{result: stored payload or None}`` of ``notebook``'s results under ``profile``. ``from_full``: a result
+    the record reads from the full profile when this profile has none (``Notebook.from_full``)."""
+    rec = records.get(notebook)
+    out = {name: load_results(rec.lab, name, profile) for name in rec.results}
+    if from_full and profile != "full":
+        out.update({n: load_results(rec.lab, n, "full") for n in rec.from_full if out.get(n) is None})
+    return out
 
 
 def render_answers(notebook: str, profile: str = "full") -> tuple[Path, str]:
-    """``(answers file, text)`` of ``notebook`` from its stored results."""
-    nb = NOTEBOOKS[notebook]
-    if nb.render_file:
-        path, text = _fn(nb.render_file)(profile)
-    else:
-        path, text = result_dir(nb.lab, profile) / nb.answers, _fn(nb.render)(payloads_of(notebook, profile))
-    return path, text if text.endswith("\n") else text + "\n"
+    """``(answers file, text)`` of ``notebook`` from its stored results: ``labkit.answers.<notebook>.render
+    (payloads, folder)``, the one answers signature."""
+    rec = records.get(notebook)
+    folder = result_dir(rec.lab, profile)
+    render = importlib.import_module(f"labkit.answers.{notebook}").render
+    text = render(payloads_of(notebook, profile, from_full=True), folder)
+    return folder / rec.answers, text if text.endswith("\n") else text + "\n"
 
 
 def plot(notebook: str, figure: str, payload: dict):
@@ -98,7 +62,7 @@ def show(notebook: str, figure: str, numbers: dict, settings: dict) -> None:
     from .results import provenance, save_figure
 
     payload = {"numbers": numbers, "settings": settings, "provenance": provenance()}
-    save_figure(plot(notebook, figure, payload), NOTEBOOKS[notebook].lab, figure, numbers, settings)
+    save_figure(plot(notebook, figure, payload), records.get(notebook).lab, figure, numbers, settings)
 
 
 def close(notebook: str, settings: dict) -> str:
@@ -123,7 +87,7 @@ def store_readings(notebook: str, profile: str = "full") -> list:
         if payloads.get(name) is None:
             raise ValueError(f"{notebook}: reading(s) {[r['key'] for r in rows]} belong to {name}.json, which is "
                              f"not stored ({profile}); allowed sources: {[n for n, p in payloads.items() if p]}")
-        _store(NOTEBOOKS[notebook].lab, name, rows, profile)
+        _store(records.get(notebook).lab, name, rows, profile)
     return found
 
 
@@ -139,10 +103,10 @@ def write_answers(notebook: str, profile: str = "full") -> tuple[Path, str]:
 def redraw_figures(notebook: str, profile: str = "full", only: list[str] | None = None) -> list[Path]:
     """Redraw ``notebook``'s stored figures (``only``: some of them); returns the files written. A figure whose
     JSON is not stored is skipped and said so."""
-    nb = NOTEBOOKS[notebook]
+    rec = records.get(notebook)
     payloads = payloads_of(notebook, profile)
     written = []
-    for name in nb.figures:
+    for name in rec.figures:
         if only and name not in only:
             continue
         if payloads.get(name) is None:
@@ -150,7 +114,7 @@ def redraw_figures(notebook: str, profile: str = "full", only: list[str] | None 
             continue
         fig = plot(notebook, name, payloads[name])
         drawn = {"by": f"{BY} {notebook}", **FROM, **getattr(fig, "labkit_drawn", {})}
-        written += list(redraw_figure(fig, nb.lab, name, drawn, profile).values())
+        written += list(redraw_figure(fig, rec.lab, name, drawn, profile).values())
         import matplotlib.pyplot as plt
 
         plt.close(fig)
@@ -159,10 +123,11 @@ def redraw_figures(notebook: str, profile: str = "full", only: list[str] | None 
 
 def select(what: str) -> list[str]:
     """Notebooks named by ``what``: ``all``, a lab (``lab1``) or a notebook."""
-    chosen = [nb for nb in NOTEBOOKS if what in ("all", nb, nb.split("_")[0])]
+    keys = records.records()
+    chosen = [key for key in keys if what in ("all", key, key.split("_")[0])]
     if not chosen:
-        raise ValueError(f"{what!r}: allowed values are 'all', a lab ({', '.join(sorted({n.split('_')[0] for n in NOTEBOOKS}))}) "
-                         f"or a notebook ({', '.join(NOTEBOOKS)})")
+        raise ValueError(f"{what!r}: allowed values are 'all', a lab ({', '.join(sorted({k.split('_')[0] for k in keys}))}) "
+                         f"or a notebook ({', '.join(keys)})")
     return chosen
 
 
@@ -181,6 +146,9 @@ def main(argv=None) -> int:
         ap.error(str(err))
     do_figures, do_answers = (not args.answers or args.figures), (not args.figures or args.answers)
     for nb in notebooks:
+        if all(p is None for p in payloads_of(nb, args.profile).values()):
+            print(f"{nb}: no results stored ({args.profile}): nothing to redraw", flush=True)
+            continue
         if do_figures and not args.stdout:
             for path in redraw_figures(nb, args.profile, args.only):
                 print(path, flush=True)
@@ -193,7 +161,7 @@ def main(argv=None) -> int:
     if do_answers and args.what == "all" and args.profile == "full" and not args.stdout:
         from .readings import page  # every notebook's readings: the results page is theirs
 
-        print(page.write(NOTEBOOKS), flush=True)
+        print(page.write(records.records()), flush=True)
     return 0
 
 

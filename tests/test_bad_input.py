@@ -332,7 +332,7 @@ CASES = [
          r"got 0", "data-subset-0"),
     case(lambda: data.stratified_subset(_reviews(), -3, seed=0), ValueError, r"got -3", "data-subset-negative"),
     # -- settings (profiles.lab_settings) -------------------------------------------------------------------
-    case(settings("lab9"), KeyError, r"unknown lab 'lab9'; allowed: lab0, lab1", "settings-lab"),
+    case(settings("lab9"), KeyError, r"unknown notebook 'lab9'; allowed: lab0_graphs_lora, lab1_quantize", "settings-lab"),
     case(lambda: profiles.lab_settings("lab0", "medium"), ValueError,
          r"profile='medium': allowed values are 'auto', 'smoke', 'quick', 'full'", "settings-profile"),
     case(settings("lab0", trian_size=10), KeyError, r"unknown setting\(s\) \['trian_size'\] for lab0; allowed: .*"
@@ -506,7 +506,7 @@ CLI_CASES = [
     pytest.param(["run", "lab0", "--set", "[1, 2]"], 2, r"--set '\[1, 2\]' is a JSON list; give a JSON object",
                  id="cli-set-list"),
     pytest.param(["run", "lab0", "--set", '{"unknown_key": 1}'], 2,
-                 r"labkit: error: unknown setting\(s\) \['unknown_key'\] for lab0; allowed: ", id="cli-set-key"),
+                 r"labkit: error: unknown setting\(s\) \['unknown_key'\] for lab0_graphs_lora; allowed: ", id="cli-set-key"),
     pytest.param(["run", "lab0", "--set", '{"lr": "abc"}'], 2, r"labkit: error: setting lr='abc': must be a number",
                  id="cli-set-type"),
     pytest.param(["run", "lab0", "--set", '{"lr": NaN}'], 2, r"setting lr=nan is out of range", id="cli-set-nan"),
@@ -574,7 +574,7 @@ def test_a_set_data_dir_is_used_alone(tmp_path, monkeypatch):
 
 def test_every_profile_value_is_a_valid_override_of_itself():
     # the checks must never reject what the profiles themselves hold (ints stay ints, floats floats)
-    for lab in profiles.labs():
+    for lab in profiles.notebooks():
         for profile in profiles.PROFILES:
             base = profiles.lab_settings(lab, profile)
             for key in set(base) - {"profile", "lab"}:
@@ -583,7 +583,7 @@ def test_every_profile_value_is_a_valid_override_of_itself():
 
 def test_every_setting_has_a_type():
     # a key that is None in every profile needs overrides.NONE_TYPES, or its overrides go unchecked
-    for lab in profiles.labs():
+    for lab in profiles.notebooks():
         every = [profiles.lab_settings(lab, p) for p in profiles.PROFILES]
         for key in every[0]:
             if all(s[key] is None for s in every):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import redraw
+from labkit import records, redraw
 from labkit.run.runner import lab_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,10 +15,10 @@ FIGURES = ROOT / "figures"
 
 def test_every_notebook_has_an_entry():
     books = {p.stem for entry in lab_notebooks().values() for p in (entry if isinstance(entry, list) else [entry])}
-    assert set(redraw.NOTEBOOKS) == books and len(books) == 8
+    assert set(records.records()) == books
 
 
-@pytest.mark.parametrize("notebook", list(redraw.NOTEBOOKS))
+@pytest.mark.parametrize("notebook", list(records.records()))
 def test_committed_answers_are_the_render_of_the_committed_json(notebook):
     path, text = redraw.render_answers(notebook)
     assert path.is_file(), f"{path} is not committed"
@@ -32,7 +32,7 @@ def test_redraw_all_draws_every_figure_from_its_json(tmp_path, monkeypatch):
     for png in (tmp_path / "figures").rglob("*.png"):
         png.unlink()
     assert redraw.main(["all"]) == 0
-    for notebook, nb in redraw.NOTEBOOKS.items():
+    for notebook, nb in records.records().items():
         for name in nb.figures:
             folder = tmp_path / "figures" / nb.lab
             assert (folder / f"{name}.png").stat().st_size > 0, (notebook, name)

@@ -17,14 +17,12 @@ from ..readings import seeds as _seeds
 from ..readings import compute
 from ..quant.formats.log import LogFormat
 from ..report import table
-from ..results import load_results, result_dir
 from . import measured
 from ..labs.lab3_formats_summary import (  # noqa: F401  (the answers' inputs, also read from here)
     QAT_COLUMNS, _acc, base_text, qat_rows, qat_text, steps_of)
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
 NAMES = ("formats", "weight_snr")
-ANSWERS_FILE = "formats_answers.md"
 
 # Fixes to a format's code after which results measured earlier no longer describe it: format ->
 # (the fix's date, what changed). A stored result created before the date is flagged, not hidden.
@@ -254,8 +252,10 @@ def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: i
 
 # --- the whole file -----------------------------------------------------------------------------------
 
-def render(payloads: dict[str, dict | None], how: str | None = None, json_paths: dict[str, str] | None = None) -> str:
-    """The answers file from the stored payloads ``formats`` and ``weight_snr`` (a missing one is said so)."""
+def render(payloads: dict[str, dict | None], folder: Path | None = None, how: str | None = None) -> str:
+    """The answers file from the stored payloads ``formats`` and ``weight_snr`` (a missing one is said so);
+    ``folder``: where their JSON lies (its paths shown; default ``figures/lab3/``)."""
+    json_paths = {name: measured.shown_path(folder / f"{name}.json") for name in NAMES} if folder else None
     paths = {name: (json_paths or {}).get(name, f"figures/lab3/{name}.json") for name in NAMES}
     how = how or measured.STORED.format(module="labkit.answers.lab3_formats", lab="lab3_formats")
     parts = [measured.header(TITLE, {paths[k]: payloads.get(k) for k in NAMES}, how)]
@@ -283,11 +283,3 @@ def render(payloads: dict[str, dict | None], how: str | None = None, json_paths:
                   summary(num["formats"], num["fp32"], rows, width, f["provenance"].get("created"),
                           _seeds.count(num), {r.key: r for r in compute("lab3_formats", payloads)})]
     return "\n\n".join(parts) + "\n"
-
-
-def render_lab3_formats(profile: str = "full", how: str | None = None) -> tuple[Path, str]:
-    """``(answers file, its text)`` from the stored results of ``profile``; measures nothing."""
-    folder = result_dir("lab3", profile)
-    payloads = {name: load_results("lab3", name, profile) for name in NAMES}
-    paths = {name: measured.shown_path(folder / f"{name}.json") for name in NAMES}
-    return folder / ANSWERS_FILE, render(payloads, how, paths)

@@ -269,7 +269,7 @@ def _no_machine_paths(text: str) -> str:
     return re.sub(r"(/[\w.-]+)+/torch_extensions/", "<torch extensions cache>/", text)
 
 
-def render(payloads: dict[str, dict | None]) -> str:
+def render(payloads: dict[str, dict | None], folder=None) -> str:
     """The whole answers file from the stored payloads named in ``NAMES`` (missing ones are said so)."""
     p = {n: payloads.get(n) for n in NAMES}
     g = next((q["settings"]["group_size"] for q in p.values() if q and "group_size" in q.get("settings", {})), 32)

@@ -414,7 +414,7 @@ def attention_answer(payload: dict | None, dev: str) -> str:
     return text
 
 
-def render(payloads: dict[str, dict | None]) -> str:
+def render(payloads: dict[str, dict | None], folder=None) -> str:
     """The whole answers file from the stored payloads named in ``NAMES`` (missing ones are said so)."""
     p = {n: payloads.get(n) for n in NAMES}
     parts = [sources.header(TITLE, p, "notebooks/lab4_perf.ipynb")]

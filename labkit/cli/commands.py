@@ -131,15 +131,18 @@ def _cmd_search_worker(args) -> int:
         search.run_studies(plans, storage=args.storage, workers=workers, progress="lines", mps=args.mps,
                            first_worker=args.first_worker, desc="search worker")
         return 0
-    if args.lab not in search.LAB_SEARCHES:
-        raise UsageError(f"search worker: lab {args.lab!r} has no search; allowed: {', '.join(search.LAB_SEARCHES)}")
+    from .. import records
+
+    owners = {r.search.name: key for key, r in records.records().items() if r.search}
+    if args.lab not in owners:
+        raise UsageError(f"search worker: {args.lab!r} has no search; allowed: {', '.join(owners)}")
     try:
-        s = profiles.lab_settings(args.lab, args.profile, **(_parse_set(args.set) or {}))
+        s = profiles.lab_settings(owners[args.lab], args.profile, **(_parse_set(args.set) or {}))
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(_message(err)) from err
     if args.mps:
         s["mps"] = "on"
-    search.plan.resolve_objective(search.LAB_SEARCHES[args.lab])(
+    search.plan.resolve_objective(records.searches()[args.lab].run)(
         s, storage=args.storage, progress="lines", workers=workers, first_worker=args.first_worker)
     return 0
 
@@ -273,6 +276,8 @@ def _dispatch(args) -> int:
 
 
 def main(argv=None) -> int:
+    from .. import records
+
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="on an error, show the Python traceback")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -326,7 +331,7 @@ def main(argv=None) -> int:
     lab.set_defaults(func=_cmd_lab)
 
     dash = sub.add_parser("dashboard", help="optuna-dashboard on a lab's Optuna studies")
-    dash.add_argument("lab", nargs="?", default="lab2", choices=["lab2", "lab3"],
+    dash.add_argument("lab", nargs="?", default="lab2", choices=sorted(records.searches()),
                       help="whose default storage to open (runs/optuna/<lab>.journal; default lab2)")
     dash.add_argument("--storage", help="another storage: journal:PATH or an RDB URL (postgresql://...)")
     dash.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

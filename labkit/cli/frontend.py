@@ -14,9 +14,6 @@ from .. import settings as _settings
 NOTEBOOKS = _settings.REPO_ROOT / "notebooks"
 KERNEL_NAME = "python3"  # the notebooks' kernelspec (tools/build_notebooks.py) and papermill's
 KERNEL_DISPLAY_NAME = "Python 3 (labkit)"
-# Each lab's default Optuna storage, under LABKIT_RUNS_DIR (labkit.search.storage.default_url, repeated here so
-# the dashboard opens it without importing the search engine and torch).
-STUDY_FILES = {"lab2": "lab2.journal", "lab3": "lab3.journal"}
 
 
 def _pip_install_lab(missing: list[str]) -> None:
@@ -105,9 +102,12 @@ def run_lab(profile: str | None = None, port: int | None = None, no_browser: boo
 
 def study_storage(lab: str) -> str:
     """``journal:PATH`` of ``lab``'s default study storage (the notebooks' and ``labkit search``'s)."""
-    if lab not in STUDY_FILES:
-        raise KeyError(f"dashboard: lab {lab!r} has no Optuna studies; allowed: {', '.join(STUDY_FILES)}")
-    return f"journal:{_settings.runs_dir() / 'optuna' / STUDY_FILES[lab]}"
+    from .. import records  # each notebook search's journal, as labkit.search.storage.default_url names it
+
+    names = records.searches()
+    if lab not in names:
+        raise KeyError(f"dashboard: {lab!r} has no Optuna studies; allowed: {', '.join(names)}")
+    return f"journal:{_settings.runs_dir() / 'optuna' / f'{lab}.journal'}"
 
 
 def open_storage(url: str, lab: str | None = None):

@@ -93,7 +93,7 @@ class NASObjective:
         trial.set_user_attr("n_test", self.dl.sizes["test"])
         start = time.perf_counter()
         cuda = train.pick_device(s["device"]).type == "cuda"
-        if cuda:  # the peak this trial's tensors reserve: what sizes run.WORKER_GIB
+        if cuda:  # the peak this trial's tensors reserve: what sizes the record's worker_gib
             torch.cuda.reset_peak_memory_stats()
         # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
         # launch-bound there (benchmarks/training/lab2_trial_profile.json)

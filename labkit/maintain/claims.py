@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import records
 from ..readings import seeds as _seeds
 
 
@@ -43,16 +44,14 @@ def same_sft(payloads: dict[str, dict]) -> list[Claim]:
     return out
 
 
-SEEDED = (("lab0", "accuracy"), ("lab1", "quantization"), ("lab1", "pruning"), ("lab3", "formats"),
-          ("lab4", "mxint8_accuracy"))
 MIN_SEEDS = 3
 
 
 def seeded(figures: Path) -> list[Claim]:
-    """The full-profile results whose verdicts compare trained models rest on at least ``MIN_SEEDS`` training
-    seeds (a one-seed result cannot say how much of a difference is the seed)."""
-    counts = {f"{lab}/{name}": _seeds.count(n) for lab, name in SEEDED
-              if (n := _numbers(Path(figures) / lab / f"{name}.json")) is not None}
+    """The full-profile results whose verdicts compare trained models (each record's ``seeded``) rest on at
+    least ``MIN_SEEDS`` training seeds (a one-seed result cannot say how much of a difference is the seed)."""
+    counts = {f"{r.lab}/{name}": _seeds.count(n) for r in records.records().values() for name in r.seeded
+              if (n := _numbers(Path(figures) / r.lab / f"{name}.json")) is not None}
     few = {k: v for k, v in counts.items() if v < MIN_SEEDS}
     return [Claim("all", f"trained-model verdicts rest on >= {MIN_SEEDS} training seeds", not few,
                   f"fewer: {few}" if few else ", ".join(f"{k} {v}" for k, v in counts.items()))] if counts else []
@@ -70,11 +69,10 @@ def from_readings(figures: Path) -> list[Claim]:
     """Per notebook with stored results: its stored readings are the readings of its stored numbers (none
     missing, none stale), and every reading that states a claim (``Reading.expect``) holds."""
     from .. import readings
-    from ..redraw import NOTEBOOKS
 
     out = []
-    for notebook, nb in NOTEBOOKS.items():
-        payloads = {name: _payload(Path(figures) / nb.lab / f"{name}.json") for name in nb.names}
+    for notebook, nb in records.records().items():
+        payloads = {name: _payload(Path(figures) / nb.lab / f"{name}.json") for name in nb.results}
         if all(p is None for p in payloads.values()):
             continue
         found = readings.compute(notebook, payloads)
@@ -106,16 +104,20 @@ def check_all(figures: Path) -> list[Claim]:
     figures = Path(figures)
     out = from_readings(figures)
     sft = {}
-    for lab, name, get in (("lab0", "accuracy", lambda n: (n["sft"], "accuracy")), ("lab1", "quantization", lambda n: (n, "fp32")),
-                           ("lab1", "pruning", lambda n: (n, "fp32")), ("lab4", "mxint8_accuracy", lambda n: (n["fp32"], "accuracy"))):
-        path = figures / lab / f"{name}.json"
+    for r in records.records().values():
+        if r.sft is None:
+            continue
+        name, where, key = r.sft
+        path = figures / r.lab / f"{name}.json"
         if path.is_file():
             d = json.loads(path.read_text())
-            holder, key = get(d["numbers"])
-            sft[f"{lab}/{name}"] = (_seeds.values(holder, key, _seeds.count(d["numbers"])), d.get("provenance") or {})
+            holder = d["numbers"][where] if where else d["numbers"]
+            sft[f"{r.lab}/{name}"] = (_seeds.values(holder, key, _seeds.count(d["numbers"])), d.get("provenance") or {})
     out += same_sft(sft)
     out += seeded(figures)
-    out += bit_exact_benchmark(figures)
+    for r in records.records().values():  # each notebook's own checks
+        for check in r.claims:
+            out += records.resolve(check)(figures)
     return out
 
 

@@ -39,47 +39,19 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from .. import records
 from .. import settings as _settings
+from ..records import Step
 
 
-@dataclass(frozen=True)
-class Step:
-    notebook: str           # stem under notebooks/ (a script step: its name)
-    estimate: float         # seconds on one H100 (a guess until a call measures it; measured ones win)
-    search: str | None = None  # the lab whose Optuna journal (runs/optuna/<lab>.journal) holds its trials
-    seed_journal: str | None = None  # committed studies to resume from when runs/optuna has none
-    timed: bool = False     # measures speed: never beside another notebook (--parallel leaves it alone)
-    min_slot: float | None = None  # a search: the least time worth starting it with (MIN_SEARCH_SLOT)
-    script: tuple[str, ...] | None = None  # a benchmark that writes figures/ JSON: its argv after python
-    per_seed: bool = False  # keeps each finished training seed (labkit.labs.per_seed): resumes like a search
-
-    @property
-    def resumable(self) -> bool:
-        return self.search is not None or self.per_seed
-
-
-# The order: the four notebooks on the 512-token SFT models first (one training per seed serves them all in
-# one call), then Lab 3 on its 256-token SFT models, then Lab 4's timings (the GPU to themselves), then Lab 2's
-# search, which resumes from the committed studies. Estimates: seconds on one H100 for the full profile's
-# three seeds (measured times of earlier settings, scaled to today's trial and epoch counts).
-PLAN = (
-    Step("lab0_graphs_lora", 150, per_seed=True, min_slot=120),
-    Step("lab1_quantize", 240, per_seed=True, min_slot=120),
-    Step("lab1_prune", 300, per_seed=True, min_slot=120),
-    Step("lab4_mxint8", 120, timed=True, per_seed=True, min_slot=100),
-    Step("lab3_formats", 450, per_seed=True, min_slot=180),
-    Step("lab3_search", 300, search="lab3"),
-    Step("lab4_perf", 230, timed=True),
-    # the MXINT8 kernel benchmarks whose JSON the Lab 4 notebook and answers read (figures/lab4/)
-    Step("mxint8_bandwidth", 80, timed=True, script=("-m", "labkit.kernels.bandwidth")),
-    Step("mxint8_variants", 90, timed=True,
-         script=("-m", "labkit.kernels.variants", "--out", "figures/lab4/mxint8_variants.json")),
-    # Lab 2 resumes a nearly finished search (no SFT model to train): a short slot is worth taking
-    Step("lab2_search", 600, search="lab2", seed_journal="figures/lab2/studies.journal.xz", min_slot=150),
-)
+# The plan: every record's steps (labkit.records), in their order: the four notebooks on the 512-token SFT models
+# first (one training per seed serves them all in one call), then Lab 3 on its 256-token SFT models, then Lab
+# 4's timings (the GPU to themselves), then Lab 2's search, which resumes from the committed studies. Estimates:
+# seconds on one H100 for the full profile's three seeds (measured times of earlier settings, scaled to today's
+# trial and epoch counts).
+PLAN = records.steps()
 _STATE_LOCK = threading.Lock()
 MIN_SEARCH_SLOT = 240  # seconds: less would go on start-up (the SFT model, tokenising, workers)
 PACK_MARGIN = 20       # seconds kept after the last step for packing

@@ -64,6 +64,15 @@ def check_state(name: str) -> str:
     return name
 
 
+def check_states(names: list[str]) -> list[str]:
+    return [check_state(n) for n in names]
+
+
+def check_variants(variants: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``{variant: [state, ...]}`` with every variant and state checked."""
+    return {check_variant(v): check_states(states) for v, states in variants.items()}
+
+
 # profiler op name fragment -> category, first match wins (eager ATen ops and compiled regions alike)
 OP_CATEGORIES = (("CompiledFxGraph", "compiled region"), ("CompiledFunction", "compiled region"),
                  ("conv", "convolution"), ("batch_norm", "batch norm"), ("mm", "matmul (fc)"),

@@ -60,6 +60,18 @@ def check_device(device: str | torch.device) -> torch.device:
     return dev
 
 
+def parse_devices(value, label: str = "devices"):
+    """A ``devices`` setting as a person gives it: "auto", a device type or a list of them (checked by
+    ``resolve_devices``); returned as given."""
+    if not (isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise TypeError(f"{label}={value!r}: must be 'auto', a device type or a list of them")
+    try:
+        resolve_devices(value)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise type(err)(f"{label}: {err.args[0] if err.args else err}") from None
+    return value
+
+
 def resolve_devices(spec: str | list[str]) -> list[str]:
     """``"auto"``: ``["cuda"]`` when a GPU is present, else ``["cpu"]``; or a list of device types, checked."""
     if spec == "auto":

@@ -93,9 +93,11 @@ def task1(num: dict, n: int, remeasured: dict | None) -> list[Reading]:
         "task1.found", top["accuracy"], bb["accuracy"],
         f"Its best searched trial ({top['accuracy']:.4f} at {top['weight_bits']:.1f} average weight bits) lies "
         f"{d:+.4f} above its best baseline, {bb['label']} in every layer",
-        f"**The search did not reach its own baseline**: its best searched trial ({top['accuracy']:.4f}) stays "
-        f"{-d:.4f} ({-d / se:.1f} test-set SE) below {bb['label']} in every layer, a point of its space, so the "
-        "best configuration it reports is that baseline", src, {"baseline_label": bb["label"]}))
+        (f"**The search did not reach its own baseline**: its best searched trial ({top['accuracy']:.4f}) stays "
+         f"{-d:.4f} ({-d / se:.1f} test-set SE) below {bb['label']} in every layer" if d < 0 else
+         f"**The search did not exceed its own baseline**: its best searched trial ties {bb['label']} in every layer "
+         f"at {top['accuracy']:.4f}") + ", a point of its space, so the best configuration it reports is that "
+        "baseline", src, {"baseline_label": bb["label"]}))
     if d > 0:
         out.append(best_vs("task1.vs_baseline", "integer", ("Task 1's best searched configuration", top["accuracy"]),
                            (f"{bb['label']} in every layer", bb["accuracy"]), n, len(searched), remeasured, src))

@@ -93,11 +93,11 @@ def determinism_section(root: Path) -> str:
 
 
 def render(notebooks: dict, root: Path | None = None) -> str:
-    """The page for ``notebooks`` (``redraw.NOTEBOOKS``: each with ``lab`` and the result ``names`` it reads)."""
+    """The page for ``notebooks`` (``labkit.records``: each with ``lab`` and the ``results`` it reads)."""
     root = Path(root or settings.REPO_ROOT)
     parts = [INTRO]
     for notebook, nb in notebooks.items():
-        payloads = {name: load_results(nb.lab, name, "full") for name in nb.names}
+        payloads = {name: load_results(nb.lab, name, "full") for name in nb.results}
         parts.append(notebook_section(notebook, nb.lab, payloads))
     parts.append(regeneration_section(root))
     if (det := determinism_section(root)):

@@ -41,23 +41,16 @@ def _paths_for(lab: str) -> list[Path]:
     return entry if isinstance(entry, list) else [entry]
 
 
-def settings_lab(path: Path) -> str:
-    """The ``lab_settings`` name of a notebook: its stem where that has settings (``lab4_perf``), else its
-    lab (``lab1_quantize`` -> ``lab1``)."""
-    return path.stem if path.stem in profiles.labs() else path.stem.split("_", 1)[0]
-
-
 def check_run(labs: list[str], profile: str, overrides: dict | None = None) -> None:
     """Everything a run can check before any notebook starts: the labs exist and every notebook's settings
     accept ``overrides`` (so a typo fails in a second, not inside a notebook minutes later)."""
     for lab in labs:
         for path in _paths_for(lab):
-            name = settings_lab(path)
-            if name in profiles.labs():
-                profiles.lab_settings(name, profile, **(overrides or {}))
+            if path.stem in profiles.notebooks():
+                profiles.lab_settings(path.stem, profile, **(overrides or {}))
             elif overrides:
-                raise KeyError(f"{path.name} has no settings to override; labs with settings: "
-                               f"{', '.join(profiles.labs())}")
+                raise KeyError(f"{path.name} has no settings to override; notebooks with settings: "
+                               f"{', '.join(profiles.notebooks())}")
 
 
 class NotebookError(RuntimeError):

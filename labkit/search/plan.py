@@ -1,7 +1,7 @@
 """What a worker needs to join a study: a JSON-able plan, stored in the study itself.
 
-A plan names its objective through a registry (``"lab2"``) or an importable ``"module:function"``
-factory, so any process on any machine can rebuild the objective from the plan alone: that is what lets
+A plan names its objective by a notebook's search (``"lab2"``: its record's ``Search.objective``,
+``labkit.records``) or as an importable ``"module:function"`` factory, so any process on any machine can rebuild the objective from the plan alone: that is what lets
 ``labkit search worker`` join a study it did not create.
 """
 from __future__ import annotations
@@ -14,12 +14,6 @@ from dataclasses import dataclass, field
 
 from .samplers import SAMPLERS
 
-# Objective factories: name -> "module:function"; factory(settings, **options) -> callable(trial) -> float.
-OBJECTIVES = {"lab2": "labkit.labs.lab2_objectives:lab2_objective",
-              "lab3": "labkit.labs.lab3_precision:lab3_objective"}
-# Labs whose searches `labkit search worker LAB` runs: "module:function"(settings, storage, progress, workers,
-# first_worker).
-LAB_SEARCHES = {"lab2": "labkit.labs.lab2:run_all", "lab3": "labkit.labs.lab3:run_all"}
 # Modules that moved: a plan stored in a study keeps the "module:function" it was written with, so an old
 # module path resolves to where that module lives now.
 MOVED = {"labkit.search.lab2": "labkit.labs.lab2", "labkit.search.space": "labkit.labs.lab2_space",
@@ -107,18 +101,21 @@ def study_tag(s: dict) -> str:
     return hashlib.sha256(json.dumps(study_settings(s), sort_keys=True).encode()).hexdigest()[:8]
 
 
-def register_objective(name: str, target: str) -> None:
-    """Add an objective factory by name (``target``: ``"module:function"``)."""
-    OBJECTIVES[name] = target
+def objectives() -> dict[str, str]:
+    """Objective factories by name: each notebook search's (``labkit.records``)."""
+    from .. import records
+
+    return {name: s.objective for name, s in records.searches().items()}
 
 
 def resolve_objective(name: str):
     if name == IN_PROCESS:
-        raise ValueError("an in-process objective cannot be rebuilt in another process; register a factory "
-                         "(labkit.search.plan.register_objective) to run it with workers > 1")
-    target = OBJECTIVES.get(name, name)
+        raise ValueError("an in-process objective cannot be rebuilt in another process; name an importable "
+                         "factory ('module:function') to run it with workers > 1")
+    known = objectives()
+    target = known.get(name, name)
     if ":" not in target:
-        raise KeyError(f"objective {name!r} unknown; allowed: {', '.join(OBJECTIVES)} or 'module:function'")
+        raise KeyError(f"objective {name!r} unknown; allowed: {', '.join(known)} or 'module:function'")
     module, func = target.split(":", 1)
     module = MOVED.get(module, module)
     try:

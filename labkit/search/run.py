@@ -28,7 +28,7 @@ from .worker import DEADLINE_ENV, Worker, release_gpu_memory, ensure_study, erro
 WORKERS_PER_GPU = 8
 # Under MPS (each worker limited to mps.SM_PERCENT of the SMs) more workers keep the GPU busier: 16 measured
 # 40.5-40.7 trials/min against 12's 38.6 (Lab 2 full, H100; measured: benchmarks/search/search_throughput.json);
-# GPU memory still caps it (WORKER_GIB: 14 such workers on an 80 GB card).
+# GPU memory still caps it (worker_gib: 14 such workers on an 80 GB card).
 WORKERS_PER_GPU_MPS = 16
 
 
@@ -43,10 +43,8 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-# GPU memory one worker may need at its peak, by objective (seen on an H100 in full-profile runs: Lab 2
-# workers up to 4.6 GiB, Lab 3 workers up to 8.1 GiB evaluating 256 x 256-token batches through block
-# formats); LABKIT_WORKER_GIB overrides. Objectives without an entry get the largest.
-WORKER_GIB = {"lab2": 5.0, "lab3": 9.0}
+# GPU memory one worker may need at its peak: each notebook search's ``worker_gib`` (``labkit.records``);
+# LABKIT_WORKER_GIB overrides. Objectives of no notebook search get the largest.
 FREE_SHARE = 0.9  # of the free memory: the allocators' fragmentation and CUDA contexts need the rest
 # The workers' allocator, unless the user set one: a Lab 2 trial alone on an H100 held 4.2 GiB of tensors at its
 # peak but reserved 75.9 GiB with fixed segments (evaluations of ragged batch shapes fragment them), 9.5 GiB with
@@ -59,8 +57,11 @@ def worker_gib(plans: list[StudyPlan] | None = None) -> float:
     value = _settings.env_number("LABKIT_WORKER_GIB", "numbers > 0 (GiB per worker)")
     if value is not None:
         return value
+    from .. import records
+
+    gib = {name: s.worker_gib for name, s in records.searches().items()}
     names = {p.objective for p in plans or []}
-    return max((WORKER_GIB.get(n, max(WORKER_GIB.values())) for n in names), default=max(WORKER_GIB.values()))
+    return max((gib.get(n, max(gib.values())) for n in names), default=max(gib.values()))
 
 
 def memory_fit(per_worker_gib: float, free_bytes: list[int]) -> list[int]:
@@ -95,7 +96,7 @@ def normalise_workers(workers, key: str = "workers"):
 
 def resolve_workers(workers: int | str = "auto", per_gpu: int = WORKERS_PER_GPU, plans=None) -> int:
     """``auto``: ``per_gpu`` per visible GPU, as many as its free memory holds at ``worker_gib(plans)``
-    each (``labkit.search.run.WORKER_GIB``); 1 on a CPU-only machine (its cores are one trial's). A
+    each (``worker_gib``: the notebook searches' records); 1 on a CPU-only machine (its cores are one trial's). A
     number is taken as given, with a warning where the GPUs' free memory holds fewer such workers."""
     check_workers(workers)
     gpus = visible_gpus()

@@ -11,7 +11,8 @@ import pytest
 
 from labkit import settings
 from _results import committed_figures, no_machine_path, stored  # noqa: F401
-from labkit.answers import lab0, lab3_formats, measured
+from labkit import redraw
+from labkit.answers import lab0_graphs_lora as lab0, lab3_formats, measured
 
 ROOT = Path(__file__).resolve().parents[2]
 FIG = ROOT / "figures"
@@ -53,7 +54,7 @@ def test_header_names_device_and_quotes_a_missing_commit():
 # --- Lab 0 --------------------------------------------------------------------------------------------
 
 def test_lab0_renders_from_the_committed_json():
-    path, text = lab0.render_lab0("full")
+    path, text = redraw.render_answers("lab0_graphs_lora", "full")
     assert path == FIG / "lab0" / "answers.md"
     no_machine_path(text)
     prov, num = stored("lab0", "accuracy")["provenance"], stored("lab0", "accuracy")["numbers"]
@@ -89,7 +90,7 @@ def test_lab0_says_what_an_older_json_lacks(monkeypatch):
 
 
 def test_committed_lab0_answers_are_the_render():
-    assert (FIG / "lab0" / "answers.md").read_text() == lab0.render_lab0("full")[1]
+    assert (FIG / "lab0" / "answers.md").read_text() == redraw.render_answers("lab0_graphs_lora", "full")[1]
 
 
 def doctored_lab0(**numbers):

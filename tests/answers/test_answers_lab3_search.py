@@ -1,7 +1,7 @@
 """Lab 3 search's answers read their data right: lambdas beaten under their own objective, the Pareto headline
 from the front over every study, what QAT did to each front point, the all-formats search's best, and each format
 search read against its own uniform point."""
-from labkit.answers import lab3
+from labkit.answers import lab3_search as lab3
 from labkit.readings import lab3_search as read3
 from labkit.results import load_results
 

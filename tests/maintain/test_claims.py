@@ -37,10 +37,10 @@ def _payload(lab, name):
 
 def _unheld(notebook, lab, name, numbers):
     """Keys of the claimed readings of ``notebook`` that fail when ``name``'s numbers are ``numbers``."""
-    from labkit import readings, redraw
+    from labkit import readings, records
 
     payloads = {n: (_payload(lab, n) if (FIGURES / lab / f"{n}.json").is_file() else None)
-                for n in redraw.NOTEBOOKS[notebook].names}
+                for n in records.get(notebook).results}
     payloads[name] = {**payloads[name], "numbers": numbers}
     return {r.key for r in readings.compute(notebook, payloads) if not r.holds}
 

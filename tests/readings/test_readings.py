@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from labkit import readings, redraw
+from labkit import readings, records, redraw
 from labkit.readings import stats
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = list(redraw.NOTEBOOKS)
+NOTEBOOKS = list(records.records())
 
 
 @pytest.fixture(autouse=True)
@@ -77,5 +77,5 @@ def test_claims_read_readings_not_text():
 def test_the_results_page_is_the_render_of_the_committed_json():
     from labkit.readings import page
 
-    assert (ROOT / "docs" / "results.md").read_text() == page.render(redraw.NOTEBOOKS, ROOT), \
+    assert (ROOT / "docs" / "results.md").read_text() == page.render(records.records(), ROOT), \
         "docs/results.md is stale: python -m labkit.redraw all --answers"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from labkit import readings, redraw
-from labkit.answers import lab2 as answers
+from labkit.answers import lab2_search as answers
 from labkit.readings import lab2_search as r2
 from labkit.readings import stats
 

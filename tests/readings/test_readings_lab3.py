@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from labkit import readings, redraw
-from labkit.answers import lab3, lab3_formats
+from labkit.answers import lab3_formats, lab3_search as lab3
 from labkit.labs import lab3_remeasure
 from labkit.readings import lab3_formats as rf
 from labkit.readings import lab3_search as rs

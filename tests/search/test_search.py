@@ -195,6 +195,7 @@ def test_the_committed_journals_plans_and_module_paths_resolve():
     import lzma
     import re
 
+    from labkit import records
     from labkit.search import plan
 
     figures = HERE.parent / "figures"
@@ -222,7 +223,7 @@ def test_the_committed_journals_plans_and_module_paths_resolve():
         assert plan.resolve_objective(target) is plan.resolve_objective(name)
     before = {"lab2": "labkit.search.lab2:run_all", "lab3": "labkit.search.lab3:run_all"}
     for name, target in before.items():
-        assert plan.resolve_objective(target) is plan.resolve_objective(plan.LAB_SEARCHES[name])
+        assert plan.resolve_objective(target) is plan.resolve_objective(records.searches()[name].run)
     for old, new in plan.MOVED.items():
         assert importlib.import_module(new).__name__ == new and old.startswith("labkit.search.")
 
