@@ -65,14 +65,13 @@ def show(notebook: str, figure: str, numbers: dict, settings: dict) -> None:
     save_figure(plot(notebook, figure, payload), records.get(notebook).lab, figure, numbers, settings)
 
 
-def close(notebook: str, settings: dict) -> str:
-    """A notebook's closing call: store its readings, write its answers from them and show them; returns the
-    answers' text."""
+def close(notebook: str, settings: dict) -> None:
+    """A notebook's closing call: store its readings, write its answers from them and show them (returning None,
+    so the cell shows them once)."""
     from .report import say
 
     _, text = write_answers(notebook, settings["profile"])
     say(text.split("\n\n", 2)[-1])
-    return text
 
 
 def store_readings(notebook: str, profile: str = "full") -> list:

@@ -28,7 +28,8 @@ YOUR_ANSWER = "YOUR ANSWER HERE"
 CHECK_CALL = re.compile(r"""check\(\s*["'](?P<id>[\w.]+)["']""")
 ROLES = ("exercise", "check", "answer", "answer-key")
 # calls that read or write the key: rendered answers, and the committed full-profile results read as the answer
-ANSWER_KEY_CALLS = ("labkit.answers", "save_answers", "answers.render", "render_lab", "redraw")
+ANSWER_KEY_CALLS = ("labkit.answers", "save_answers", "answers.render", "render_lab", "redraw.close",
+                    "redraw.write_answers", "redraw.render_answers", "redraw.store_readings")
 
 
 def parse(text: str) -> nbformat.NotebookNode:
