@@ -71,7 +71,8 @@ def close(notebook: str, settings: dict) -> None:
     from .report import say
 
     _, text = write_answers(notebook, settings["profile"])
-    say(text.split("\n\n", 2)[-1])
+    # from the first section on: the title and the table of where each number was measured are the file's
+    say(text[text.index("\n## ") + 1:] if "\n## " in text else text.split("\n\n", 2)[-1])
 
 
 def store_readings(notebook: str, profile: str = "full") -> list:

@@ -59,7 +59,7 @@ def lab3_tiny():
     from labkit import models, recipes
     from labkit.run import profiles
 
-    s = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
+    s = profiles.lab_settings("lab3_search", "smoke", test_size=16, max_length=16)
     torch.manual_seed(0)
     base = models.from_config(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
     return s, recipes.loaders(s), base

@@ -54,7 +54,7 @@ def settings(lab, **over):
 
 def lab2_settings(**over):
     """Lab 2's smoke settings with values put in as a caller building them by hand would (no override check)."""
-    return {**profiles.lab_settings("lab2", "smoke"), **over}
+    return {**profiles.lab_settings("lab2_search", "smoke"), **over}
 
 
 def _fused_triton():
@@ -333,51 +333,51 @@ CASES = [
     case(lambda: data.stratified_subset(_reviews(), -3, seed=0), ValueError, r"got -3", "data-subset-negative"),
     # -- settings (profiles.lab_settings) -------------------------------------------------------------------
     case(settings("lab9"), KeyError, r"unknown notebook 'lab9'; allowed: lab0_graphs_lora, lab1_quantize", "settings-lab"),
-    case(lambda: profiles.lab_settings("lab0", "medium"), ValueError,
+    case(lambda: profiles.lab_settings("lab0_graphs_lora", "medium"), ValueError,
          r"profile='medium': allowed values are 'auto', 'smoke', 'quick', 'full'", "settings-profile"),
-    case(settings("lab0", trian_size=10), KeyError, r"unknown setting\(s\) \['trian_size'\] for lab0; allowed: .*"
+    case(settings("lab0_graphs_lora", trian_size=10), KeyError, r"unknown setting\(s\) \['trian_size'\] for lab0_graphs_lora; allowed: .*"
          r"'train_size'", "settings-key"),
-    case(settings("lab0", lr="abc"), TypeError, r"setting lr='abc': must be a number", "settings-lr-str"),
-    case(settings("lab0", lr=True), TypeError, r"setting lr=True: must be a number", "settings-lr-bool"),
-    case(settings("lab0", lr=-1), ValueError, r"setting lr=-1 is out of range; allowed: > 0", "settings-lr-range"),
-    case(settings("lab0", epochs=0), ValueError, r"setting epochs=0 is out of range; allowed: > 0",
+    case(settings("lab0_graphs_lora", lr="abc"), TypeError, r"setting lr='abc': must be a number", "settings-lr-str"),
+    case(settings("lab0_graphs_lora", lr=True), TypeError, r"setting lr=True: must be a number", "settings-lr-bool"),
+    case(settings("lab0_graphs_lora", lr=-1), ValueError, r"setting lr=-1 is out of range; allowed: > 0", "settings-lr-range"),
+    case(settings("lab0_graphs_lora", epochs=0), ValueError, r"setting epochs=0 is out of range; allowed: > 0",
          "settings-epochs"),
-    case(settings("lab0", epochs=math.nan), ValueError, r"setting epochs=nan is out of range", "settings-nan"),
-    case(settings("lab0", train_size=1.5), TypeError, r"setting train_size=1.5: must be an int", "settings-int"),
-    case(settings("lab0", train_size=0), ValueError, r"setting train_size=0 is out of range; allowed: > 0",
+    case(settings("lab0_graphs_lora", epochs=math.nan), ValueError, r"setting epochs=nan is out of range", "settings-nan"),
+    case(settings("lab0_graphs_lora", train_size=1.5), TypeError, r"setting train_size=1.5: must be an int", "settings-int"),
+    case(settings("lab0_graphs_lora", train_size=0), ValueError, r"setting train_size=0 is out of range; allowed: > 0",
          "settings-size"),
-    case(settings("lab0", batch_size=None), TypeError, r"setting batch_size=None: must be an int", "settings-none"),
-    case(settings("lab0", seed=-1), ValueError, r"setting seed=-1 is out of range; allowed: >= 0", "settings-seed"),
-    case(settings("lab2", workers=-1), ValueError, r"setting workers=-1: allowed values are 'auto' or an integer >= 1",
+    case(settings("lab0_graphs_lora", batch_size=None), TypeError, r"setting batch_size=None: must be an int", "settings-none"),
+    case(settings("lab0_graphs_lora", seed=-1), ValueError, r"setting seed=-1 is out of range; allowed: >= 0", "settings-seed"),
+    case(settings("lab2_search", workers=-1), ValueError, r"setting workers=-1: allowed values are 'auto' or an integer >= 1",
          "settings-workers"),
-    case(settings("lab3", workers="many"), ValueError, r"setting workers='many': allowed values are 'auto'",
+    case(settings("lab3_search", workers="many"), ValueError, r"setting workers='many': allowed values are 'auto'",
          "settings-workers-word"),
-    case(settings("lab0", lora_dropout=1.0), ValueError, r"setting lora_dropout=1.0 is out of range; allowed: \[0, 1\)",
+    case(settings("lab0_graphs_lora", lora_dropout=1.0), ValueError, r"setting lora_dropout=1.0 is out of range; allowed: \[0, 1\)",
          "settings-dropout"),
-    case(settings("lab0", model="gpt2"), KeyError, r"setting model: unknown model 'gpt2'; allowed: minilm-l2",
+    case(settings("lab0_graphs_lora", model="gpt2"), KeyError, r"setting model: unknown model 'gpt2'; allowed: minilm-l2",
          "settings-model"),
-    case(settings("lab0", device="tpu"), ValueError, r"setting device: device='tpu': allowed values are 'auto', 'cpu'",
+    case(settings("lab0_graphs_lora", device="tpu"), ValueError, r"setting device: device='tpu': allowed values are 'auto', 'cpu'",
          "settings-device"),
-    case(settings("lab1", widths=[]), ValueError, r"setting widths=\[\]: must be a non-empty list of ints",
+    case(settings("lab1_quantize", widths=[]), ValueError, r"setting widths=\[\]: must be a non-empty list of ints",
          "settings-list-empty"),
-    case(settings("lab1", widths=8), TypeError, r"setting widths=8: must be a non-empty list of ints",
+    case(settings("lab1_quantize", widths=8), TypeError, r"setting widths=8: must be a non-empty list of ints",
          "settings-list-type"),
-    case(settings("lab1", widths=[4, "8"]), TypeError, r"setting widths\[1\]='8': must be an int",
+    case(settings("lab1_quantize", widths=[4, "8"]), TypeError, r"setting widths\[1\]='8': must be an int",
          "settings-list-element"),
-    case(settings("lab1", sparsities=[0.5, 1]), ValueError,
+    case(settings("lab1_quantize", sparsities=[0.5, 1]), ValueError,
          r"setting sparsities\[1\]=1 is out of range; allowed: \[0, 1\)", "settings-sparsity"),
-    case(settings("lab1", prune_scope="layer"), ValueError,
+    case(settings("lab1_quantize", prune_scope="layer"), ValueError,
          r"setting prune_scope: allowed values are 'local', 'global', got 'layer'", "settings-enum"),
-    case(settings("lab1", widths=[4, 5000]), ValueError, r"setting widths\[1\]=5000 is out of range; allowed: "
+    case(settings("lab1_quantize", widths=[4, 5000]), ValueError, r"setting widths\[1\]=5000 is out of range; allowed: "
          r"\[1, 64\]", "settings-widths-huge"),
-    case(settings("lab2", quant_width=65), ValueError, r"setting quant_width=65 is out of range; allowed: \[1, 64\]",
+    case(settings("lab2_search", quant_width=65), ValueError, r"setting quant_width=65 is out of range; allowed: \[1, 64\]",
          "settings-quant-width"),
-    case(settings("lab2", trials=0), ValueError, r"setting trials=0 is out of range", "settings-trials"),
-    case(settings("lab2", storage=5), TypeError, r"setting storage=5: must be a string", "settings-storage"),
-    case(settings("lab2", space=[128]), TypeError, r"setting space=\[128\]: must be a dict", "settings-space-type"),
-    case(settings("lab2", space={"hidden_size": [100]}), ValueError,
+    case(settings("lab2_search", trials=0), ValueError, r"setting trials=0 is out of range", "settings-trials"),
+    case(settings("lab2_search", storage=5), TypeError, r"setting storage=5: must be a string", "settings-storage"),
+    case(settings("lab2_search", space=[128]), TypeError, r"setting space=\[128\]: must be a dict", "settings-space-type"),
+    case(settings("lab2_search", space={"hidden_size": [100]}), ValueError,
          r"setting space: space\['hidden_size'\] must be a non-empty subset", "settings-space-value"),
-    case(settings("lab3", format_width=0), ValueError, r"setting format_width=0 is out of range", "settings-width"),
+    case(settings("lab3_search", format_width=0), ValueError, r"setting format_width=0 is out of range", "settings-width"),
     case(settings("lab4_perf", compile_repeats={"cpu": 3, "cuda": 0}), ValueError,
          r"setting compile_repeats\['cuda'\]=0 is out of range", "settings-per-device"),
     case(settings("lab4_perf", compile_variants={"fast": ["eval+no_grad"]}), KeyError,
@@ -592,7 +592,7 @@ def test_every_setting_has_a_type():
 
 def test_auto_workers_have_one_spelling():
     # the profiles say "auto"; 0 and None, its older spellings, are still accepted as overrides and read as "auto"
-    for lab in ("lab2", "lab3"):
+    for lab in ("lab2_search", "lab3_search"):
         for profile in profiles.PROFILES:
             assert profiles.lab_settings(lab, profile)["workers"] in ("auto", 2)
         for old in (0, None, "auto"):
@@ -601,9 +601,9 @@ def test_auto_workers_have_one_spelling():
 
 
 def test_an_int_override_of_a_float_setting_is_stored_as_a_float():
-    s = profiles.lab_settings("lab1", "smoke", lr=1, sparsities=[0, 0.5])
+    s = profiles.lab_settings("lab1_quantize", "smoke", lr=1, sparsities=[0, 0.5])
     assert s["lr"] == 1.0 and isinstance(s["lr"], float) and s["sparsities"] == [0.0, 0.5]
-    assert profiles.lab_settings("lab2", "smoke", storage=None, train_size=None)["train_size"] is None
+    assert profiles.lab_settings("lab2_search", "smoke", storage=None, train_size=None)["train_size"] is None
 
 
 # -- a request the transform can only approximate: a warning, not an error ----------------------------------------

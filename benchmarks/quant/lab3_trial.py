@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compile", action="store_true", help="compile each format's fake quantization (fast path)")
     ap.add_argument("--kernels", action="store_true", help="profile one more fast trial per format (CUDA kernels)")
     args = ap.parse_args(argv)
-    s = lab_settings("lab3", args.profile)
+    s = lab_settings("lab3_search", args.profile)
     dl = recipes.shared_loaders(s)
     base, metrics = recipes.finetuned_model(s, dl)
     layers = linear_layers(base)

@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep configurations already in --out")
     args = parser.parse_args(argv)
 
-    s = lab_settings("lab2", args.profile)
+    s = lab_settings("lab2_search", args.profile)
     archs = architectures(args.archs, s["space"])
     out = Path(args.out)
     report = json.loads(out.read_text()) if args.resume and out.is_file() else {"results": []}

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     empty = [m for m, v in seconds.items() if not v]
     if empty:
         raise SystemExit(f"no finished Task 2 trials of mode(s) {empty} in {[str(j) for j in journals]}")
-    s = profiles.lab_settings("lab2", "full")
+    s = profiles.lab_settings("lab2_search", "full")
     longest_first = lab2.task2_plans(s, {"num_hidden_layers": 2})
     even = [dataclasses.replace(p, priority=0) for p in longest_first]
     rng = random.Random(0)

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     over = {} if args.workers is None else {"workers": args.workers if args.workers == "auto" else int(args.workers)}
-    s = lab_settings("lab2", args.profile, **over)
+    s = lab_settings("lab2_search", args.profile, **over)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         start = start_params(s)

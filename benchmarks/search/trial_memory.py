@@ -96,7 +96,7 @@ def one_variant(profile: str, mode: str, params: dict) -> dict:
     from labkit.run.profiles import lab_settings
     from labkit.training import train
 
-    s = lab_settings("lab2", profile)
+    s = lab_settings("lab2_search", profile)
     cuda = train.pick_device(s["device"]).type == "cuda"
     phases = Phases(cuda)
     quant, prune = lab2.compression_configs(s)
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
         spec = importlib.util.spec_from_file_location("task2_wall", Path(__file__).with_name("task2_wall.py"))
         task2_wall = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(task2_wall)
-        params, recorded = task2_wall.start_params(lab_settings("lab2", args.profile)), None
+        params, recorded = task2_wall.start_params(lab_settings("lab2_search", args.profile)), None
     rows = []
     for name in variants:
         env = {**os.environ, **VARIANTS[name]}

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="full")
     ap.add_argument("--out", default="benchmarks/training/graph_after_effect.json")
     args = ap.parse_args(argv)
-    s = lab_settings("lab2", args.profile)
+    s = lab_settings("lab2_search", args.profile)
     dl = recipes.shared_loaders(s)
     rows = []
     for graphs in (False, True, True):

@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-graphs", action="store_true", help="graphs=on also graphs the evaluation")
     ap.add_argument("--out", default="benchmarks/training/lab2_trial_profile.json")
     args = ap.parse_args(argv)
-    s = lab_settings("lab2", args.profile)
+    s = lab_settings("lab2_search", args.profile)
     dl = recipes.shared_loaders(s)
     report = {"what": "Lab 2 trial phases and steady-step profile", "profile": s["profile"],
               "provenance": provenance(), "rows": []}

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0", help="comma-separated training seeds")
     ap.add_argument("--out", default="benchmarks/training/lab2_warmup.json")
     args = ap.parse_args(argv)
-    s = lab_settings("lab2", args.profile)
+    s = lab_settings("lab2_search", args.profile)
     dl = recipes.shared_loaders(s)
     arch = {"config": dict(num_hidden_layers=args.layers, num_attention_heads=args.heads, hidden_size=args.hidden,
                            intermediate_size=args.intermediate)}

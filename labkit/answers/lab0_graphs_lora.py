@@ -2,12 +2,13 @@
 
 Each function takes what the notebook stores and returns Markdown; ``render`` builds the whole answers
 file from the stored JSON alone, so it can be re-rendered without measuring anything
-(``python -m labkit.redraw lab0 --answers``).
+(``python -m labkit.redraw lab0_graphs_lora --answers``).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..labs.lab0_graphs import graph_stem
 from ..readings import seeds as _seeds
 from ..readings import lab0_graphs_lora as _readings
 from ..report import table
@@ -22,11 +23,6 @@ CHANCE = 0.5  # IMDb is balanced
 
 def listing(d: dict) -> str:
     return ", ".join(f"{k} x{v}" for k, v in d.items()) or "nothing"
-
-
-def graph_stem(name: str) -> str:
-    """File stem of a captured variant's graph: ``ids+mask+labels`` -> ``graph_ids_mask_labels``."""
-    return "graph_" + name.replace("+", "_").replace(" ", "_")
 
 
 # --- Tutorial 1 ---------------------------------------------------------------------------------------
@@ -268,7 +264,7 @@ def render(payloads: dict[str, dict | None], folder: Path | None = None, how: st
     files = graph_files(acc["numbers"]["graph_nodes"], folder) if acc and folder is not None else None
     json_paths = {name: measured.shown_path(folder / f"{name}.json") for name in NAMES} if folder else None
     paths = {name: (json_paths or {}).get(name, f"figures/lab0/{name}.json") for name in NAMES}
-    how = how or measured.STORED.format(module="labkit.answers.lab0_graphs_lora", lab="lab0")
+    how = how or measured.STORED.format(module="labkit.answers.lab0_graphs_lora", lab="lab0_graphs_lora")
     head = measured.header(TITLE, {paths[n]: payloads.get(n) for n in NAMES}, how)
     payload = payloads.get("accuracy")
     if payload is None:

@@ -71,6 +71,23 @@ def parse(text: str) -> nbformat.NotebookNode:
     return _notebook(cells)
 
 
+def code_lines(nb: nbformat.NotebookNode) -> int:
+    """The lines of code a notebook holds for the lab to run: non-blank, non-comment lines of its code cells,
+    not counting exercise solutions (between ``BEGIN`` and ``END``: what a student writes)."""
+    count = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        inside = False
+        for line in cell.source.splitlines():
+            s = line.strip()
+            if s.startswith(BEGIN) or s.startswith(END):
+                inside = s.startswith(BEGIN)
+            elif s and not s.startswith("#") and not inside:
+                count += 1
+    return count
+
+
 def _notebook(cells) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

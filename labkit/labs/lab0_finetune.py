@@ -1,5 +1,6 @@
-"""Lab 0's fine-tuning for one training seed: the SFT model, its equal-training control (one more epoch of
-full fine-tuning), LoRA on top of the SFT model, and LoRA merged into the weights."""
+"""Lab 0's fine-tuning: for each training seed the SFT model, its equal-training control (one more epoch of
+full fine-tuning), LoRA on top of the SFT model, and LoRA merged into the weights; and the merge exercise's
+check against peft's own merge on one layer."""
 from __future__ import annotations
 
 import copy
@@ -7,7 +8,9 @@ import copy
 import torch
 
 from .. import lora, models, recipes
+from ..readings import seeds as _seeds
 from ..training import train
+from . import per_seed as _per_seed
 
 
 def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:
@@ -47,3 +50,41 @@ def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:
         "merge_max_logit_diff": (logits_lora - logits_merged).abs().max().item(),
         "linear_biases": all(m.bias is not None for m in merged.modules() if isinstance(m, torch.nn.Linear)),
         "sft_trainable": sft_params}
+
+
+def all_seeds(s: dict, dl) -> tuple[dict, str]:
+    """``lab0_seed`` for every training seed of ``s``, combined over seeds (``readings.seeds.combine``), and the
+    lines the notebook prints (each seed's accuracies, the trainable parameters, the merge's logit change). A
+    finished seed's numbers are kept (``per_seed``), so a stopped run resumes after it."""
+    seeds = recipes.train_seeds(s)
+    dev = train.pick_device(s["device"])
+    batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
+    per_seed = _per_seed.run("lab0", "accuracy", s, seeds, lambda seed: lab0_seed(s, dl, seed, batch))
+    lines = [f"seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in r["accuracy"].items())
+             for seed, r in zip(seeds, per_seed)]
+    tuned = _seeds.combine(per_seed, seeds)
+    lines.append(f"trainable parameters: SFT {tuned['sft_trainable']['trainable']:,}, LoRA "
+                 f"{tuned['lora']['trainable']:,}; largest logit change from merging: "
+                 f"{max(_seeds.values(tuned, 'merge_max_logit_diff', len(seeds))):.1e}")
+    return tuned, "\n".join(lines)
+
+
+def merge_check(model: torch.nn.Module, s: dict, merge) -> str:
+    """``merge`` (the exercise's ``merge_lora(W, A, B, alpha, rank)``) on layer 0's query of a LoRA copy of
+    ``model`` against peft's ``merge_and_unload``: what the notebook prints. Every adapter's ``B`` is drawn at
+    random, standing in for a trained one (a fresh adapter's ``B`` is 0, which any merge gets right)."""
+    demo = lora.add_lora(copy.deepcopy(model), rank=s["lora_rank"], alpha=s["lora_alpha"], dropout=s["lora_dropout"],
+                         seed=s["seed"])
+    gen = torch.Generator().manual_seed(s["seed"])
+    with torch.no_grad():
+        for m in demo.modules():
+            if hasattr(m, "lora_B") and "default" in m.lora_B:
+                m.lora_B["default"].weight.copy_(0.02 * torch.randn(m.lora_B["default"].weight.shape, generator=gen))
+    layer = demo.base_model.model.bert.encoder.layer[0].attention.self.query
+    W, A, B = (t.detach().clone() for t in (layer.base_layer.weight, layer.lora_A["default"].weight,
+                                             layer.lora_B["default"].weight))
+    mine = merge(W, A, B, s["lora_alpha"], s["lora_rank"])
+    peft_merged = lora.merge_lora(demo).bert.encoder.layer[0].attention.self.query.weight.detach()
+    return (f"layer 0 query {tuple(W.shape)}, rank {s['lora_rank']}, alpha {s['lora_alpha']}: the update moves W by "
+            f"up to {(peft_merged - W).abs().max().item():.2e}; max |merge_lora - peft's merge_and_unload| = "
+            f"{(mine - peft_merged).abs().max().item():.1e}")

@@ -8,8 +8,15 @@ import copy
 
 from .. import prune as _prune
 from ..quant import fixed_point
+from ..readings import seeds as _seeds
 from ..recipes import freeze_embeddings
 from ..training import progress as _progress, train
+
+
+def combined(per_seed: list[dict], seeds: list[int], sizes: dict) -> dict:
+    """What a Lab 1 notebook stores: its per-seed results combined over ``seeds`` (``readings.seeds.combine``)
+    and the dataset's sizes."""
+    return {**_seeds.combine(per_seed, seeds), "dataset_sizes": sizes}
 
 
 def quantization_sweep(base, widths, dl, s: dict, calibration: dict | None = None) -> list[dict]:

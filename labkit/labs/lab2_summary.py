@@ -108,3 +108,24 @@ def post_vs_control(trials: list[dict]) -> dict | None:
     return {**spread([t["accuracy_post_trained"] - t["accuracy_control"] for t in both]),
             "control_gain": spread([t["accuracy_control"] - t["accuracy_trained"] for t in both
                                     if "accuracy_trained" in t] or [0.0])}
+
+
+def best_architecture(study: str, trial) -> str:
+    """A sentence naming Task 1's best trial (an Optuna trial): its study, accuracy, size, the four sizes and how
+    many Linear layers it replaced by Identity."""
+    sizes = {k: v for k, v in trial.params.items() if "." not in k}
+    identity = sum(v == "identity" for k, v in trial.params.items() if "." in k)
+    return (f"Best architecture overall: {study} trial {trial.number}, accuracy {trial.value:.4f}, "
+            f"{trial.user_attrs['parameters']:,} parameters: `{sizes}`, {identity} Linear layers replaced by Identity.")
+
+
+def start_rows(best: dict[str, float], starts: dict[str, dict | None]) -> list[dict]:
+    """Table rows, one per Task 2 search: its best and its start (Task 1's best; None where it did not complete)."""
+    return [{"objective": label, "best": best[label],
+             "start (Task 1's best)": starts[label]["value"] if starts[label] else None,
+             "start's trial": starts[label]["number"] if starts[label] else None} for label in best]
+
+
+def effect_rows(effects: dict[str, dict]) -> list[dict]:
+    """Table rows of the within-trial changes (``within_trial`` of each)."""
+    return [{"within-trial change": k, **v} for k, v in effects.items()]

@@ -11,8 +11,10 @@ COLORS = {"untrained": "#999", "SFT": "#4c72b0", "SFT + 1 epoch": "#8172b3", "Lo
           "LoRA merged": "#c44e52"}
 
 
-def plot_accuracy(numbers: dict, settings: dict):
-    """Bars of the mean accuracy over training seeds, each seed a dot on its bar."""
+def plot_accuracy(payload: dict):
+    """Bars of the mean accuracy over training seeds, each seed a dot on its bar (``payload``: a stored result,
+    ``{"numbers", "settings", "provenance"}``)."""
+    numbers, settings = payload["numbers"], payload["settings"]
     acc, k = numbers["accuracy"], _seeds.count(numbers)
     names = [n for n in COLORS if n in acc]
     fig, ax = plt.subplots(figsize=(6.5, 3.8))

@@ -1,5 +1,6 @@
 """Lab 2's figures (notebook lab2_search): best-so-far curves of the samplers (mean and min-max over seeds) and
-of the compression-aware searches (every trial's value beside the curve), from their stored numbers."""
+of the compression-aware searches (every trial's value beside the curve), each from its payload
+(``{"numbers", "settings", "provenance"}``, a stored result's shape)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -9,7 +10,7 @@ from . import trial_axes
 STYLES = ("--", "-", "-.", ":")
 
 
-def plot_samplers(numbers: dict, settings: dict):
+def plot_samplers(payload: dict):
     """Left: each sampler's best accuracy so far, the mean over seeds and a min-max band. Right, zoomed to the
     final bests, where the samplers' differences lie: each seed's final best (dots), the mean with two standard
     errors over seeds (thick bar) and with the test set's error added (thin bar), as the samplers' reading
@@ -17,6 +18,7 @@ def plot_samplers(numbers: dict, settings: dict):
     from ..readings.lab2_search import n_test
     from ..readings.stats import accuracy_se
 
+    numbers, settings = payload["numbers"], payload["settings"]
     fig, (ax, zoom) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     n = n_test(numbers.get("trials") or {}, settings)
@@ -42,11 +44,12 @@ def plot_samplers(numbers: dict, settings: dict):
     return fig
 
 
-def plot_compression_aware(numbers: dict, settings: dict):
+def plot_compression_aware(payload: dict):
     """Per objective: the best value so far (line) and every trial's value (dots). One study per objective (one
     seed), so there is no band over seeds: the dots show the spread of the trials instead. Where the post-training
     trials recorded their equal-training control (the uncompressed model trained as long), it is drawn as
     crosses at the same trial numbers. The legend sits below the axes, clear of the data."""
+    numbers, settings = payload["numbers"], payload["settings"]
     fig, ax = plt.subplots(figsize=(7, 4.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for (label, ys), style, color in zip(numbers["best_so_far"].items(), STYLES, colors):

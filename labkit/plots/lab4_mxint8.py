@@ -1,18 +1,18 @@
-"""Lab 4 part 3's figures (notebook lab4_mxint8), drawn from exactly the numbers the notebook stores in their JSON.
-
-``plot_tiling(numbers)`` takes the ``mxint8_tiling`` numbers (kernel constants and the drawn view; the
-maps are layout arithmetic, recomputed by ``labkit.kernels.tiling``), ``plot_memory(measured)`` the
-``mxint8_memory`` ``measured`` dict, ``plot_bandwidth(rows)`` the bandwidth rows of ``bench.sweep``
-(``n``, ``group_size``, ``impl``, ``GBps``, ``fraction_of_copy``). Each returns a matplotlib Figure, so
-the committed GPU figures can be re-drawn from the committed JSON without measuring again
-(``python -m labkit.redraw lab4_mxint8 --figures``). ``overlapping_texts(fig)`` lists text that collides, for the tests.
+"""Lab 4 part 3's figures (notebook lab4_mxint8), each drawn from its stored payload (numbers, settings,
+provenance) by ``plot_<figure>(payload)``: ``plot_mxint8_tiling`` (kernel constants and the drawn view; the maps
+are layout arithmetic, recomputed by ``labkit.kernels.tiling``), ``plot_mxint8_memory`` (``memory.compare`` per
+model), ``plot_mxint8_bandwidth_plot`` (the rows of ``bench.sweep``: ``n``, ``group_size``, ``impl``, ``GBps``,
+``fraction_of_copy``) and ``plot_mxint8_accuracy``. So the committed GPU figures can be redrawn from the
+committed JSON without measuring again (``python -m labkit.redraw lab4_mxint8 --figures``). The drawings under
+them (``tiling_figure``, ``memory_figure``, ``bandwidth_figure``) take the numbers alone, for the tests' small
+inputs; ``overlapping_texts(fig)`` lists text that collides, for the tests.
 """
 from __future__ import annotations
 
 import itertools
 
+import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -34,10 +34,9 @@ def _size_label(n: int) -> str:
 
 
 def _figure(**kw) -> Figure:
-    """A Figure outside pyplot (no global state) with an Agg canvas, so it can be measured and saved."""
-    fig = Figure(**kw)
-    FigureCanvasAgg(fig)
-    return fig
+    """A pyplot Figure, so a notebook's inline backend shows it when the cell ends (its canvas, Agg or the
+    inline backend's, can be measured and saved)."""
+    return plt.figure(**kw)
 
 
 def _discrete(colors, n: int):
@@ -48,7 +47,16 @@ def _discrete(colors, n: int):
 
 # --- 3c: tiling ------------------------------------------------------------------------------------------
 
-def plot_tiling(numbers: dict) -> Figure:
+def plot_mxint8_tiling(payload: dict) -> Figure:
+    """The tiling figure of an ``mxint8_tiling`` payload; says whether its constants are the current header's."""
+    numbers = payload["numbers"]
+    fig = tiling_figure(numbers)
+    fig.labkit_drawn = {"from": "numbers.constants and numbers.drawn of this file (layout arithmetic)",
+                        "constants_match_current_header": numbers["constants"] == tiling.kernel_constants()}
+    return fig
+
+
+def tiling_figure(numbers: dict) -> Figure:
     """The lab-structure kernel's CTA tiles and thread layout, and the vectorised kernel's mapping.
 
     ``numbers``: ``{"constants": {kVecElems, kVecThreads, kVecUnroll, kTileElems, kTileThreads},
@@ -160,7 +168,14 @@ def plot_tiling(numbers: dict) -> Figure:
 
 # --- 3d: memory ------------------------------------------------------------------------------------------
 
-def plot_memory(measured: dict, device: str | None = None) -> Figure:
+def plot_mxint8_memory(payload: dict) -> Figure:
+    """The memory figure of an ``mxint8_memory`` payload, on the device that measured it."""
+    fig = memory_figure(payload["numbers"]["measured"], device=payload["provenance"]["device"])
+    fig.labkit_drawn = {"from": "numbers.measured of this file"}
+    return fig
+
+
+def memory_figure(measured: dict, device: str | None = None) -> Figure:
     """Resident and peak bytes of each model in fp32 and MXINT8: one panel per model (own scale), horizontal
     bars, values written on them. ``measured``: ``{model: memory.compare(...)}`` as stored."""
     names = list(measured)
@@ -211,8 +226,26 @@ def run_label(source: str, created: str | None = None) -> str:
             + ("; mxint8_bandwidth.json is a separate run" if own else ""))
 
 
-def plot_bandwidth(rows: list[dict], group_size: int | None = None, device: str | None = None,
-                   source: str | None = None) -> Figure:
+def plot_mxint8_bandwidth_plot(payload: dict) -> Figure:
+    """The bandwidth figure of an ``mxint8_bandwidth_plot`` payload: its rows at its group size. The device is
+    the one the rows name (``numbers.device``: stored GPU rows shown on a CPU) or else the provenance's; the date
+    under the title is the run's own only for the notebook's own sweep (stored rows carry theirs in ``source``)."""
+    n, prov = payload["numbers"], payload["provenance"]
+    rows = n.get("rows")
+    if not rows:
+        raise ValueError("mxint8_bandwidth_plot.json stores no rows to draw from (a run before the notebook stored "
+                         "them): run the notebook on a GPU")
+    source = n.get("source", "")
+    own = source.startswith("measured in this run")
+    label = run_label(source, prov.get("created") if own else None)
+    fig = bandwidth_figure(rows, n.get("group_size") or payload["settings"]["group_size"],
+                           device=n.get("device") or prov["device"], source=label)
+    fig.labkit_drawn = {"from": "numbers.rows of this file"}
+    return fig
+
+
+def bandwidth_figure(rows: list[dict], group_size: int | None = None, device: str | None = None,
+                     source: str | None = None) -> Figure:
     """Fraction of copy bandwidth (%) against size n, one line per implementation, at one group size.
 
     ``rows``: ``bench.sweep(...)["rows"]`` (``n``, ``group_size``, ``impl``, ``GBps``, ``fraction_of_copy``).
@@ -273,6 +306,33 @@ def plot_bandwidth(rows: list[dict], group_size: int | None = None, device: str 
     return fig
 
 
+# --- accuracy --------------------------------------------------------------------------------------------
+
+def plot_mxint8_accuracy(payload: dict) -> Figure:
+    """fp32 and MXINT8 accuracy of the converted classifier: mean bars over training seeds, each seed a dot."""
+    from ..readings import seeds as _seeds
+
+    numbers, settings = payload["numbers"], payload["settings"]
+    k = _seeds.count(numbers)
+    g = settings.get("group_size", 32)
+    fig = _figure(figsize=(4.8, 3.4))
+    ax = fig.add_subplot()
+    keys = [("fp32", "fp32 (SFT)", "#4c72b0"), ("mxint8", f"MXINT8 g{g}", "#dd8452")]
+    bars = ax.bar([label for _, label, _ in keys], [numbers[key]["accuracy"] for key, _, _ in keys],
+                  color=[c for _, _, c in keys])
+    ax.bar_label(bars, fmt="%.4f")
+    if k > 1:
+        for i, (key, _, _) in enumerate(keys):
+            ax.scatter([i] * k, _seeds.values(numbers[key], "accuracy", k), s=12, color="k", zorder=3,
+                       label="each training seed" if i == 0 else None)
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set(ylim=(0.4, 1.0), ylabel="IMDb test accuracy")
+    ax.set_title(f"{settings['model']}, {numbers['dataset_sizes']['test']:,} reviews; "
+                 + (f"means of {k} training seeds" if k > 1 else "one training seed"), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 # --- checks used by the tests ----------------------------------------------------------------------------
 
 def _texts(fig: Figure) -> list[Text]:
@@ -329,30 +389,6 @@ def legend_entries(fig: Figure) -> list[str]:
             for t in leg.get_texts()]
 
 
-__all__ = ["IMPLS", "legend_entries", "overlapping_texts", "plot_bandwidth", "run_label", "plot_memory", "plot_tiling",
-           "texts_outside_axes"]
-
-
-def plot_accuracy(numbers: dict, settings: dict) -> Figure:
-    """fp32 and MXINT8 accuracy of the converted classifier: mean bars over training seeds, each seed a dot."""
-    from ..readings import seeds as _seeds
-
-    k = _seeds.count(numbers)
-    g = settings.get("group_size", 32)
-    fig = Figure(figsize=(4.8, 3.4))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    keys = [("fp32", "fp32 (SFT)", "#4c72b0"), ("mxint8", f"MXINT8 g{g}", "#dd8452")]
-    bars = ax.bar([label for _, label, _ in keys], [numbers[key]["accuracy"] for key, _, _ in keys],
-                  color=[c for _, _, c in keys])
-    ax.bar_label(bars, fmt="%.4f")
-    if k > 1:
-        for i, (key, _, _) in enumerate(keys):
-            ax.scatter([i] * k, _seeds.values(numbers[key], "accuracy", k), s=12, color="k", zorder=3,
-                       label="each training seed" if i == 0 else None)
-        ax.legend(fontsize=7, loc="lower right")
-    ax.set(ylim=(0.4, 1.0), ylabel="IMDb test accuracy")
-    ax.set_title(f"{settings['model']}, {numbers['dataset_sizes']['test']:,} reviews; "
-                 + (f"means of {k} training seeds" if k > 1 else "one training seed"), fontsize=9)
-    fig.tight_layout()
-    return fig
+__all__ = ["IMPLS", "bandwidth_figure", "legend_entries", "memory_figure", "overlapping_texts", "plot_mxint8_accuracy",
+           "plot_mxint8_bandwidth_plot", "plot_mxint8_memory", "plot_mxint8_tiling", "run_label", "texts_outside_axes",
+           "tiling_figure"]

@@ -21,23 +21,15 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"train_size": 1000, "model": "bert-tiny"}
 
 # %%
-import base64
-import copy
-
 import torch
-from IPython.display import HTML, display
+from IPython.display import display
 
-from labkit import graph, lora, models, recipes
-from labkit.labs import per_seed as per_seed_runs
-from labkit.readings import seeds
+from labkit import models, recipes, redraw
 from labkit.exercises import check
-from labkit.training import train
-from labkit.labs.lab0_finetune import lab0_seed
-from labkit.run.profiles import lab_settings
-from labkit.plots.lab0_graphs_lora import plot_accuracy
+from labkit.labs import lab0_finetune, lab0_graphs
 from labkit.report import say, table
-from labkit.results import provenance, result_dir, save_figure
-from labkit.graph.passes import activation_shapes
+from labkit.results import provenance, result_dir
+from labkit.run.profiles import lab_settings
 
 S = lab_settings("lab0", PROFILE, **OVERRIDES)
 OUT = result_dir("lab0", S["profile"])
@@ -53,21 +45,10 @@ print("device:", provenance()["device"])
 
 # %%
 model = models.load_model(S["model"], seed=S["seed"])
-gm = graph.capture(model, ["input_ids", "attention_mask", "labels"])
-meta = graph.MetadataPass()(gm).info
-graph_meta = {k: meta[k] for k in ("nodes", "by_op", "parameters", "parameter_bytes")}
-# the activations of the pass's run on the dummy batch (parameters' shapes are the weights' own): inputs, the first
-# node of each kind of compute, and what the graph returns
-graph_meta["first_shapes"] = activation_shapes(gm, meta["shapes"])
-print(f"{graph_meta['nodes']} nodes {graph_meta['by_op']}; {graph_meta['parameters']:,} parameters, "
-      f"{graph_meta['parameter_bytes']:,} bytes")
+graph_meta = lab0_graphs.metadata(model)  # captured with input_ids, attention_mask and labels
+print(lab0_graphs.metadata_line(graph_meta))
+# the activations of the pass's run on a dummy batch: inputs, the first node of each kind of compute, the outputs
 say(table(graph_meta["first_shapes"]))
-
-# %% tags=["answer-key"]
-from labkit.answers import lab0 as answers
-
-say(answers.capture_text(graph_meta))
-say(answers.shapes_text(graph_meta["first_shapes"]))
 
 # %% [markdown]
 # ## Exercise: an analysis pass that counts dropout
@@ -139,40 +120,16 @@ removing = check("lab0.remove_dropout", remove_dropout)
 # in eval mode.
 
 # %%
-gm_train = graph.capture(model, train=True)
-counted = graph.CountDropout()(gm_train).info
-print(f"count_dropout: {counting.fn(gm_train)} dropout nodes (labkit's CountDropout: {counted['dropout']}: "
-      f"{counted['nodes']}); attention nodes with a fused dropout_p: {counted['fused_attention_dropout']}")
-with removing.installed():  # your pass (once its check passes) removes BERT's dropout nodes
-    removed = graph.RemoveDropout()(gm_train)
-after = graph.CountDropout()(removed.graph_module).info
-x = gm_train.meta["example_inputs"]
-torch.manual_seed(0); a = removed.graph_module(**x).logits
-torch.manual_seed(1); b = removed.graph_module(**x).logits
-model.eval()
-with torch.no_grad():
-    ref = model(**x).logits
-dropout_removed = {"changes": list(removed.changes), "after": after["dropout"],
-                   "seed_gap": (a - b).abs().max().item(), "eval_gap": (a - ref).abs().max().item()}
-print(f"removed: {dropout_removed['changes']}; count_dropout after: {counting.fn(removed.graph_module)}; "
-      f"largest logit gap between two seeds {dropout_removed['seed_gap']:.1e}, "
-      f"to the eval-mode model {dropout_removed['eval_gap']:.1e}")
-
-# %% tags=["answer-key"]
-from labkit.answers import lab0 as answers
-
-say(answers.dropout_text(counted, dropout_removed))
+# your count, and your pass once its check passes, on BERT's training-mode graph (the model is left in eval mode)
+counted, dropout_removed, shown = lab0_graphs.dropout_passes(model, counting, removing)
+print(shown)
 
 # %% [markdown]
 # **Task: skip `replace_all_uses_with`.** FX refuses to erase a node that other nodes still read, because
 # the graph would be left with dangling edges:
 
 # %%
-try:
-    graph.RemoveDropout(rewire=False)(graph.capture(model, train=True))
-    fx_error = None
-except RuntimeError as err:
-    fx_error = str(err)
+fx_error = lab0_graphs.fx_error(model)  # RemoveDropout(rewire=False) on a fresh training-mode capture
 print("RuntimeError:", fx_error)
 
 # %% [markdown]
@@ -189,46 +146,19 @@ print("RuntimeError:", fx_error)
 # active, the graph stays random and differs between seeds. Zeroing `dropout_p` removes that last dropout, and
 # only then is the graph deterministic and equal to the eval-mode model up to floating-point rounding.
 
-# %% tags=["answer-key"]
-from labkit.answers import lab0 as answers
-
-say(answers.fx_error_text(fx_error))
-
 # %% [markdown]
 # ## Tutorial 2: how the chosen inputs change the graph
 
 # %%
-variants = {
-    "ids+mask+labels": ["input_ids", "attention_mask", "labels"],
-    "ids+mask": ["input_ids", "attention_mask"],
-    "ids only": ["input_ids"],
-}
-graphs = {name: graph.capture(model, names) for name, names in variants.items()}
-graph_nodes = {name: len(g.graph.nodes) for name, g in graphs.items()}
-stems = {name: "graph_" + name.replace("+", "_").replace(" ", "_") for name in graphs}  # ids+mask -> graph_ids_mask
-for name, g in graphs.items():  # the graphviz source always; rendered SVG where graphviz is installed
-    graph.write_dot(g, OUT / f"{stems[name]}.dot", name)
-if graph.can_render():
-    svgs = {name: graph.draw(g, OUT / f"{stems[name]}.svg", name) for name, g in graphs.items()}
-    cells = "".join(
-        f"<div style='flex:1;min-width:0'><b>{name}</b> ({len(graphs[name].graph.nodes)} nodes)<br>"
-        f"<img style='width:100%' src='data:image/svg+xml;base64,{base64.b64encode(p.read_bytes()).decode()}'/>"
-        "</div>" for name, p in svgs.items())
-    display(HTML(f"<div style='display:flex;gap:8px;max-height:900px;overflow:auto'>{cells}</div>"))
-print("nodes per captured graph:", graph_nodes)
-print("graph files:", sorted(p.name for p in OUT.glob("graph_*")))
-
-# %% tags=["answer-key"]
-from labkit.answers import lab0 as answers
-
-say(answers.graphs_text(graph_nodes, answers.graph_files(graphs, OUT), rendered_now=graph.can_render()))
+# ids+mask+labels, ids+mask, ids only: the graphviz source of each always, its SVG where graphviz is installed
+graphs = lab0_graphs.capture_variants(model, OUT)
+if (drawn := lab0_graphs.drawings(graphs, OUT)) is not None:
+    display(drawn)
+print(lab0_graphs.graphs_lines(graphs, OUT))
 
 # %%
-no_labels = graph.topology_diff(graphs["ids+mask+labels"], graphs["ids+mask"])
-no_mask = graph.topology_diff(graphs["ids+mask"], graphs["ids only"])
-for what, d in (("without labels", no_labels), ("without attention_mask (and labels)", no_mask)):
-    print(f"{what}: {d['nodes_a']} -> {d['nodes_b']} nodes\n  node kinds removed: {d['removed']}\n"
-          f"  node kinds added: {d['added']}")
+topology = lab0_graphs.topology(graphs)  # node kinds removed and added by dropping labels, then the mask
+print(lab0_graphs.topology_lines(topology))
 
 # %% [markdown]
 # **Question 0b.** From the three captures and the node kinds printed above: how does the graph's topology
@@ -247,11 +177,6 @@ for what, d in (("without labels", no_labels), ("without attention_mask (and lab
 # their outputs and the logits.
 # The graph is specialised to the inputs chosen at capture: a branch the inputs do not reach is not in it.
 
-# %% tags=["answer-key"]
-from labkit.answers import lab0 as answers
-
-say(answers.topology_text(no_labels, no_mask))
-
 # %% [markdown]
 # ## Fine-tuning on IMDb: SFT, LoRA, merged LoRA
 #
@@ -265,25 +190,9 @@ say(answers.topology_text(no_labels, no_mask))
 
 # %%
 dl = recipes.loaders(S)
-SEEDS = recipes.train_seeds(S)
-dev = train.pick_device(S["device"])
-batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
 # one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
-per_seed = per_seed_runs.run("lab0", "accuracy", S, SEEDS, lambda seed: lab0_seed(S, dl, seed, batch))
-for seed, r in zip(SEEDS, per_seed):
-    print(f"seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in r["accuracy"].items()))
-tuned = seeds.combine(per_seed, SEEDS)
-print(f"trainable parameters: SFT {tuned['sft_trainable']['trainable']:,}, LoRA {tuned['lora']['trainable']:,}; "
-      f"largest logit change from merging: {max(seeds.values(tuned, 'merge_max_logit_diff', len(SEEDS))):.1e}")
-
-# %% tags=["answer-key"]
-from labkit.answers import lab0 as answers
-
-say(answers.data_text(dl.sizes, S["max_length"], tuned["accuracy"]["untrained"], tuned["sft"],
-                      tuned["sft_trainable"], len(SEEDS)))
-say(answers.lora_text(S, tuned["lora"], tuned["merged"]["accuracy"], max(seeds.values(tuned, "merge_max_logit_diff",
-                      len(SEEDS))), tuned["sft"], tuned["linear_biases"]))
-say(answers.lora_training(S))
+tuned, shown = lab0_finetune.all_seeds(S, dl)
+print(shown)
 
 # %% [markdown]
 # ## Exercise: merge a LoRA adapter into its weight
@@ -315,46 +224,17 @@ merging = check("lab0.merge_lora", merge_lora)
 # which any merge gets right).
 
 # %%
-demo = lora.add_lora(copy.deepcopy(model), rank=S["lora_rank"], alpha=S["lora_alpha"], dropout=S["lora_dropout"],
-                     seed=S["seed"])
-gen = torch.Generator().manual_seed(S["seed"])
-with torch.no_grad():
-    for m in demo.modules():
-        if hasattr(m, "lora_B") and "default" in m.lora_B:
-            m.lora_B["default"].weight.copy_(0.02 * torch.randn(m.lora_B["default"].weight.shape, generator=gen))
-layer = demo.base_model.model.bert.encoder.layer[0].attention.self.query
-W, A, B = (t.detach().clone() for t in (layer.base_layer.weight, layer.lora_A["default"].weight,
-                                         layer.lora_B["default"].weight))
-mine = merging.fn(W, A, B, S["lora_alpha"], S["lora_rank"])
-peft_merged = lora.merge_lora(demo).bert.encoder.layer[0].attention.self.query.weight.detach()
-print(f"layer 0 query {tuple(W.shape)}, rank {S['lora_rank']}, alpha {S['lora_alpha']}: the update moves W by up "
-      f"to {(peft_merged - W).abs().max().item():.2e}; max |merge_lora - peft's merge_and_unload| = "
-      f"{(mine - peft_merged).abs().max().item():.1e}")
+print(lab0_finetune.merge_check(model, S, merging.fn))
 
 # %%
-numbers = {**tuned, "dataset_sizes": dl.sizes, "graph_meta": graph_meta, "dropout": counted,
-           "dropout_removed": dropout_removed, "fx_error": fx_error,
-           "topology": {"drop_labels": no_labels, "drop_mask": no_mask}, "graph_nodes": graph_nodes,
-           "graphs_drawn": graph.can_render()}  # whether this run drew the SVGs (graphviz installed)
-paths = save_figure(plot_accuracy(numbers, S), "lab0", "accuracy", numbers, S)
-print("saved", {k: p.name for k, p in paths.items()}, "in the lab0 results folder")
+numbers = lab0_graphs.numbers(tuned, dl.sizes, graph_meta, counted, dropout_removed, fx_error, topology, graphs)
+redraw.show("lab0_graphs_lora", "accuracy", numbers, S)  # saved as accuracy.json (and .png, .svg) in the results folder
 
 # %% [markdown] tags=["answer-key"]
 # ## Answers
 #
-# Rendered from the JSON just saved (read back), as `python -m labkit.redraw lab0 --answers` renders them later.
+# Rendered from the JSON just saved (read back), as `python -m labkit.redraw lab0_graphs_lora --answers` renders them later.
 
 # %% tags=["answer-key"]
-from labkit.answers import lab0 as answers
-from labkit.answers import measured
-from labkit.results import load_results
-
 from labkit import redraw
-
-redraw.store_readings("lab0_graphs_lora", S["profile"])  # the verdicts, computed from the JSON, stored beside it
-stored = load_results("lab0", "accuracy", S["profile"])
-say(answers.answers_list(stored["numbers"], stored["settings"]))
-how = measured.NOTEBOOK.format(notebook="lab0_graphs_lora.ipynb", module="labkit.answers.lab0", lab="lab0")
-answers_path, text = answers.render_lab0(S["profile"], how=how, rendered_now=graph.can_render())
-answers_path.write_text(text)
-print("wrote", measured.shown_path(answers_path))
+redraw.close("lab0_graphs_lora", S)

@@ -17,16 +17,14 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"sparsities": [0.5], "see
 # %%
 import torch
 
-from labkit import recipes
+from labkit import recipes, redraw
 from labkit.labs import per_seed as per_seed_runs
-from labkit.readings import seeds
+from labkit.labs import lab1_prune as lab
+from labkit.labs.lab1_sweeps import combined, pruning_seed
 from labkit.exercises import check
 from labkit.run.profiles import lab_settings
-from labkit.prune import prune
-from labkit.report import say, table
-from labkit.results import provenance, save_figure
-from labkit.plots.lab1 import plot_pruning
-from labkit.labs.lab1_sweeps import pruning_seed
+from labkit.report import say
+from labkit.results import provenance
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
 SEEDS = recipes.train_seeds(S)
@@ -81,12 +79,11 @@ probe = {k: v[:8] for k, v in batch.items() if k != "labels"}
 per_seed = per_seed_runs.run("lab1", "pruning", S, SEEDS, lambda seed: pruning_seed(S, dl, seed, probe))
 for seed, r in zip(SEEDS, per_seed):
     print(f"seed {seed}: unpruned {r['fp32']:.4f}, control {r['control']['accuracy']:.4f}, SFT {r['sft_digest'][:12]}")
-numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes}
-say(table(numbers["rows"], ["method", "scope", "sparsity", "achieved_weight_sparsity", "achieved_activation_sparsity",
-                            "pruned", "finetuned", "pruned_positive_share", "finetuned_positive_share"]))
+numbers = combined(per_seed, SEEDS, dl.sizes)
+say(lab.sweep_table(numbers))
 
 # %%
-save_figure(plot_pruning(numbers, S), "lab1", "pruning", numbers, S)
+redraw.show("lab1_prune", "pruning", numbers, S)
 
 # %% [markdown]
 # ## Your mask on one layer
@@ -98,22 +95,7 @@ save_figure(plot_pruning(numbers, S), "lab1", "pruning", numbers, S)
 
 # %%
 sft, _ = recipes.finetuned_model(S, dl, seed=SEEDS[0])
-name, layer = next((n, m) for n, m in sft.named_modules() if isinstance(m, torch.nn.Linear))
-rows = []
-with torch.no_grad():
-    w = layer.weight.detach()
-    for sparsity in S["sparsities"]:
-        mine = l1.fn(w, sparsity)
-        held = prune(torch.nn.ModuleDict({"layer": layer}), {"weight": {"sparsity": sparsity, "method": "l1-norm"}})
-        theirs = held.model["layer"].parametrizations.weight[0].mask
-        rows.append({"sparsity": sparsity, "achieved (yours)": float((~mine).sum()) / w.numel(),
-                     "achieved (labkit's prune)": float((~theirs).sum()) / w.numel(),
-                     "entries that differ": int((mine != theirs).sum()),
-                     "largest pruned abs(w)": f"{float(w.abs()[~mine].max()):.7g}" if (~mine).any() else "-",
-                     "smallest kept abs(w)": f"{float(w.abs()[mine].min()):.7g}" if mine.any() else "-"})
-say(f"Layer `{name}` ({w.numel():,} weights):\n\n"
-    + table(rows, ["sparsity", "achieved (yours)", "achieved (labkit's prune)", "entries that differ",
-                   "largest pruned abs(w)", "smallest kept abs(w)"]))
+say(lab.mask_text(sft, S["sparsities"], l1.fn))  # l1.fn: your l1_mask once its check passes
 
 # %% [markdown]
 # **Question 1b.** From your table: from which sparsity is random pruning at chance (a constant answer on
@@ -138,11 +120,10 @@ say(f"Layer `{name}` ({w.numel():,} weights):\n\n"
 # %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
-# Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
-# the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
+# Rendered by `labkit.answers.lab1_prune` from the JSON this notebook just saved (so the committed answers file and
+# the numbers beside it cannot disagree); `python -m labkit.redraw lab1_prune --answers` re-renders it without measuring.
 
 # %% tags=["answer-key"]
 from labkit import redraw
 
-_, text = redraw.write_answers("lab1_prune", S["profile"])  # stores the readings, then words them
-say(text.split("\n\n", 2)[-1])
+redraw.close("lab1_prune", S)

@@ -25,17 +25,15 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8], "seeds"
 # %%
 import torch
 
-from labkit import quant, recipes
+from labkit import quant, recipes, redraw
 from labkit.labs import per_seed as per_seed_runs
-from labkit.readings import seeds
+from labkit.labs import lab1_quantize as lab
+from labkit.labs.lab1_sweeps import combined, quantization_seed
 from labkit.exercises import check
 from labkit.quant import fixed_point
 from labkit.run.profiles import lab_settings
-from labkit.report import say, table
-from labkit.results import provenance, save_figure
-from labkit.quant.calibrate import calibrated_fixed_point
-from labkit.plots.lab1 import plot_quantization
-from labkit.labs.lab1_sweeps import quantization_seed
+from labkit.report import say
+from labkit.results import provenance
 
 S = lab_settings("lab1", PROFILE, **OVERRIDES)
 SEEDS = recipes.train_seeds(S)
@@ -43,9 +41,7 @@ print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 base, base_metrics = recipes.finetuned_model(S, dl, seed=SEEDS[0])
-say(f"Base: the SFT model of Lab 0 (training seed {SEEDS[0]}), **{base_metrics['accuracy']:.4f}** accuracy on "
-    f"{dl.sizes['test']:,} test reviews ({'from the cache' if 'cached' in base_metrics else 'trained now'}); "
-    f"training seeds {SEEDS}.")
+say(lab.base_text(base_metrics, dl.sizes, SEEDS))
 
 # %% [markdown]
 # ## Exercise: a fixed-point quantizer
@@ -107,35 +103,11 @@ avg = check("lab1.average_bits", average_bits)
 # `quant.average_bits`.
 
 # %%
-def stored_tensors(model):
-    """{"numel", "width", "frac_width"} of every Linear's weight and bias, and of its input (per token)."""
-    weights, inputs = [], []
-    for m in model.modules():
-        if not isinstance(m, torch.nn.Linear):
-            continue
-        cfg = getattr(m, "config", None)  # a QuantLinear's formats; None: an unquantized Linear
-        for role, t in (("weight", m.weight), ("bias", m.bias)):
-            fmt = getattr(cfg, role, None)
-            if t is not None:
-                weights.append({"numel": t.numel(), "width": fmt.width if fmt else torch.finfo(t.dtype).bits,
-                                "frac_width": fmt.frac_width if fmt else None})
-        fmt = getattr(cfg, "data_in", None)
-        inputs.append({"numel": m.in_features, "width": fmt.width if fmt else torch.finfo(m.weight.dtype).bits,
-                       "frac_width": fmt.frac_width if fmt else None})
-    return weights, inputs
-
-
 config = {"by": "type", "default": {"config": {"name": None}}, "linear": {"config": fixed_point(8)}}
 q8 = quant.quantize(base, config)
-q8_weights, q8_inputs = stored_tensors(q8.model)
-w_bits, in_bits, fp32_bits = avg.fn(q8_weights), avg.fn(q8_inputs), avg.fn(stored_tensors(base)[0])
-bits = quant.average_bits(q8.model)
-print(f"average_bits: weights {w_bits}, inputs {in_bits}, fp32 model {fp32_bits}; labkit's quant.average_bits: "
-      f"weights {bits['weight_bits']}, inputs {bits['data_in_bits']}, fp32 model "
-      f"{quant.average_bits(base)['weight_bits']}")
-say(f"int8 quantizes **{len(q8.changed)}** Linear layers (e.g. `{next(iter(q8.changed))}`: "
-    f"{next(iter(q8.changed.values()))}). Average bits: weights {w_bits:.1f}, "
-    f"inputs {in_bits:.1f} (fp32 model: {fp32_bits:.0f}).")
+line, text = lab.average_bits_text(q8, base, avg.fn)  # avg.fn: your average_bits once its check passes
+print(line)
+say(text)
 
 # %% [markdown]
 # ## Width sweep: PTQ and QAT, per training seed
@@ -146,19 +118,11 @@ with fixed.installed():  # your quantizer (once its check passes) quantizes ever
     per_seed = per_seed_runs.run("lab1", "quantization", S, SEEDS, lambda seed: quantization_seed(S, dl, seed))
 for seed, r in zip(SEEDS, per_seed):
     print(f"seed {seed}: fp32 {r['fp32']:.4f}, control {r['control']['accuracy']:.4f}, SFT {r['sft_digest'][:12]}")
-numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes}
-ranges = per_seed[0]["input_ranges"]
-cal8 = calibrated_fixed_point(base, 8, ranges)
-say(f"Calibrated int8 frac widths (seed {SEEDS[0]}) range over inputs "
-    f"{sorted({c['data_in_frac_width'] for k, c in cal8.items() if k != 'by'})}, weights "
-    f"{sorted({c['weight_frac_width'] for k, c in cal8.items() if k != 'by'})}. For comparison, the sheet's single "
-    f"int8 rule (frac 4 everywhere) gives PTQ **{numbers['sheet_rule_int8_frac4_ptq']:.4f}** (mean over seeds).")
-say(f"Equal-training control: fp32 trained {S['qat_epochs']:g} epoch more at lr {S['finetune_lr']:g}: "
-    f"**{numbers['control']['accuracy']:.4f}** (mean over seeds).")
-say(table(numbers["rows"], ["width", "frac_width", "ptq", "qat", "qat_train_seconds"]))
+numbers = combined(per_seed, SEEDS, dl.sizes)
+say(lab.sweep_text(numbers, S, base, per_seed[0]["input_ranges"], SEEDS[0]))
 
 # %%
-save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
+redraw.show("lab1_quantize", "quantization", numbers, S)
 
 # %% [markdown]
 # **Question 1a.** From your table: below which width does PTQ lose accuracy, and how much of it does QAT win
@@ -175,11 +139,10 @@ save_figure(plot_quantization(numbers, S), "lab1", "quantization", numbers, S)
 # %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
-# Rendered by `labkit.answers.lab1` from the JSON this notebook just saved (so the committed answers file and
-# the numbers beside it cannot disagree); `python -m labkit.redraw lab1 --answers` re-renders it without measuring.
+# Rendered by `labkit.answers.lab1_quantize` from the JSON this notebook just saved (so the committed answers file and
+# the numbers beside it cannot disagree); `python -m labkit.redraw lab1_quantize --answers` re-renders it without measuring.
 
 # %% tags=["answer-key"]
 from labkit import redraw
 
-_, text = redraw.write_answers("lab1_quantize", S["profile"])  # stores the readings, then words them
-say(text.split("\n\n", 2)[-1])
+redraw.close("lab1_quantize", S)

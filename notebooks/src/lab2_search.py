@@ -34,22 +34,15 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"trials": 10, "workers": 
 # %%
 import copy
 import math
-import time
 
 import optuna
 
-from labkit import search
+from labkit import redraw
 from labkit.exercises import check
-from labkit.exercises.lab2 import accuracies_of, trace_objective, trial_values
-from labkit.plots.lab2_search import plot_compression_aware, plot_samplers
-from labkit.labs import lab2, lab2_summary as summary
-from labkit.labs import lab2_remeasure
-from labkit.labs.lab2_space import build_model
-from labkit.readings.lab2_search import start_of
-from labkit.models import count_parameters
+from labkit.labs import lab2, lab2_remeasure, lab2_replay as replay, lab2_summary as summary, lab2_tasks as tasks
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table
-from labkit.results import provenance, save_figure
+from labkit.results import provenance
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = lab_settings("lab2", PROFILE, **OVERRIDES)
@@ -141,28 +134,10 @@ running = check("lab2.best_so_far", best_so_far)
 # ## Task 1: Random vs Grid vs TPE
 
 # %%
-start = time.time()
-task1 = search.run_studies(lab2.task1_plans(S), storage=storage, workers=workers, desc="Lab 2 task 1", mps=S["mps"],
-                           report_only=S["report_only"])
-task1_seconds = time.time() - start
-curves = {sampler: [search.best_so_far(st, limit=S["trials"]) for st in sts]
-          for sampler, sts in lab2.by_sampler(task1).items()}
-bands = search.bands(curves)  # every sampler cut to the shortest search: equal budget
-task1_done = {name: sum(t.state.name == "COMPLETE" for t in st.trials) for name, st in task1.items()}
-task1_from = search.trial_provenance(task1.values())
-say(summary.shortfall(task1_done, S["trials"]))
-say(table(summary.sampler_rows(bands)))
-best_study, best = lab2.best_trial(task1)
-n_test = best.user_attrs["n_test"]
-say(f"Best architecture overall: {best_study} trial {best.number}, accuracy {best.value:.4f}, "
-    f"{best.user_attrs['parameters']:,} parameters: `{ {k: v for k, v in best.params.items() if '.' not in k} }`, "
-    f"{sum(v == 'identity' for k, v in best.params.items() if '.' in k)} Linear layers replaced by Identity.")
-
-# %% tags=["answer-key"]
-if S["report_only"]:  # the committed studies, read back
-    from labkit.answers import lab2 as answers
-
-    say(answers.drawn_from(task1_from))
+task1 = tasks.run_task1(S, storage, workers)  # the studies, with their curves, bands over seeds and best trial
+say(summary.shortfall(task1.done, S["trials"]))
+say(table(summary.sampler_rows(task1.bands)))
+say(summary.best_architecture(task1.best_study, task1.best))
 
 # %% [markdown]
 # What the searches drew, read back through your `sample_architecture` (each study's first completed trial; a
@@ -170,31 +145,12 @@ if S["report_only"]:  # the committed studies, read back
 # both must agree with what the workers recorded.
 
 # %%
-drawn = []
-for name, st in task1.items():
-    first = next(t for t in sorted(st.get_trials(deepcopy=False), key=lambda t: t.number) if t.state.name == "COMPLETE")
-    arch = space.fn(optuna.trial.FixedTrial(lab2.full_params(first.params)))
-    drawn.append({"study": name, "trial": first.number, **arch["config"],
-                  "identity": sum(v == "identity" for v in arch["linears"].values()), "accuracy": first.value})
-say(table(drawn))
-best_arch = space.fn(optuna.trial.FixedTrial(lab2.full_params(best.params)))
-assert count_parameters(build_model(best_arch)) == best.user_attrs["parameters"], \
-    "the best trial's architecture, rebuilt from your sampler, has another parameter count than the trial recorded"
-my_curves = {sampler: [running.fn(trial_values(st), S["trials"]) for st in sts]
-             for sampler, sts in lab2.by_sampler(task1).items()}
-assert my_curves == curves, "your best_so_far gives other curves than labkit's on these studies"
-say(table([{"sampler": sampler, "seed": seed, "best so far": ", ".join(f"{v:.4f}" for v in c)}
-           for sampler, cs in my_curves.items() for seed, c in zip(S["seeds"], cs)]))
+say(table(replay.drawn(task1, space.fn)))
+replay.rebuilt_best(task1, space.fn)  # its parameter count, rebuilt from your sampler, is the trial's
+say(table(replay.sampler_curves(task1, running.fn, S)))
 
 # %%
-samplers = {
-    "bands": bands, "curves": curves, "rows": summary.sampler_rows(bands), "search_seconds": task1_seconds,
-    "completed": task1_done, "trials_from": task1_from, "report_only": S["report_only"],
-    "best": {"study": best_study, "trial": best.number, "value": best.value, "params": best.params},
-    "trials": {name: [{"number": t.number, "value": t.value, "params": t.params, **t.user_attrs}
-                      for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-               for name, st in task1.items()}}
-save_figure(plot_samplers(samplers, S), "lab2", "samplers", samplers, S)
+redraw.show("lab2_search", "samplers", tasks.samplers_numbers(task1, S), S)
 
 # %% [markdown]
 # **Question 2a.** Can you tell the samplers apart at this budget? Read the mean best of each sampler against
@@ -269,38 +225,12 @@ objective = check("lab2.compression_objective", compression_objective)
 # control: the uncompressed model given the same training.
 
 # %%
-start = time.time()
-task2 = search.run_studies(lab2.task2_plans(S, best.params), storage=storage, workers=workers,
-                           desc="Lab 2 task 2", mps=S["mps"], report_only=S["report_only"])
-task2_seconds = time.time() - start
-comp = lab2.by_objective(task2)
-comp_trials = {label: [{"number": t.number, "value": t.value, "params": t.params, **t.user_attrs}
-                       for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"][: S["compression_trials"]]
-               for label, st in comp.items()}
-comp_curves = {label: search.best_so_far(st, limit=S["compression_trials"]) for label, st in comp.items()}
-comp_best = {label: max(c) for label, c in comp_curves.items()}
-comp_done = {label: len(c) for label, c in comp_curves.items()}
-task2_from = search.trial_provenance(comp.values())
-# how the trials ran, from their own records (worker processes, hosts, devices), not this process's count
-say(summary.studies_header(search.storage.shown_url(storage), lab2.study_tag(S),
-                           search.trial_provenance([*task1.values(), *task2.values()]), S)
-    + (" Workers ran under CUDA MPS in this run." if S["mps"] and not S["report_only"] else ""))
-say(summary.shortfall(comp_done, S["compression_trials"]))
-effects = {"compression, no post-training": summary.within_trial(comp_trials["compressed"], "accuracy_compressed"),
-           "post-training after compression": summary.within_trial(
-               comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_compressed")}
-# each post-training trial also trained its uncompressed model as long (its equal-training control)
-post_control = summary.post_vs_control(comp_trials["compressed + post-training"])
-if post_control is not None:
-    effects["post-training against its control"] = summary.within_trial(
-        comp_trials["compressed + post-training"], "accuracy_post_trained", "accuracy_control")
-# the start is Task 1's best, queued as trial 0 (or run again under another number after a failure): not
-# necessarily the first completed trial
-starts = {label: start_of(ts) for label, ts in comp_trials.items()}
-say(table([{"objective": label, "best": comp_best[label],
-            "start (Task 1's best)": starts[label]["value"] if starts[label] else None,
-            "start's trial": starts[label]["number"] if starts[label] else None} for label in comp]))
-say(table([{"within-trial change": k, **v} for k, v in effects.items()]))
+task2 = tasks.run_task2(S, storage, workers, task1.best.params)  # the three searches from Task 1's best
+say(tasks.header(storage, S, task1, task2))
+say(tasks.cost(task1, task2, S))
+say(summary.shortfall(task2.done, S["compression_trials"]))
+say(table(summary.start_rows(task2.best, task2.starts)))
+say(table(summary.effect_rows(task2.effects)))
 
 # %% [markdown]
 # Each search's start (Task 1's best architecture) replayed through your `compression_objective`, with its
@@ -309,30 +239,10 @@ say(table([{"within-trial change": k, **v} for k, v in effects.items()]))
 # search's curve.
 
 # %%
-replays = []
-for label, st in comp.items():
-    done = [t for t in sorted(st.get_trials(deepcopy=False), key=lambda t: t.number) if t.state.name == "COMPLETE"]
-    # the start where it completed, else the first completed trial (any trial replays the same way)
-    first = next((t for t in done if starts[label] and t.number == starts[label]["number"]), done[0])
-    arch = space.fn(optuna.trial.FixedTrial(lab2.full_params(first.params)))
-    replay = trace_objective(objective.fn, arch, lab2.MODES[label], accuracies_of(first.user_attrs))
-    assert replay["value"] == first.value, f"{label}: your objective returns {replay['value']}, the trial {first.value}"
-    assert replay["recorded"] == {k: v for k, v in first.user_attrs.items() if k.startswith("accuracy_")}, \
-        f"{label}: your objective records {replay['recorded']}"
-    replays.append({"objective": label, "trial": first.number, "value": replay["value"],
-                    "steps": " -> ".join(c.split("(")[0] for c in replay["calls"])})
-say(table(replays))
-my_comp_curves = {label: running.fn(trial_values(st), S["compression_trials"]) for label, st in comp.items()}
-assert my_comp_curves == comp_curves, "your best_so_far gives other curves than labkit's on these studies"
+say(table(replay.objectives(task2, space.fn, objective.fn, running.fn, S)))
 
 # %%
-quant, prune = lab2.compression_configs(S)
-compression = {
-    "best_so_far": comp_curves, "best": comp_best, "within_trial": effects, "trials": comp_trials,
-    "start": {"study": best_study, "trial": best.number, "value": best.value}, "search_seconds": task2_seconds,
-    "quant": quant, "prune": prune, "completed": comp_done, "trials_from": task2_from,
-    "post_vs_control": post_control, "report_only": S["report_only"]}
-save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware", compression, S)
+redraw.show("lab2_search", "compression_aware", tasks.compression_numbers(task1, task2, S), S)
 
 # %% [markdown]
 # ## Remeasure: each searched best against its comparator, with fresh training seeds
@@ -345,17 +255,7 @@ save_figure(plot_compression_aware(compression, S), "lab2", "compression_aware",
 # runs the same from the stored results.
 
 # %%
-import torch
-
-if S["report_only"]:
-    say("Report only: nothing is retrained here; the answers read the stored `remeasured.json` where there is one.")
-else:
-    remeasured_path, remeasured = lab2_remeasure.run(S["profile"], k=3, storage=storage,
-                                                     workers=3 if torch.cuda.is_available() else 1)
-    pairs = [("Task 1", remeasured.get("task1"))] + list(remeasured["task2"].items())
-    say(table([{"comparison": what, "side": side, "trial": e[side]["trial"], "in the search": e[side]["value"],
-                **{f"seed {s}": a for s, a in zip(remeasured["seeds"], e[side]["accuracy"])}}
-               for what, e in pairs if e for side in e if side != "mode"]))
+say(lab2_remeasure.in_notebook(S, k=3, storage=storage))
 
 # %% [markdown]
 # **Question 2b.** What does post-training do to a compressed model, and why is its gain read against the
@@ -373,23 +273,11 @@ else:
 # %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
-# Rendered by `labkit.answers.lab2` from the readings of the JSON just saved (read back; the readings are stored in
+# Rendered by `labkit.answers.lab2_search` from the readings of the JSON just saved (read back; the readings are stored in
 # it first), as `python -m labkit.redraw lab2_search --answers` renders them later: the samplers' verdict with its
 # uncertainty, whether the best architecture and each search's best are established (only with fresh seeds), how
 # many trials of each depth ended at chance, and post-training's change per trial, against its control.
 
 # %% tags=["answer-key"]
 from labkit import redraw
-
-answers_path, text = redraw.write_answers("lab2_search", S["profile"])  # readings stored, then worded
-say(text.split("\n\n", 3)[-1])
-trials_run = sum(len(st.trials) for st in list(task1.values()) + list(task2.values()))
-cached = sum(bool(t.user_attrs.get("cached")) for st in list(task1.values()) + list(task2.values()) for t in st.trials)
-if S["report_only"]:
-    say(f"- **Cost.** Drawn from stored studies (no trial ran here): a trial took {task1_from['trial_seconds_mean']:.0f} s "
-        f"on average in Task 1 and {task2_from['trial_seconds_mean']:.0f} s in Task 2 with the workers sharing the "
-        f"device; {cached} of {trials_run} trials reused a cached result.")
-else:
-    say(f"- **Cost.** Task 1 took {task1_seconds / 60:.1f} min and Task 2 {task2_seconds / 60:.1f} min here (a "
-        f"resumed run counts only what was left; the header says which workers ran the trials); {cached} of "
-        f"{trials_run} trials reused a cached result.")
+redraw.close("lab2_search", S)

@@ -20,30 +20,22 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"group_size": 16}
 
 # %%
-import matplotlib.pyplot as plt
 import torch
 
-from labkit import models, recipes
-from labkit.labs import per_seed as per_seed_runs
-from labkit.readings import seeds
+from labkit import redraw
 from labkit.exercises import check
-from labkit.training import train
-from labkit.labs.lab4_accuracy import mxint8_accuracy_seed
-from labkit.kernels import bench, convert_to_mxint8, dequantize, exclude, extension, memory, sheet_decode, tiling
-from labkit.labs import lab4_checks as checks
-from labkit.quant.formats import mxint  # labkit's MXINT8 quantizer and decoder, to compare yours with
-from labkit.plots import lab4_mxint8 as figures
+from labkit.kernels import exclude
+from labkit.labs import lab4_checks as checks, lab4_kernel as kernel, lab4_memory as memory, lab4_yours as yours
+from labkit.labs.lab4_accuracy import accuracy_numbers
 from labkit.run.profiles import lab_settings
-from labkit.report import say, show, table
-from labkit.results import portable, provenance, save_figure, save_results
+from labkit.report import say, table
+from labkit.results import save_results
 
 S = lab_settings("lab4_mxint8", PROFILE, **OVERRIDES)
 G = S["group_size"]
 print(S)
-print("device:", provenance()["device"])
-ON_GPU = torch.cuda.is_available()
-EXT = extension.available() if ON_GPU else False  # on a GPU this builds the extension (once, cached)
-say(f"**Which MXINT8 path runs here:** {portable(extension.describe())}")  # the cache folder as $LABKIT_CACHE_DIR
+EXT = kernel.ready()  # on a GPU this builds the extension (once, cached)
+say(kernel.path_text())
 
 # %% [markdown]
 # ## The format: quantization rules and error
@@ -84,8 +76,7 @@ def quantize_mxint8(w, group_size):
 quant = check("lab4.mxint8_quantize", quantize_mxint8)
 
 # %%
-kernel = (lambda m, e: dequantize(m.cuda(), e.cuda(), 1, backend="cuda").cpu()) if EXT else None
-FORMAT = checks.format_numbers(G, S["seed"], S["table_exponent"], kernel)
+FORMAT = checks.format_numbers(G, S["seed"], S["table_exponent"], kernel.cuda_decode if EXT else None)
 save_results("lab4", "mxint8_format", FORMAT, S)
 say(table(FORMAT["rules"]))
 
@@ -94,16 +85,7 @@ say(table(FORMAT["rules"]))
 # the check's cases (a subnormal max, a max near float32's largest, an infinity): compare what yours does.
 
 # %%
-rows = []
-for (name, values), ref in zip(checks.RULE_EXAMPLES.items(), FORMAT["rules"]):
-    try:
-        m, e = quant.fn(torch.tensor(values), 4)
-        mine = {"your E": int(e), "your m": m.tolist()}
-    except Exception as err:  # noqa: BLE001 (an input the check did not cover)
-        mine = {"your E": "-", "your m": f"raised {type(err).__name__}"}
-    rows.append({"group": name, "labkit E": ref["E"], "labkit m": ref["m"], **mine,
-                 "same": (mine["your E"], mine["your m"]) == (ref["E"], ref["m"])})
-say(table(rows))
+say(table(yours.rule_rows(quant.fn, FORMAT["rules"])))
 
 # %% [markdown]
 # ## 3a. What MXINT8 buys custom hardware when weights and activations are both MXINT8
@@ -113,15 +95,7 @@ say(table(rows))
 # The check below computes it both ways on real tensors.
 
 # %%
-dot = FORMAT["dot"]
-say(f"Group {dot['group_size']}: the dot product through integer mantissas `{dot['dot_int']!r}`, through the "
-    f"dequantized floats `{dot['dot_float']!r}`; equal: **{dot['equal']}**.")
-
-# %% tags=["answer-key"]
-from labkit.answers import lab4_mxint8 as answers
-
-say(answers.error_text(FORMAT["errors"]))
-say(answers.dot_answer(FORMAT["dot"]))
+say(checks.dot_text(FORMAT["dot"]))
 
 # %% [markdown]
 # ## 3b. The decode by bit assembly: what `dont_need_abs` and `bias` do
@@ -167,16 +141,9 @@ def decode_mxint8(mantissa, exponent, group_size):
 dec = check("lab4.mxint8_decode", decode_mxint8)
 
 # %%
-DECODE_COLUMNS = ["m", "byte", "frac", "out", "out value", "bias value", "dont_need_abs", "y", "exact",
-                  "without bias", "always subtract"]
-table_rows = FORMAT["decode"]["table"]
-mine = dec.fn(torch.tensor([r["m"] for r in table_rows], dtype=torch.int8).reshape(-1, 1),
-              torch.full((len(table_rows), 1), S["table_exponent"], dtype=torch.uint8), 1).reshape(-1)
-shown = [{**r, "your y": float(y)} for r, y in zip(table_rows, mine)]
-say(f"E = {S['table_exponent']} (scale 2^{S['table_exponent'] - 127}); `your y`: your decoder (labkit's until "
-    "yours passes):\n\n" + table(shown, DECODE_COLUMNS + ["your y"], floatfmt=".6g"))
+say(yours.decode_text(dec.fn, FORMAT["decode"]["table"], S["table_exponent"]))
 if not EXT:
-    say(f"(The CUDA kernel did not run here: {extension.reason()}.)")
+    say(kernel.not_run_text())
 
 # %% [markdown]
 # **A weight through your quantizer and your decoder** (labkit's until yours pass): a seeded 768 x 3072
@@ -184,23 +151,7 @@ if not EXT:
 # whether your mantissas, exponents and decoded bf16 bits are labkit's.
 
 # %%
-weight = torch.randn(768, 3072, generator=torch.Generator().manual_seed(S["seed"])) * 0.02
-rows = []
-for ref in FORMAT["errors"]:
-    g = ref["group_size"]
-    m, e = quant.fn(weight, g)
-    back = dec.fn(m, e, g)
-    lm, le = mxint.quantize_mxint8(weight, g)
-    same_bits = torch.equal(sheet_decode.bits_of(back), sheet_decode.bits_of(mxint.dequantize_mxint8(lm, le, g)))
-    rows.append({"group_size": g, "bits/element": 8 + 8 / g,
-                 "your relative L2 error": f"{((back.float() - weight).norm() / weight.norm()).item():.4%}",
-                 "labkit's": f"{ref['relative L2 error']:.4%}",
-                 "same m, E": bool(torch.equal(m, lm) and torch.equal(e, le)), "same bf16 bits": same_bits})
-say(table(rows))
-del weight
-
-# %% tags=["answer-key"]
-say(answers.decode_answer(FORMAT["decode"]))
+say(table(yours.round_trip_rows(quant.fn, dec.fn, FORMAT["errors"], S["seed"])))
 
 # %% [markdown]
 # **Question 3b.** From the table: what are `dont_need_abs` and `bias` for? What goes wrong without `bias`
@@ -227,46 +178,16 @@ say(answers.decode_answer(FORMAT["decode"]))
 # Answer 3c below uses these numbers.
 
 # %%
-def show_bandwidth(bw, bw_source):
-    """The bandwidth figure of sweep ``bw`` (saved with its numbers); returns the summary rows."""
-    summary = bench.summary_table(bw)
-    g_plot = G if any(r["g"] == G for r in summary) else summary[0]["g"]
-    fig = figures.plot_bandwidth(bw["rows"], g_plot, device=bw["device"], source=figures.run_label(bw_source))
-    save_figure(fig, "lab4", "mxint8_bandwidth_plot", {"source": bw_source, "group_size": g_plot,
-                                                       "rows": bw["rows"], "copy": bw["copy"], "summary": summary}, S)
-    show(fig)
-    return summary
-
-
-bw = summary = None
-if EXT:
-    bw = bench.sweep(S["bench_sizes"], S["bench_groups"], compile=S["bench_compile"], reps=S["bench_reps"],
-                     progress=False)
-    bw["device"] = torch.cuda.get_device_name(0)
-    bw_source = f"measured in this run on {bw['device']} (torch {torch.__version__}, CUDA {torch.version.cuda})"
-    summary = show_bandwidth(bw, bw_source)
+if EXT:  # this run's sweep of the group size in the settings
+    redraw.show("lab4_mxint8", "mxint8_bandwidth_plot", kernel.measured_bandwidth(S), S)
 else:
-    say(f"**Bandwidth numbers:** the kernel cannot run here ({extension.reason()}).")
+    say(kernel.cannot_run_text())
 
 # %% tags=["answer-key"]
-import json
-
-from labkit.results import result_dir
-
-stored_path = result_dir("lab4", "full") / "mxint8_bandwidth.json"
-if not EXT and stored_path.is_file():  # the stored GPU results, as the answer
-    bw = json.loads(stored_path.read_text())
-    v = bw.get("versions", {})
-    bw_source = (f"stored GPU results from `{stored_path.relative_to(result_dir('lab4', 'full').parent.parent)}`: "
-                 f"{bw['device']}, torch {v.get('torch')}, CUDA {v.get('cuda')}, "
-                 f"{bw.get('provenance', {}).get('created', 'date unknown')}; not measured here ({extension.reason()})")
-    summary = show_bandwidth(bw, bw_source)
+if not EXT and (STORED_BW := kernel.stored_bandwidth(G)):  # the stored GPU results, as the answer
+    redraw.show("lab4_mxint8", "mxint8_bandwidth_plot", STORED_BW, S)
 elif not EXT:
-    bw_source = f"no GPU results stored yet and no kernel here ({extension.reason()})"
-if bw:
-    say(answers.bandwidth_text(summary, bw_source, G))
-else:
-    say(f"**Bandwidth numbers:** {bw_source}.")
+    say(kernel.none_stored_text())
 
 # %% [markdown]
 # ## 3c. How `cta_tiler` and `layout_sX` partition data and threads
@@ -278,19 +199,8 @@ else:
 # the bandwidth measured above.
 
 # %%
-K = tiling.kernel_constants()
-assert (K["kVecElems"], K["kVecThreads"], K["kVecUnroll"], K["kTileElems"], K["kTileThreads"]) == \
-    (tiling.VEC_ELEMS, tiling.VEC_THREADS, tiling.VEC_UNROLL, tiling.TILE_ELEMS, tiling.TILE_THREADS)
-g_draw, groups_draw = 32, 80  # a (32, 80) view: tiles of 32 groups in k, the third one ragged
-tm = tiling.lab_tile_map(g_draw, groups_draw)
-tiling_numbers = {"constants": K, "drawn": {"group_size": g_draw, "num_groups": groups_draw,
-                                            **{k: tm[k] for k in ("BLK_M", "BLK_K", "THR_M", "THR_K")}}}
-fig = figures.plot_tiling(tiling_numbers)  # the maps are recomputed from these numbers (labkit.plots.lab4_mxint8)
-save_figure(fig, "lab4", "mxint8_tiling", tiling_numbers, S)
-show(fig)
-
-# %% tags=["answer-key"]
-say(answers.tiling_answer(tiling_numbers, G, summary))
+# the maps are recomputed from these numbers (labkit.plots.lab4_mxint8): a (32, 80) view, its third tile ragged
+redraw.show("lab4_mxint8", "mxint8_tiling", kernel.tiling_numbers(), S)
 
 # %% [markdown]
 # ## 3d. Memory: fp32 vs MXINT8, measured
@@ -301,71 +211,24 @@ say(answers.tiling_answer(tiling_numbers, G, summary))
 # (`torch.cuda.max_memory_allocated` during one fp32 inference forward).
 
 # %%
-big_config = dict(hidden_size=S["big_hidden"], num_hidden_layers=S["big_layers"],
-                  num_attention_heads=S["big_heads"], intermediate_size=S["big_intermediate"])
-big_name = f"BERT {S['big_layers']}x{S['big_hidden']} (DeBERTa-xlarge size)"
-
-
-def build_default(device):
-    return models.load_model(S["model"]).to(device)
-
-
-def build_big(device):  # random weights, created directly on `device` ("meta": shapes only)
-    with torch.device(device):
-        return models.from_config(**big_config)
-
-
-builders = {S["model"]: build_default, big_name: build_big}
-keep = exclude("classifier")
-param_rows = []
-for name, build in builders.items():
-    model_sizes = build("meta" if build is build_big else "cpu")
-    before = memory.tensor_bytes(model_sizes)
-    convert_to_mxint8(model_sizes, G, keep)
-    after = memory.tensor_bytes(model_sizes)
-    param_rows.append({"model": name, "fp32 MB": before["total"] / 1e6, "MXINT8 MB": after["total"] / 1e6,
-                       "saved": 1 - after["total"] / before["total"],
-                       "quantizable share": (before["linear weights"] - after["linear weights"]) / before["total"],
-                       "embeddings MB": before["embeddings"] / 1e6})
-    del model_sizes
-say(f"Parameter and buffer bytes (theory for a quantized tensor: (32 - {8 + 8 / G:g}) / 32 = "
-    f"{memory.theoretical_saving(G):.1%}):\n\n" + table(param_rows, floatfmt=".3f"))
-
-
-def show_memory(measured, device):
-    """A table and a figure of ``memory.compare`` results per model."""
-    say(table([{"model": name, "format": c[f]["format"], "parameters MB": c[f]["bytes"]["total"] / 1e6,
-                "resident MB": c[f]["resident"] / 1e6, "peak MB": c[f]["peak"] / 1e6,
-                "peak - resident MB": c[f]["peak_minus_resident"] / 1e6}
-               for name, c in measured.items() for f in ("fp32", "mxint8")], floatfmt=".1f"))
-    fig = figures.plot_memory(measured, device=device)
-    return fig
-
-
-measured = None
-if ON_GPU:
-    measured = {name: memory.compare(lambda b=build: b("cuda"), G, S["memory_batch"], S["memory_seq"], keep)
-                for name, build in builders.items()}
-    say(f"**Peak memory numbers:** measured in this run on {torch.cuda.get_device_name(0)}.")
-    fig = show_memory(measured, torch.cuda.get_device_name(0))
-    save_figure(fig, "lab4", "mxint8_memory", {"measured": measured, "parameters": param_rows}, S)
-    show(fig)
+KEEP = exclude("classifier")  # every Linear layer except the classifier becomes an MXINT8Linear
+PARAMETERS = memory.parameter_rows(S, KEEP)
+say(memory.parameter_text(PARAMETERS, G))
+if torch.cuda.is_available():
+    MEMORY = memory.measure(S, KEEP, PARAMETERS)
+    say(memory.here_text(MEMORY["measured"]))
+    redraw.show("lab4_mxint8", "mxint8_memory", MEMORY, S)
 else:
-    say("**Peak memory numbers** need a GPU (`torch.cuda.max_memory_allocated`): none here.")
+    say(memory.NO_GPU)
 
 # %% tags=["answer-key"]
 from labkit.results import load_results
 
-stored = None
-if not ON_GPU:  # the stored full-profile GPU results, as the answer
-    stored = load_results("lab4", "mxint8_memory", "full")
-    measured = stored["numbers"]["measured"] if stored else None
-    say("**Peak memory numbers:** " + (f"stored full-profile GPU results ({stored['provenance']['device']}, "
-                                       f"{stored['provenance']['created']}); no GPU here." if stored else
-                                       "no GPU here and none stored."))
-    if measured:
-        show(show_memory(measured, stored["provenance"]["device"]))
-say(answers.memory_answer(measured, param_rows, G))
+if not torch.cuda.is_available():  # the stored full-profile GPU results, as the answer
+    STORED_MEMORY = load_results("lab4", "mxint8_memory", "full")
+    say(memory.stored_text(STORED_MEMORY))
+    if STORED_MEMORY and STORED_MEMORY["numbers"]["measured"]:
+        redraw.plot("lab4_mxint8", "mxint8_memory", STORED_MEMORY)  # drawn here, shown when the cell ends
 
 # %% [markdown]
 # **Question 3d.** The theory for a quantized tensor at group size 32 is (32 - 8.25) / 32 = 74.2% saved (the
@@ -389,20 +252,7 @@ say(answers.memory_answer(measured, param_rows, G))
 # the settings). The difference is judged over seeds (`labkit.readings.seeds`).
 
 # %%
-dl = recipes.loaders(S)
-dev = train.pick_device(S["device"])
-batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
-# one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
-per_seed = per_seed_runs.run("lab4", "mxint8_accuracy", S, recipes.train_seeds(S),
-                             lambda seed: mxint8_accuracy_seed(S, dl, seed, G, keep, batch))
-acc_numbers = {**seeds.combine(per_seed, recipes.train_seeds(S)), "dataset_sizes": dl.sizes,
-               "kernel_path": extension.describe()}
-fig = figures.plot_accuracy(acc_numbers, S)
-save_figure(fig, "lab4", "mxint8_accuracy", acc_numbers, S)
-plt.show()
-
-# %% tags=["answer-key"]
-say(answers.accuracy_text(acc_numbers, G))
+redraw.show("lab4_mxint8", "mxint8_accuracy", accuracy_numbers(S, KEEP), S)
 
 # %% [markdown] tags=["answer-key"]
 # The answers file beside the results comes from the same stored JSON (`python -m labkit.redraw
@@ -410,13 +260,4 @@ say(answers.accuracy_text(acc_numbers, G))
 
 # %% tags=["answer-key"]
 from labkit import redraw
-from labkit.results import save_answers
-
-redraw.store_readings("lab4_mxint8", S["profile"])  # the verdicts, computed from this profile's JSON, stored beside it
-# what the answers are written from: the JSON saved in this run, read back, or the stored GPU results
-PAYLOADS = {name: load_results("lab4", name, S["profile"])
-            for name in ("mxint8_format", "mxint8_tiling", "mxint8_accuracy")}
-if bw:
-    PAYLOADS["mxint8_bandwidth_plot"] = load_results("lab4", "mxint8_bandwidth_plot", S["profile"])
-PAYLOADS["mxint8_memory"] = load_results("lab4", "mxint8_memory", S["profile"]) if ON_GPU else stored
-print("wrote", save_answers("lab4", "mxint8", answers.render(PAYLOADS), S["profile"]))
+redraw.close("lab4_mxint8", S)

@@ -27,34 +27,20 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"compile_batch": 32, "dev
 
 # %%
 import math
-import time
 
 import torch
-import torch.nn.functional as F
 
 from labkit.exercises import check
-from labkit.perf import compile_study, resolve_devices, sdpa
-from labkit.labs.lab4_perf import measure
-from labkit.perf.timing import fmt_seconds, synchronize
-from labkit.plots import lab4_perf as plots
+from labkit.labs import lab4_perf as perf, lab4_yours as yours
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 
 S = lab_settings("lab4_perf", PROFILE, **OVERRIDES)
-if S["threads"]:
-    torch.set_num_threads(S["threads"])
-DEVICES = resolve_devices(S["devices"])
+DEVICES = perf.devices(S)  # after setting the CPU threads the settings ask for
 print(S)
-print("measuring on:", DEVICES, "| torch", torch.__version__, "| CPU threads", torch.get_num_threads())
+print(perf.measuring_on(DEVICES))
 if not torch.cuda.is_available():
-    say("**No CUDA GPU in this run.** It measures the CPU only (the solution edition shows a full-profile GPU run's "
-        "stored results beside it).")
-
-# %% tags=["answer-key"]
-from labkit.answers import lab4_perf as answers
-
-for dev in DEVICES:
-    say(answers.sizes_text(S, dev))
+    say(perf.NO_GPU)
 
 # %% [markdown]
 # ## Exercise: an honest timer
@@ -101,14 +87,7 @@ timer = check("lab4.timer", time_calls)
 
 # %%
 HERE = DEVICES[0]  # the device this run measures
-x = torch.randn(256, 256, device=HERE)
-captured = torch.compile(lambda t: F.gelu(t @ t.T).sum(), backend="eager")
-got = timer.fn(lambda: captured(x), repeats=20, warmup=2, clock=time.perf_counter, sync=lambda: synchronize(HERE))
-say(f"On {HERE}: first call **{fmt_seconds(got['first'])}** (Dynamo captures the function), steady median "
-    f"**{fmt_seconds(got['median'])}**, {got['first'] / got['median']:,.0f}x. Averaging the first 5 calls with "
-    f"no warm-up, as the sheet does, would report about {fmt_seconds((got['first'] + 4 * got['median']) / 5)} "
-    "a call.")
-torch._dynamo.reset()  # leave no captured graph behind
+say(yours.timer_text(timer.fn, HERE))
 
 # %% [markdown]
 # ## Part 1: torch.compile on ResNet-18
@@ -121,22 +100,16 @@ torch._dynamo.reset()  # leave no captured graph behind
 # see where the time goes.
 
 # %%
-COMPILE = measure("compile", compile_study, S, DEVICES, draw=plots.plot_compile)
+COMPILE = perf.measure("compile", S, DEVICES)  # each device's figure shows when the cell ends
 
 # %%
 for dev in DEVICES:  # measured in this run
-    st = COMPILE[dev]["numbers"]
-    say(f"### {dev.upper()}: measured in this run on {COMPILE[dev]['provenance']['device']}\n\nEvery run:\n\n"
-        + table(compile_study.summary_rows(st), floatfmt=".3f")
-        + "\n\nCompiled vs eager in the same state and batch (overhead: extra start-up time over eager's; "
-        "break-even: overhead / steady saving per call):\n\n" + table(compile_study.comparison_rows(st), floatfmt=".3f")
-        + "\n\nWhere one steady call spends its time (profiler):\n\n"
-        + table(compile_study.share_rows(st), floatfmt=".3f"))
+    say(perf.compile_tables(COMPILE[dev], dev))
 
 # %% tags=["answer-key"]
-from labkit.labs.lab4_perf import with_stored
+from labkit.answers import lab4_perf as answers
 
-COMPILE = with_stored(COMPILE, "compile")  # the other device: its stored full-profile results
+COMPILE = perf.with_stored(COMPILE, "compile")  # the other device: its stored full-profile results
 for dev in ("cpu", "cuda"):
     if dev not in DEVICES:
         say(answers.compile_section(COMPILE[dev], dev))
@@ -162,14 +135,6 @@ for dev in ("cpu", "cuda"):
 #
 # From the numbers above (`labkit.answers.lab4_perf`). A difference no larger than the spread (max - min over
 # the steady calls) of either side is reported as within noise, with no mechanism read from it.
-
-# %% tags=["answer-key"]
-say("**1a. Why did torch.compile give no speedup on the CPU?**\n\n" + answers.compile_answer(COMPILE["cpu"], "cpu"))
-
-# %% tags=["answer-key"]
-say("**1b. And on CUDA?**\n\n" + answers.compile_answer(COMPILE["cuda"], "cuda"))
-if answers.tf32_note(COMPILE["cuda"]):
-    say(answers.tf32_note(COMPILE["cuda"]))
 
 # %% [markdown]
 # ## Part 2: naive vs fused attention
@@ -213,39 +178,18 @@ attention = check("lab4.naive_attention", naive_attention)
 # device, float32, batch 1, 4 heads, seq 512, head dim 64, both timed with your timer.
 
 # %%
-q, k, v = sdpa.random_qkv(1, 4, 512, 64, torch.float32, HERE, seed=0)
-rows = []
-for causal in (False, True):
-    row = {"is_causal": causal}
-    for name, impl in (("naive (yours)", attention.fn), ("fused", F.scaled_dot_product_attention)):
-        t = timer.fn(lambda: impl(q, k, v, is_causal=causal), repeats=10, warmup=2, clock=time.perf_counter,
-                     sync=lambda: synchronize(HERE))
-        row[f"{name} first (ms)"], row[f"{name} median (ms)"] = 1e3 * t["first"], 1e3 * t["median"]
-    diff = attention.fn(q, k, v, is_causal=causal) - F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    row["max |naive - fused|"] = diff.abs().max().item()
-    rows.append(row)
-say(table(rows, floatfmt=".3g"))
-del q, k, v
+say(table(yours.attention_rows(attention.fn, timer.fn, HERE), floatfmt=".3g"))
 
 # %%
-ATTN = measure("sdpa", sdpa, S, DEVICES, draw=plots.plot_sdpa)
+ATTN = perf.measure("sdpa", S, DEVICES)
 
 # %%
 for dev in DEVICES:  # measured in this run
-    st = ATTN[dev]["numbers"]
-    say(f"### {dev.upper()}: measured in this run on {ATTN[dev]['provenance']['device']}\n\n{st['dtype']}, batch "
-        f"{st['batch']}, {st['heads']} heads, head dim {st['head_dim']}, causal={st['is_causal']}. Memory: "
-        f"{st['memory_method']}.\n\nAgreement with a float64 evaluation (batch 0, first heads):\n\n"
-        + table(st["checks"], ["is_causal", "mask", "dtype", "naive_vs_float64", "fused_vs_float64",
-                               "naive_vs_fused", "reference_max_abs", "tolerance", "ok"], floatfmt=".2e")
-        + f"\n\nEach fused backend forced alone at seq {st['profile_seq']}:\n\n"
-        + table(sdpa.backend_rows(st), floatfmt=".3f")
-        + "\n\nSequence sweep (steady median):\n\n" + table(sdpa.sweep_rows(st), floatfmt=".3f"))
-    prof = st["profiles"]  # the profiler's own tables, as torch prints them
-    print(f"--- {dev}: naive ---\n{prof['naive']['table']}\n--- {dev}: fused ---\n{prof['fused']['table']}")
+    say(perf.sdpa_tables(ATTN[dev], dev))
+    print(perf.profile_tables(ATTN[dev], dev))  # the profiler's own tables, as torch prints them
 
 # %% tags=["answer-key"]
-ATTN = with_stored(ATTN, "sdpa")  # the other device: its stored full-profile results
+ATTN = perf.with_stored(ATTN, "sdpa")  # the other device: its stored full-profile results
 for dev in ("cpu", "cuda"):
     if dev not in DEVICES:
         say(answers.attention_section(ATTN[dev], dev))
@@ -253,20 +197,10 @@ for dev in ("cpu", "cuda"):
 # %% [markdown] tags=["answer-key"]
 # ### Answers 2a (profile both) and 2b (CUDA)
 
-# %% tags=["answer-key"]
-say("**2a. Profile naive and fused attention (CPU).**\n\n" + answers.attention_answer(ATTN["cpu"], "cpu"))
-
-# %% tags=["answer-key"]
-say("**2b. And on CUDA?**\n\n" + answers.attention_answer(ATTN["cuda"], "cuda"))
-
 # %% [markdown] tags=["answer-key"]
 # The answers file beside the results comes from the same stored JSON (`python -m labkit.redraw lab4_perf
 # --answers` writes it again without measuring).
 
 # %% tags=["answer-key"]
 from labkit import redraw
-from labkit.results import save_answers
-
-redraw.store_readings("lab4_perf", S["profile"])  # the verdicts, computed from this profile's JSON, stored beside it
-payloads = {f"{study}_{dev}": got[dev] for study, got in (("compile", COMPILE), ("sdpa", ATTN)) for dev in got}
-print("wrote", save_answers("lab4", "perf", answers.render(payloads), S["profile"]))
+redraw.close("lab4_perf", S)

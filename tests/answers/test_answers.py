@@ -89,7 +89,7 @@ def test_how_trials_ran_in_one_process_and_with_no_records():
 def test_studies_header_says_how_the_trials_ran_not_how_many_workers_drew_the_figures():
     from labkit.run.profiles import lab_settings
     from labkit.search import trial_provenance
-    s = lab_settings("lab2", "smoke", workers=1)  # the drawing process: one worker
+    s = lab_settings("lab2_search", "smoke", workers=1)  # the drawing process: one worker
     records = [{"host": "vm", "boot": "b", "pid": 200 + w, "worker": w} for w in range(12)]
     text = lab2.studies_header("journal:figures/lab2/studies.journal", "abcd1234",
                                trial_provenance([_study_with_workers(records)]), s)

@@ -31,7 +31,7 @@ def test_lab_environment_offline_widgets_and_profile(monkeypatch):
 def test_labkit_profile_is_what_auto_means(monkeypatch):
     monkeypatch.setenv("LABKIT_PROFILE", "smoke")
     assert profiles.resolve_profile("auto") == "smoke" and profiles.resolve_profile("quick") == "quick"
-    assert profiles.lab_settings("lab0", "auto")["profile"] == "smoke"
+    assert profiles.lab_settings("lab0_graphs_lora", "auto")["profile"] == "smoke"
     monkeypatch.setenv("LABKIT_PROFILE", "fast")
     with pytest.raises(ValueError, match="LABKIT_PROFILE='fast'"):
         profiles.resolve_profile("auto")

@@ -1,10 +1,11 @@
-"""Lab 4 part 3's figures (labkit.plots.lab4_mxint8): drawn from the committed JSON and from small inputs,
-readable (no text overlaps another), the bandwidth plot in % of copy with every stored size, and the
-re-draw script keeps the stored numbers and provenance."""
+"""Lab 4's figures (labkit.plots.lab4_mxint8, labkit.plots.lab4_perf): each drawn from its stored payload by
+plot_<figure>(payload) and from small inputs, readable (no text overlaps another), the bandwidth plot in % of
+copy with every stored size, and the re-draw script keeps the stored numbers and provenance."""
 import json
 import shutil
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -12,9 +13,17 @@ from matplotlib.ticker import PercentFormatter
 
 from labkit.kernels import tiling
 from labkit.plots import lab4_mxint8 as figures
+from labkit.plots import lab4_perf
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB4 = ROOT / "figures" / "lab4"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """The figures are pyplot's (a notebook's inline backend shows them): close each test's."""
+    yield
+    plt.close("all")
 
 
 def committed(name):
@@ -91,8 +100,10 @@ def test_outside_check_finds_a_label_off_its_axes():
 
 def test_tiling_from_committed_json_is_readable():
     p = committed("mxint8_tiling")
-    fig = figures.plot_tiling(p["numbers"])
+    fig = figures.plot_mxint8_tiling(p)
     readable(fig)
+    current = p["numbers"]["constants"] == tiling.kernel_constants()
+    assert fig.labkit_drawn["constants_match_current_header"] == current
     # a colour bar for each colour-coded panel: CTA (a), warp (b), and the three strips of (c)
     images = [im for ax in fig.get_axes() for im in ax.get_images()]
     assert len(images) == 5
@@ -102,7 +113,7 @@ def test_tiling_from_committed_json_is_readable():
 @pytest.mark.parametrize("group_size,num_groups", [(16, 100), (32, 64), (32, 95), (128, 20), (8, 5)])
 def test_tiling_on_other_views(group_size, num_groups):
     numbers = tiling_numbers(group_size, num_groups)
-    fig = figures.plot_tiling(numbers)
+    fig = figures.tiling_figure(numbers)
     readable(fig)
     # thread ids written in (b) are those of the kernel's layout (labkit.kernels.tiling)
     t = tiling.lab_tile_map(group_size, num_groups)
@@ -116,7 +127,7 @@ def test_tiling_rejects_numbers_that_disagree_with_the_constants():
     numbers = tiling_numbers()
     numbers["drawn"]["THR_K"] = 4
     with pytest.raises(ValueError):
-        figures.plot_tiling(numbers)
+        figures.tiling_figure(numbers)
 
 
 # --- memory ----------------------------------------------------------------------------------------------
@@ -124,8 +135,9 @@ def test_tiling_rejects_numbers_that_disagree_with_the_constants():
 def test_memory_from_committed_json():
     p = committed("mxint8_memory")
     measured = p["numbers"]["measured"]
-    fig = figures.plot_memory(measured, device=p["provenance"]["device"])
+    fig = figures.plot_mxint8_memory(p)
     readable(fig)
+    assert p["provenance"]["device"] in fig.get_suptitle()
     axes = fig.get_axes()
     assert len(axes) == len(measured)
     for ax, (name, m) in zip(axes, measured.items()):
@@ -139,7 +151,7 @@ def test_memory_from_committed_json():
 
 def test_memory_on_synthetic_numbers():
     measured = synthetic_measured()
-    fig = figures.plot_memory(measured)
+    fig = figures.memory_figure(measured)
     readable(fig)
     assert "batch 2 x 16 tokens" in fig.get_suptitle()
     assert fig.get_axes()[1].get_title(loc="left").startswith("a model with a rather long name")
@@ -167,7 +179,7 @@ def check_bandwidth(fig, rows, group_size):
 
 def test_bandwidth_from_committed_rows():
     bw = committed("mxint8_bandwidth")
-    fig = figures.plot_bandwidth(bw["rows"], 32, device=bw["device"])
+    fig = figures.bandwidth_figure(bw["rows"], 32, device=bw["device"])
     check_bandwidth(fig, bw["rows"], 32)
     assert len({r["n"] for r in bw["rows"]}) == 5 and len(fig.get_axes()[0].get_xticklabels()) == 5
     assert bw["device"] in fig.get_axes()[0].get_title()
@@ -176,18 +188,18 @@ def test_bandwidth_from_committed_rows():
 def test_bandwidth_on_synthetic_rows():
     rows = synthetic_rows()
     for g in (16, 32):
-        check_bandwidth(figures.plot_bandwidth(rows, g), rows, g)
+        check_bandwidth(figures.bandwidth_figure(rows, g), rows, g)
     with pytest.raises(ValueError, match="say which one"):
-        figures.plot_bandwidth(rows)
+        figures.bandwidth_figure(rows)
     one = [r for r in rows if r["group_size"] == 16]
-    check_bandwidth(figures.plot_bandwidth(one), one, 16)
+    check_bandwidth(figures.bandwidth_figure(one), one, 16)
     with pytest.raises(ValueError):
-        figures.plot_bandwidth(rows, 64)
+        figures.bandwidth_figure(rows, 64)
 
 
 def test_bandwidth_legend_gives_gbps_at_the_largest_size():
     rows = synthetic_rows(groups=(32,))
-    text = " ".join(figures.legend_entries(figures.plot_bandwidth(rows, 32)))
+    text = " ".join(figures.legend_entries(figures.bandwidth_figure(rows, 32)))
     big = max(r["n"] for r in rows)
     for r in rows:
         if r["n"] == big:
@@ -231,13 +243,65 @@ def test_redraw_draws_the_figures_own_rows(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
     from labkit import redraw
 
-    fig, drawn = redraw._lab4_bandwidth(redraw.payloads_of("lab4_mxint8"))
-    assert drawn["from"] == "numbers.rows of this file"
+    stored = redraw.payloads_of("lab4_mxint8")["mxint8_bandwidth_plot"]
+    fig = redraw.plot("lab4_mxint8", "mxint8_bandwidth_plot", stored)
+    assert fig.labkit_drawn["from"] == "numbers.rows of this file"
     check_bandwidth(fig, rows, 32)
     assert "a test GPU" in fig.get_axes()[0].get_title()
+
+
+def bandwidth_payload(source, numbers_device=None):
+    numbers = {"source": source, "group_size": 32, "rows": synthetic_rows(groups=(32,)), "summary": []}
+    if numbers_device:
+        numbers["device"] = numbers_device
+    return {"numbers": numbers, "settings": {"group_size": 32},
+            "provenance": {"device": "the machine that saved it", "created": "2026-01-02T03:04:05+00:00"}}
+
+
+def test_stored_rows_are_labelled_with_their_own_device_and_no_date_of_this_run():
+    """A CPU run shows the stored GPU sweep: the title names the GPU the rows name, not the CPU that saved them."""
+    fig = figures.plot_mxint8_bandwidth_plot(bandwidth_payload("stored GPU results from `x`", "a stored GPU"))
+    title = fig.get_axes()[0].get_title()
+    assert "a stored GPU" in title and "the machine that saved it" not in title and "2026-01-02" not in title
+    own = figures.plot_mxint8_bandwidth_plot(bandwidth_payload("measured in this run on a GPU", "a GPU"))
+    assert "of 2026-01-02 03:04" in own.get_axes()[0].get_title()
+    older = figures.plot_mxint8_bandwidth_plot(bandwidth_payload("measured in this run on a GPU"))
+    assert "the machine that saved it" in older.get_axes()[0].get_title()  # a JSON without numbers.device
+
+
+def test_bandwidth_payload_without_rows_is_refused():
+    payload = bandwidth_payload("measured in this run")
+    payload["numbers"]["rows"] = []
+    with pytest.raises(ValueError, match="stores no rows"):
+        figures.plot_mxint8_bandwidth_plot(payload)
+
+
+def test_accuracy_from_committed_json():
+    p = committed("mxint8_accuracy")
+    fig = figures.plot_mxint8_accuracy(p)
+    (ax,) = fig.get_axes()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["fp32 (SFT)", f"MXINT8 g{p['settings']['group_size']}"]
+    assert f"{p['numbers']['dataset_sizes']['test']:,} reviews" in ax.get_title()
+
+
+def test_figures_are_pyplots_for_the_inline_backend():
+    """A figure that redraw.show draws in a notebook shows when the cell ends only if pyplot holds it."""
+    fig = figures.plot_mxint8_tiling({"numbers": tiling_numbers(), "settings": {}, "provenance": {}})
+    assert fig.number in plt.get_fignums()
+
+
+# --- lab4_perf -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["compile_cpu", "compile_cuda", "sdpa_cpu", "sdpa_cuda"])
+def test_perf_figures_from_committed_json(name):
+    p = committed(name)
+    fig = getattr(lab4_perf, f"plot_{name}")(p)
+    assert p["numbers"]["device_name"] in fig.get_suptitle()
+    assert fig.labkit_drawn == {"from": "numbers of this file"}
+    assert len(fig.get_axes()) == 3
 
 
 def test_show_outside_a_notebook_does_nothing():
     from labkit.report import show
 
-    show(figures.plot_bandwidth(synthetic_rows(groups=(32,)), 32))  # no IPython here: no error, no output
+    show(figures.bandwidth_figure(synthetic_rows(groups=(32,)), 32))  # no IPython here: no error, no output

@@ -182,7 +182,7 @@ def test_remeasure_retrains_both_sides_with_fresh_seeds_on_cpu(tmp_path, monkeyp
     from labkit.run.profiles import lab_settings
 
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
-    s = {**lab_settings("lab2", "smoke"), "device": "cpu"}
+    s = {**lab_settings("lab2_search", "smoke"), "device": "cpu"}
     quant, prune = compression_configs(s)
     small = {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 128, "intermediate_size": 512}
     wide = {**small, "hidden_size": 192}

@@ -155,7 +155,7 @@ def test_the_remeasure_finds_its_pairs_in_the_committed_studies_and_measures_one
     assert pairs["integer"]["baseline"]["label"] == "fp32" and pairs["integer"]["best"]["stored"] == 0.8428
     assert pairs["pareto:headline"]["best"]["bits"] == pytest.approx(4.5802, abs=1e-4)
     # one configuration measured by the search's own objective, on a small CPU setting with the same layers
-    tiny = profiles.lab_settings("lab3", "smoke", test_size=16, max_length=16)
+    tiny = profiles.lab_settings("lab3_search", "smoke", test_size=16, max_length=16)
     got = lab3_remeasure.measure(tiny, recipes.loaders(tiny), base, pairs["format:block_log"]["best"])
     assert 0 <= got["accuracy"] <= 1 and got["bits"] == pytest.approx(pairs["format:block_log"]["best"]["bits"])
 

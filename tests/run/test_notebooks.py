@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from labkit.run import runner
-from labkit.exercises import for_notebook, grade
+from labkit.exercises import editions, for_notebook, grade
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("lab*_*.ipynb"))
@@ -29,6 +29,28 @@ def test_notebook_is_clean_and_parameterised(path):
     nb = nbformat.read(path, as_version=4)
     assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
     runner.check_parameters_cell(path)
+
+
+MAX_CODE_LINES = 60
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_narrates(path):
+    """At most MAX_CODE_LINES lines of code (exercise solutions aside): the lab's code lives in labkit, each figure
+    is drawn and saved by one call and the notebook closes with one."""
+    nb = nbformat.read(path, as_version=4)
+    assert editions.code_lines(nb) <= MAX_CODE_LINES, f"{path.name}: {editions.code_lines(nb)} lines of code"
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert code[-1].splitlines()[-1] == f'redraw.close("{path.stem}", S)', "the closing call is not the last line"
+    assert not any("save_figure(" in c or "plot_" in c for c in code), "a figure not drawn through redraw.show"
+
+
+def test_code_lines_count_code_not_comments_or_solutions():
+    cells = [nbformat.v4.new_code_cell("x = 1\n# a comment\n"),
+             nbformat.v4.new_code_cell(f"def f():\n    {editions.BEGIN}\n    return 1\n    {editions.END}"),
+             nbformat.v4.new_markdown_cell("text")]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    assert editions.code_lines(nb) == 2  # x = 1 and def f(): (the solution's return is the student's)
 
 
 def test_missing_parameters_cell_is_rejected(tmp_path):

@@ -107,7 +107,7 @@ def tiny_loaders():
     from labkit.run import profiles
     from labkit import recipes
 
-    s = profiles.lab_settings("lab2", "smoke", train_size=32, test_size=32, max_length=16)
+    s = profiles.lab_settings("lab2_search", "smoke", train_size=32, test_size=32, max_length=16)
     return s, recipes.loaders(s)
 
 
@@ -167,11 +167,11 @@ def test_lab_plans_resume_whatever_the_worker_count(tmp_path):
     from labkit.run import profiles
     from labkit.labs import lab2, lab3
 
-    s = profiles.lab_settings("lab2", "smoke", workers=0)
-    other = profiles.lab_settings("lab2", "smoke", workers=4, mps="on", storage="journal:/elsewhere")
+    s = profiles.lab_settings("lab2_search", "smoke", workers=0)
+    other = profiles.lab_settings("lab2_search", "smoke", workers=4, mps="on", storage="journal:/elsewhere")
     assert [p.to_json() for p in lab2.task1_plans(s)] == [p.to_json() for p in lab2.task1_plans(other)]
-    assert lab2.study_tag(s) != lab2.study_tag(profiles.lab_settings("lab2", "smoke", lr=1e-3))
-    s3 = profiles.lab_settings("lab3", "smoke")
+    assert lab2.study_tag(s) != lab2.study_tag(profiles.lab_settings("lab2_search", "smoke", lr=1e-3))
+    s3 = profiles.lab_settings("lab3_search", "smoke")
     plans = lab3.phase1_plans(s3, ["a", "b"])
     assert len({p.name for p in plans.values()}) == len(plans) and "workers" not in plans["pareto"].settings
     assert plans["pareto"].directions == ["maximize", "minimize"] and plans["uniform"].queue_only
@@ -181,7 +181,7 @@ def test_lab2_task2_starts_its_longest_trials_first():
     from labkit.run import profiles
     from labkit.labs import lab2
 
-    s = profiles.lab_settings("lab2", "smoke")
+    s = profiles.lab_settings("lab2_search", "smoke")
     plans = {p.name.split("-cas-")[1].rsplit("-", 1)[0]: p for p in lab2.task2_plans(s, {"num_hidden_layers": 2})}
     assert plans["compress+train"].priority > plans["compress"].priority > plans["none"].priority
     assert all(p.priority == 0 for p in lab2.task1_plans(s))  # the samplers' studies share workers evenly
@@ -249,7 +249,7 @@ def test_the_trial_cache_key_holds_warmup(monkeypatch):
     from labkit.run import profiles
 
     monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])  # valid with any first head count
-    s = profiles.lab_settings("lab2", "smoke", device="cpu")
+    s = profiles.lab_settings("lab2_search", "smoke", device="cpu")
     assert lab2_objectives.trial_settings(s)["warmup"] == s["warmup"] > 0
     # warm-up changes what a trial computes: a trial without it is not reused for one with it
     assert _config_key(s, "compress") != _config_key({**s, "warmup": 0.0}, "compress")
@@ -275,7 +275,7 @@ def test_task2_schedule_simulation_gives_the_known_makespans():
     from labkit.labs import lab2
 
     bench = _search_benchmark("task2_schedule")
-    plans = lab2.task2_plans(profiles.lab_settings("lab2", "smoke"), {"num_hidden_layers": 2})
+    plans = lab2.task2_plans(profiles.lab_settings("lab2_search", "smoke"), {"num_hidden_layers": 2})
     durations = {"none": [1.0] * 4, "compress": [], "compress+train": [4.0, 4.0]}
     assert bench.makespan(plans, durations, workers=3) == 4.0
     assert bench.makespan([dataclasses.replace(p, priority=0) for p in plans], durations, workers=3) == 6.0
@@ -324,7 +324,7 @@ def test_task2_wall_benchmark_runs_both_schedules_and_appends_rows(tmp_path, mon
     for schedule in ("longest", "even"):
         assert bench.main(["--schedule", schedule, "--profile", "smoke", "--workers", "1", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    n = profiles.lab_settings("lab2", "smoke")["compression_trials"]
+    n = profiles.lab_settings("lab2_search", "smoke")["compression_trials"]
     assert [r["schedule"] for r in rows] == ["longest", "even"]
     assert rows[0]["priorities"] == {"none": 0, "compress": 1, "compress+train": 2}
     assert rows[1]["priorities"] == {"none": 0, "compress": 0, "compress+train": 0}

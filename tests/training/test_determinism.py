@@ -18,7 +18,7 @@ SFT_SCRIPT = """
 import json, sys
 from labkit import recipes
 from labkit.run import profiles
-s = profiles.lab_settings("lab0", "smoke", train_size=32, test_size=16, max_length=32)
+s = profiles.lab_settings("lab0_graphs_lora", "smoke", train_size=32, test_size=16, max_length=32)
 model, m = recipes.finetuned_model(s, seed=int(sys.argv[1]))
 print(json.dumps({"digest": m["sft_digest"], "accuracy": m["accuracy"]}))
 """

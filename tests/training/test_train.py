@@ -64,19 +64,19 @@ def test_fractional_epochs_and_evaluate_counts(tiny_loaders):
 
 
 def test_profiles_resolve_and_reject_unknown_keys():
-    s = profiles.lab_settings("lab0", "smoke", train_size=10)
+    s = profiles.lab_settings("lab0_graphs_lora", "smoke", train_size=10)
     assert s["train_size"] == 10 and s["profile"] == "smoke" and s["lora_rank"] == 6
-    full = profiles.lab_settings("lab0", "full")
+    full = profiles.lab_settings("lab0_graphs_lora", "full")
     assert full["train_size"] is None and full["max_length"] == 512
     with pytest.raises(KeyError, match="allowed"):
-        profiles.lab_settings("lab0", "smoke", trian_size=10)
+        profiles.lab_settings("lab0_graphs_lora", "smoke", trian_size=10)
     with pytest.raises(ValueError, match="allowed"):
-        profiles.lab_settings("lab0", "medium")
+        profiles.lab_settings("lab0_graphs_lora", "medium")
 
 
 def test_finetuned_model_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))
-    s = profiles.lab_settings("lab0", "smoke", train_size=32, test_size=32, max_length=32)
+    s = profiles.lab_settings("lab0_graphs_lora", "smoke", train_size=32, test_size=32, max_length=32)
     model, m1 = recipes.finetuned_model(s)
     again, m2 = recipes.finetuned_model(s)
     assert "cached" in m2 and m2["accuracy"] == m1["accuracy"]
@@ -127,7 +127,7 @@ def test_a_shared_checkpoint_reports_the_accuracy_of_this_test_set(tmp_path, mon
     # Lab 0 and Lab 1 share the SFT checkpoint but not the test set (quick: 1,000 vs 500 reviews); the
     # metrics stored with it were the first lab's, and Lab 1 reported them as its fp32 baseline.
     monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))
-    s = profiles.lab_settings("lab0", "smoke", train_size=32, test_size=48, max_length=32)
+    s = profiles.lab_settings("lab0_graphs_lora", "smoke", train_size=32, test_size=48, max_length=32)
     _, first = recipes.finetuned_model(s)
     other = {**s, "test_size": 16}
     model, shared = recipes.finetuned_model(other)
