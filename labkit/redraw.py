@@ -71,8 +71,7 @@ def close(notebook: str, settings: dict) -> None:
     from .report import say
 
     _, text = write_answers(notebook, settings["profile"])
-    # from the first section on: the title and the table of where each number was measured are the file's
-    say(text[text.index("\n## ") + 1:] if "\n## " in text else text.split("\n\n", 2)[-1])
+    say(text.split("\n\n", 2)[-1])  # below the title and the line saying how the file was made
 
 
 def store_readings(notebook: str, profile: str = "full") -> list:

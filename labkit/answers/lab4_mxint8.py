@@ -7,6 +7,8 @@ re-render from committed JSON.
 from __future__ import annotations
 
 from ..kernels import tiling
+from ..labs.lab4_checks import DECODE_COLUMNS
+from ..labs.lab4_memory import memory_rows, parameter_table, saving
 from ..readings import lab4_mxint8 as _readings
 from ..report import table
 from . import sources
@@ -19,13 +21,6 @@ SHEET_GROUP, SHEET_FIGURE = 32, 0.867
 COURSE_PEAK_MB = (2906, 976)
 COURSE_COPY_PCT = (22, 30)
 GRID_Y_MAX = 65535
-DECODE_COLUMNS = ["m", "byte", "frac", "out", "out value", "bias value", "dont_need_abs", "y", "exact",
-                  "without bias", "always subtract"]
-
-
-def saving(group_size: int, mantissa_bits: int = 8, from_bits: int = 32) -> float:
-    """Fraction saved on one quantized tensor: mantissas plus one 8-bit exponent per group."""
-    return (from_bits - (mantissa_bits + 8 / group_size)) / from_bits
 
 
 def error_text(rows: list[dict]) -> str:
@@ -191,18 +186,6 @@ def bandwidth_text(summary: list[dict], source: str, group_size: int, read: dict
 
 def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
-
-
-def parameter_table(parameters: list[dict], group_size: int) -> str:
-    return (f"Parameter and buffer bytes (theory for a quantized tensor: (32 - {8 + 8 / group_size:g}) / 32 = "
-            f"{saving(group_size):.1%}):\n\n" + table(parameters, floatfmt=".3f"))
-
-
-def memory_rows(measured: dict) -> list[dict]:
-    return [{"model": name, "format": c[f]["format"], "parameters MB": c[f]["bytes"]["total"] / 1e6,
-             "resident MB": c[f]["resident"] / 1e6, "peak MB": c[f]["peak"] / 1e6,
-             "peak - resident MB": c[f]["peak_minus_resident"] / 1e6}
-            for name, c in measured.items() for f in ("fp32", "mxint8")]
 
 
 def memory_answer(measured: dict | None, parameters: list[dict], group_size: int, read: dict | None = None) -> str:

@@ -12,14 +12,11 @@ import math
 import torch
 
 from ..quant.bits import mean_bits
-from ..quant.config import LinearQuantConfig
-from ..quant.formats import (BinaryFormat, BinaryScalingFormat, BlockFP, BlockLog, BlockMinifloat, IntegerFormat,
-                             LogFormat, MinifloatDenorm, MinifloatIEEE, MXInt8Format, ResidualSignFormat)
 from ..quant.formats._util import blocks_per_element
 from ..quant.formats.block import block_fp_values
 from ..quant.formats.log import log_values
 from ..quant.formats.minifloat import denorm_values
-from ..quant.formats.mxint import SHARED_BITS as MX_SHARED_BITS
+from ..labs.lab3_precision import stored_tensor as _T
 from .core import Case, differs, exercise
 
 RAISES_VALUE_ERROR = "raises ValueError"
@@ -339,11 +336,6 @@ def _cost_compare(expected, got):
 _cost_compare.tolerance = "|got - expected| <= 1e-12 * |expected| (float sums in any order)"
 
 
-def _T(shape, width, shared_bits=0, block_size=None) -> dict:
-    """One stored tensor of a configuration, as ``bit_cost`` takes it."""
-    return {"shape": tuple(shape), "width": width, "shared_bits": shared_bits, "block_size": block_size}
-
-
 def _cost_cases() -> list[Case]:
     return [
         Case("one elementwise tensor: its width", (0.9, [_T((64, 32), 6)], 0.01),
@@ -427,43 +419,3 @@ def _per_element(t):  # every element stores the shared field
 def bit_cost(accuracy: float, tensors: list[dict], lam: float) -> dict:
     weight_bits = mean_bits([(_tensor_bits(t), _numel(t["shape"])) for t in tensors])  # average_bits' arithmetic
     return {"weight_bits": weight_bits, "cost": accuracy - lam * weight_bits}
-
-
-# --- what the notebook feeds bit_cost: a configuration's stored tensors -------------------------------------------
-
-def tensor_entry(fmt, shape) -> dict:
-    """A stored tensor as ``bit_cost`` takes it: labkit format ``fmt`` (None: unquantized fp32) on ``shape``."""
-    shape = tuple(shape)
-    if fmt is None:
-        return _T(shape, 32)
-    if isinstance(fmt, BlockFP):
-        return _T(shape, fmt.width, fmt.exponent_width, fmt.block_size)
-    if isinstance(fmt, (BlockMinifloat, BlockLog)):
-        return _T(shape, fmt.width, fmt.exponent_bias_width, fmt.block_size)
-    if isinstance(fmt, MXInt8Format):
-        return _T(shape, 8, MX_SHARED_BITS, fmt.group_size)
-    if isinstance(fmt, BinaryScalingFormat):  # 1 bit + an fp32 scale per row (or one per tensor)
-        return _T(shape, 1, 32, shape[-1] if fmt.per_channel and shape else None)
-    if isinstance(fmt, ResidualSignFormat):  # levels bits + levels fp32 scales per tensor
-        return _T(shape, fmt.levels, 32 * fmt.levels)
-    if isinstance(fmt, (IntegerFormat, MinifloatDenorm, MinifloatIEEE, LogFormat, BinaryFormat)):
-        return _T(shape, fmt.bits_per_element(shape))
-    raise TypeError(f"no bit_cost entry for format {fmt.describe()}")
-
-
-def config_tensors(model: torch.nn.Module, config: dict) -> list[dict]:
-    """Every Linear weight and bias of ``model`` as ``bit_cost`` entries, quantized per Lab 3's per-layer ``config``
-    (``{layer: (format name, params)}``, ``lab3_precision.sample_config``; ``fp32`` or absent: unquantized), in
-    the order ``average_bits`` counts them."""
-    from ..labs.lab3_precision import FP32, layer_config
-
-    out = []
-    for name, m in model.named_modules():
-        if not isinstance(m, torch.nn.Linear):
-            continue
-        fmt_name, params = config.get(name, (FP32, {}))
-        cfg = None if fmt_name == FP32 else LinearQuantConfig.from_dict(layer_config(fmt_name, params))
-        out.append(tensor_entry(cfg.weight if cfg else None, m.weight.shape))
-        if m.bias is not None:
-            out.append(tensor_entry(cfg.bias if cfg else None, m.bias.shape))
-    return out

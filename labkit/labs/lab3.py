@@ -9,6 +9,7 @@ front. Phase 2: a short QAT of the front's configurations, re-measured.
 from __future__ import annotations
 
 import json
+import time
 
 import optuna
 
@@ -166,24 +167,43 @@ def check_same_sft(plans: list[StudyPlan], url: str, digest: str) -> None:
                                "move that storage aside to start the search over on this model")
 
 
+def run_phase1(s: dict, layers: list[str], url: str, digest: str, workers, progress=True, first_worker: int = 0,
+               report_only: bool = False) -> tuple[dict[str, StudyPlan], dict[str, optuna.Study], float]:
+    """Phase 1's studies, all handed to the workers at once: ``(plans by role, studies by role, seconds)``.
+    ``digest``: the SFT model's weights sha256, which every stored trial must share."""
+    from ..search.run import run_studies
+
+    start = time.time()
+    plans = phase1_plans(s, layers)
+    if not report_only:  # stored trials of another SFT model (retrained on another machine) never mix in
+        check_same_sft(list(plans.values()), url, digest)
+    done = run_studies(list(plans.values()), storage=url, workers=workers, progress=progress, desc="Lab 3 search",
+                       mps=s["mps"], first_worker=first_worker, report_only=report_only)
+    return plans, {role: done[p.name] for role, p in plans.items()}, time.time() - start
+
+
+def run_qat(s: dict, pareto: optuna.Study, url: str, workers, progress=True, first_worker: int = 0,
+            report_only: bool = False) -> tuple[optuna.Study, float]:
+    """Phase 2, the QAT of up to ``front_qat`` configurations of the ``pareto`` study's front: ``(study, seconds)``."""
+    from ..search.run import run_studies
+
+    start = time.time()
+    plan = qat_plan(s, qat_candidates(pareto, s["front_qat"]))
+    qat = run_studies([plan], storage=url, workers=workers, progress=progress, desc="Lab 3 QAT of the front",
+                      mps=s["mps"], first_worker=first_worker, report_only=report_only)[plan.name]
+    return qat, time.time() - start
+
+
 def run_all(s: dict, storage: str | None = None, progress=True, workers=None, first_worker: int = 0):
     """Phase 1 then the QAT phase; returns ``(phase-1 studies by role, qat study)``."""
     from .. import recipes
     from .lab3_precision import linear_layers
-    from ..search.run import run_studies
 
     workers = s["workers"] if workers is None else workers  # None: the settings' own ("auto" or a count)
     url = storage or s["storage"] or default_storage(s)
     base, metrics = recipes.finetuned_model(s)  # trained once here, before any worker needs it
-    plans = phase1_plans(s, linear_layers(base))
-    check_same_sft(list(plans.values()), url, metrics["sft_digest"])
-    studies = run_studies(list(plans.values()), storage=url, workers=workers, progress=progress,
-                          desc="Lab 3 search", mps=s["mps"], first_worker=first_worker)
-    by_role = {role: studies[p.name] for role, p in plans.items()}
-    candidates = qat_candidates(by_role["pareto"], s["front_qat"])
-    plan = qat_plan(s, candidates)
-    qat = run_studies([plan], storage=url, workers=workers, progress=progress, desc="Lab 3 QAT of the front",
-                      mps=s["mps"], first_worker=first_worker)[plan.name]
+    _, by_role, _ = run_phase1(s, linear_layers(base), url, metrics["sft_digest"], workers, progress, first_worker)
+    qat, _ = run_qat(s, by_role["pareto"], url, workers, progress, first_worker)
     return by_role, qat
 
 

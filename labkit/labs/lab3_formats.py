@@ -1,12 +1,46 @@
-"""Lab 3 formats, part 1, for one training seed: the seed's SFT model in fp32, then PTQ and QAT of every
-number format under study (``labkit.quant.study``: the formats' parameters at a width, ``ptq_qat``)."""
+"""Lab 3 formats, part 1: the formats under study with their parameters at a width (``labkit.quant.study``),
+and for each training seed the seed's SFT model in fp32, then PTQ and QAT of every format (``ptq_qat``)."""
 from __future__ import annotations
 
 import copy
+import inspect
 
+from ..quant import FORMATS, average_bits, make_format, quantize, study
 from ..quant.study import flat_config, ptq_qat
+from ..readings import seeds as _seeds
 from ..recipes import finetuned_model, freeze_embeddings, sft_record
 from ..training import train
+from . import per_seed
+
+
+def snr_widths(settings: dict) -> list[int]:
+    """The widths the weight-SNR study sweeps: ``snr_widths`` and the study's own ``format_width``."""
+    return sorted(set(settings["snr_widths"]) | {settings["format_width"]})
+
+
+def study_plan(base, width: int) -> tuple[dict[str, dict], list[dict]]:
+    """Every registered format of ``labkit.quant`` in the study's order: ``(configs, plan)``, ``configs`` its
+    parameters at ``width`` by role (``study_params``) and ``plan`` the rows of the formats table (its parameters,
+    roles, the bits ``average_bits`` counts on ``base`` quantized by it, its value set)."""
+    names = [n for n in study.STUDY_ORDER if n in FORMATS]
+    if set(names) != set(FORMATS):
+        raise ValueError(f"formats without a place in the study: {set(FORMATS) - set(names)}")
+    configs = {n: study.study_params(n, width) for n in names}
+    plan = []
+    for n in names:
+        bits = average_bits(quantize(base, flat_config(n, configs[n])).model)
+        fmt = make_format(n, **configs[n]["weight"])
+        # every format but integer states its value set with its parameters; integer's docstring opens with it
+        value_set = fmt.value_set() if hasattr(fmt, "value_set") else inspect.getdoc(fmt).split("\n")[0]
+        plan.append({"format": n, "roles": ", ".join(configs[n]), "parameters": fmt.describe(),
+                     "bits/weight": bits["weight_bits"], "bits/input": bits["data_in_bits"],
+                     "value set": value_set.replace("|", "\\|")})  # a bare | would split the Markdown cell
+    return configs, plan
+
+
+def snr_numbers(rows: list[dict], configs: dict[str, dict]) -> dict:
+    """What ``weight_snr.json`` stores: the sweep's rows and the integer format's frac width in the study."""
+    return {"rows": rows, "integer_frac": configs["integer"]["weight"]["frac_width"]}
 
 
 def formats_seed(s: dict, dl, seed: int, configs: dict[str, dict], freeze=None) -> dict:
@@ -22,3 +56,11 @@ def formats_seed(s: dict, dl, seed: int, configs: dict[str, dict], freeze=None) 
               f"({r['seconds']:.0f} s{', ' + r['qat_error'] if r['qat_error'] else ''})", flush=True)
         formats[name] = {"params": params, **r}
     return {"fp32": fp32, "sft": sft_record(sft), "formats": formats}
+
+
+def run(s: dict, dl, seeds: list[int], configs: dict[str, dict], plan: list[dict], linears: list[str]) -> dict:
+    """What ``formats.json`` stores: every seed's ``formats_seed`` (one seed at a time; a finished seed's numbers
+    are kept in runs/seeds, so a stopped run resumes after it), combined over the seeds, with the test and
+    train sizes, the formats table and the Linear layers quantized."""
+    runs = per_seed.run("lab3", "formats", s, seeds, lambda seed: formats_seed(s, dl, seed, configs))
+    return {**_seeds.combine(runs, seeds), "dataset_sizes": dl.sizes, "plan": plan, "linears": linears}

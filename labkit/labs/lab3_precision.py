@@ -20,6 +20,10 @@ import torch
 from .. import recipes
 from ..training import cuda_graphs, train
 from ..quant import QuantLinear, average_bits, fast, make_format, quantize
+from ..quant.config import LinearQuantConfig
+from ..quant.formats import (BinaryFormat, BinaryScalingFormat, BlockFP, BlockLog, BlockMinifloat, IntegerFormat,
+                             LogFormat, MinifloatDenorm, MinifloatIEEE, MXInt8Format, ResidualSignFormat)
+from ..quant.formats.mxint import SHARED_BITS as MX_SHARED_BITS
 from ..quant.study import BINARY, ROLES, flat_config
 from ..search.cache import cached_or_run, config_key
 from .lab2_objectives import trial_settings as _lab2_trial_settings
@@ -298,3 +302,46 @@ def lab3_objective(settings: dict, **options) -> PrecisionObjective:
 
 
 lab3_objective.prepare = recipes.prepare_data
+
+
+# --- a configuration's stored tensors, as the bit-cost exercise (lab3.average_bits) takes them -------------------
+
+def stored_tensor(shape, width, shared_bits=0, block_size=None) -> dict:
+    """One stored tensor of a configuration: its shape, bits per element, shared field bits and block size."""
+    return {"shape": tuple(shape), "width": width, "shared_bits": shared_bits, "block_size": block_size}
+
+
+def tensor_entry(fmt, shape) -> dict:
+    """A stored tensor as ``bit_cost`` takes it: labkit format ``fmt`` (None: unquantized fp32) on ``shape``."""
+    shape = tuple(shape)
+    if fmt is None:
+        return stored_tensor(shape, 32)
+    if isinstance(fmt, BlockFP):
+        return stored_tensor(shape, fmt.width, fmt.exponent_width, fmt.block_size)
+    if isinstance(fmt, (BlockMinifloat, BlockLog)):
+        return stored_tensor(shape, fmt.width, fmt.exponent_bias_width, fmt.block_size)
+    if isinstance(fmt, MXInt8Format):
+        return stored_tensor(shape, 8, MX_SHARED_BITS, fmt.group_size)
+    if isinstance(fmt, BinaryScalingFormat):  # 1 bit + an fp32 scale per row (or one per tensor)
+        return stored_tensor(shape, 1, 32, shape[-1] if fmt.per_channel and shape else None)
+    if isinstance(fmt, ResidualSignFormat):  # levels bits + levels fp32 scales per tensor
+        return stored_tensor(shape, fmt.levels, 32 * fmt.levels)
+    if isinstance(fmt, (IntegerFormat, MinifloatDenorm, MinifloatIEEE, LogFormat, BinaryFormat)):
+        return stored_tensor(shape, fmt.bits_per_element(shape))
+    raise TypeError(f"no bit_cost entry for format {fmt.describe()}")
+
+
+def config_tensors(model: torch.nn.Module, config: dict) -> list[dict]:
+    """Every Linear weight and bias of ``model`` as ``bit_cost`` entries, quantized per Lab 3's per-layer ``config``
+    (``{layer: (format name, params)}``, ``lab3_precision.sample_config``; ``fp32`` or absent: unquantized), in
+    the order ``average_bits`` counts them."""
+    out = []
+    for name, m in model.named_modules():
+        if not isinstance(m, torch.nn.Linear):
+            continue
+        fmt_name, params = config.get(name, (FP32, {}))
+        cfg = None if fmt_name == FP32 else LinearQuantConfig.from_dict(layer_config(fmt_name, params))
+        out.append(tensor_entry(cfg.weight if cfg else None, m.weight.shape))
+        if m.bias is not None:
+            out.append(tensor_entry(cfg.bias if cfg else None, m.bias.shape))
+    return out

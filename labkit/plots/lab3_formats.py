@@ -4,6 +4,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..labs.lab3_formats import snr_widths
+from ..quant.study import STUDY_ORDER
 from ..readings import seeds as _seeds
 
 
@@ -11,9 +13,10 @@ def format_colors(names) -> dict:
     return dict(zip(names, plt.get_cmap("tab20").colors[::2] + plt.get_cmap("tab20").colors[1::2]))
 
 
-def plot_snr(rows: list[dict], names: list[str], settings: dict, widths: list[int]):
+def plot_weight_snr(payload: dict):
     """Weight SNR per format and width; a per-tensor-fitted variant dashed in its format's colour."""
-    colors = format_colors(names)
+    rows, settings = payload["numbers"]["rows"], payload["settings"]
+    colors = format_colors([n for n in STUDY_ORDER if any(r["format"] == n for r in rows)])
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for label in dict.fromkeys(r["format"] for r in rows):
         pts = sorted((r["bits"], r["snr_db"]) for r in rows if r["format"] == label)
@@ -22,14 +25,15 @@ def plot_snr(rows: list[dict], names: list[str], settings: dict, widths: list[in
                 color=colors[label.split(" ")[0]])
     ax.set_xlabel("bits per weight (shared exponents and scales included)")
     ax.set_ylabel("weight SNR (dB)")
-    ax.set_title(f"Linear weights of the SFT model ({settings['model']}), widths {widths}")
+    ax.set_title(f"Linear weights of the SFT model ({settings['model']}), widths {snr_widths(settings)}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     return fig
 
 
-def plot_formats(numbers: dict, settings: dict):
+def plot_formats(payload: dict):
     """Mean PTQ and QAT accuracy per format (bars), each training seed a dot, fp32's mean as a line."""
+    numbers, settings = payload["numbers"], payload["settings"]
     formats, k = numbers["formats"], _seeds.count(numbers)
     names = list(formats)
     fig, ax = plt.subplots(figsize=(10, 4.4))

@@ -12,39 +12,34 @@ from . import trial_axes
 LINES = ("-", "--", "-.", ":")
 
 
-def plot_integer(numbers: dict, settings: dict, uniform_int8: float | None = None):
-    """Task 1's best accuracy so far, beside fp32 and its baselines: where they were queued as the first trials
-    (``baseline`` set), each one a marker and the best a line; else the uniform int8 configuration of the
-    uniform study (a point of its space)."""
+def plot_search_integer(payload: dict):
+    """Task 1's best accuracy so far, beside fp32 and its baselines (queued as the first trials: each one a
+    marker, the best a line)."""
+    numbers, settings = payload["numbers"], payload["settings"]
     curve, fp32 = numbers["best_so_far"], numbers["fp32"]
-    uniform_int8 = numbers.get("uniform_int8", uniform_int8)
-    queued = "baselines" in numbers
     fig, ax = plt.subplots(figsize=(6.8, 4.2))
-    ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3,
-            label="per-layer integer or fp32 (TPE): best so far" if queued else "per-layer integer (TPE): best so far")
-    trials = numbers.get("trials", [])[: len(curve)]
+    ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3, label="per-layer integer or fp32 (TPE): best so far")
+    trials = numbers["trials"][: len(curve)]
     searched = [(i, t["accuracy"]) for i, t in enumerate(trials, 1) if t.get("baseline") is None]
     ax.scatter([i for i, _ in searched], [a for _, a in searched], s=10, color="C0", alpha=0.35, linewidths=0,
-               label="each searched trial" if queued else "each trial")
+               label="each searched trial")
     ax.axhline(fp32, color="k", ls=":", label=f"fp32 {fp32:.4f}")
-    if queued:
-        base = [(i, t) for i, t in enumerate(trials, 1) if t.get("baseline") is not None]
-        ax.scatter([i for i, _ in base], [t["accuracy"] for _, t in base], s=22, marker="D", color="C1", zorder=3,
-                   label=f"baselines, queued first ({len(base)})")
-        if numbers["baselines"]:
-            best = max(numbers["baselines"], key=lambda b: b["accuracy"])
-            ax.axhline(best["accuracy"], color="C3", ls="--",
-                       label=f"best baseline: {best['label']} in every layer {best['accuracy']:.4f}")
-    elif uniform_int8 is not None:
-        ax.axhline(uniform_int8, color="C3", ls="--", label=f"int8, frac 4, every layer {uniform_int8:.4f}")
+    base = [(i, t) for i, t in enumerate(trials, 1) if t.get("baseline") is not None]
+    ax.scatter([i for i, _ in base], [t["accuracy"] for _, t in base], s=22, marker="D", color="C1", zorder=3,
+               label=f"baselines, queued first ({len(base)})")
+    if numbers["baselines"]:
+        best = max(numbers["baselines"], key=lambda b: b["accuracy"])
+        ax.axhline(best["accuracy"], color="C3", ls="--",
+                   label=f"best baseline: {best['label']} in every layer {best['accuracy']:.4f}")
     trial_axes(ax, "accuracy", f"Task 1: per-layer integer width and frac width (profile {settings['profile']})",
                loc="lower right", fontsize=7)
     return fig
 
 
-def plot_formats(numbers: dict, settings: dict):
+def plot_search_formats(payload: dict):
     """Best accuracy so far of every per-format search and of the all-formats search: each series its own
     colour and line style (tab10 has 10 colours for 12 series), the legend beside the axes."""
+    numbers, settings = payload["numbers"], payload["settings"]
     curves, fp32 = numbers["best_so_far"], numbers["fp32"]
     colors = plt.get_cmap("tab10").colors
     fig, ax = plt.subplots(figsize=(8.2, 4.6))
@@ -79,26 +74,25 @@ def zoom(ax, curves: dict[str, list[float]], fp32: float, chance: float = 0.5, a
     ax.text(0.01, 0.01, note, transform=ax.transAxes, fontsize=6.5, va="bottom", color="0.3", wrap=True)
 
 
-def plot_pareto(numbers: dict, settings: dict):
-    """Accuracy against average weight bits: every measured configuration (grey, where stored), the front
+def plot_search_pareto(payload: dict):
+    """Accuracy against average weight bits: every measured configuration (grey), the front over all of them
     (a step line), each uniform format its own marker in the legend (no labels on the data to overprint),
     and the QAT'd front configurations (stars, arrows from their PTQ accuracy)."""
+    numbers, settings = payload["numbers"], payload["settings"]
     fp32 = numbers["fp32"]
     fig, ax = plt.subplots(figsize=(8.6, 5.0))
-    cloud = numbers.get("cloud") or []
-    if cloud:
-        ax.scatter([p["bits"] for p in cloud], [p["accuracy"] for p in cloud], s=7, color="0.78",
-                   label=f"every configuration measured ({len(cloud)})")
-    front = numbers.get("front_all") or numbers["front"]
+    cloud = numbers["cloud"]
+    ax.scatter([p["bits"] for p in cloud], [p["accuracy"] for p in cloud], s=7, color="0.78",
+               label=f"every configuration measured ({len(cloud)})")
+    front = numbers["front_all"]
     ax.step([p["bits"] for p in front], [p["accuracy"] for p in front], where="post", marker="o", ms=4, color="C0",
-            label="Pareto front (PTQ)" + (", every study's trials" if numbers.get("front_all") else
-                                          ", the multi-objective study's trials"))
+            label="Pareto front (PTQ), every study's trials")
     markers = itertools.cycle("xP^vsD<>pHd*")
     colors = itertools.cycle(plt.get_cmap("tab10").colors)
     for u in sorted(numbers["uniform"], key=lambda u: (u["bits"], u["accuracy"])):
         ax.scatter(u["bits"], u["accuracy"], marker=next(markers), color=next(colors), s=36, zorder=3,
                    label=f"{u['format']} in every layer ({u['accuracy']:.3f})")
-    qat = numbers.get("qat") or []
+    qat = numbers["qat"]
     for q in qat:
         ax.annotate("", xy=(q["bits"], q["accuracy"]), xytext=(q["bits"], q["ptq"]),
                     arrowprops=dict(arrowstyle="->", color="C2"))

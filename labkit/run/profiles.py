@@ -40,9 +40,6 @@ def notebooks() -> list[str]:
 
 def _settings_of(notebook: str) -> records.Settings:
     found = records.records()
-    legacy = {r.settings.name: r.settings for r in found.values() if r.settings}  # TEMPORARY during the move
-    if notebook in legacy and notebook not in found:
-        return legacy[notebook]
     if notebook not in notebooks():
         raise KeyError(f"unknown notebook {notebook!r}; allowed: {', '.join(notebooks())}"
                        + (f" (a lab: {notebook}; its notebooks: "

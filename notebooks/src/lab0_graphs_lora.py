@@ -31,7 +31,7 @@ from labkit.report import say, table
 from labkit.results import provenance, result_dir
 from labkit.run.profiles import lab_settings
 
-S = lab_settings("lab0", PROFILE, **OVERRIDES)
+S = lab_settings("lab0_graphs_lora", PROFILE, **OVERRIDES)
 OUT = result_dir("lab0", S["profile"])
 print(S)
 print("device:", provenance()["device"])

@@ -35,7 +35,7 @@ from labkit.run.profiles import lab_settings
 from labkit.report import say
 from labkit.results import provenance
 
-S = lab_settings("lab1", PROFILE, **OVERRIDES)
+S = lab_settings("lab1_quantize", PROFILE, **OVERRIDES)
 SEEDS = recipes.train_seeds(S)
 print(S)
 print("device:", provenance()["device"])

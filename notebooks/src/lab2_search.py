@@ -39,13 +39,14 @@ import optuna
 
 from labkit import redraw
 from labkit.exercises import check
-from labkit.labs import lab2, lab2_remeasure, lab2_replay as replay, lab2_summary as summary, lab2_tasks as tasks
+from labkit.exercises import lab2_replay as replay
+from labkit.labs import lab2, lab2_remeasure, lab2_summary as summary, lab2_tasks as tasks
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-S = lab_settings("lab2", PROFILE, **OVERRIDES)
+S = lab_settings("lab2_search", PROFILE, **OVERRIDES)
 print(S)
 print("device:", provenance()["device"])
 storage = S["storage"] or lab2.default_storage(S)

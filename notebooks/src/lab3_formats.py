@@ -25,32 +25,28 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"format_width": 6, "qat_epochs": 0.5}
 
 # %%
-import inspect
 import math
 
-import matplotlib.pyplot as plt
 import torch
 
-from labkit import recipes
-from labkit.readings import seeds
-from labkit.labs import lab3_formats_summary as summary, per_seed as per_seed_runs
-from labkit.labs.lab3_formats import formats_seed
+from labkit import recipes, redraw
 from labkit.exercises import check
-from labkit.training import train
+from labkit.labs import lab3_formats, lab3_formats_summary as summary
+from labkit.labs.lab3_precision import linear_layers
+from labkit.quant import study
+from labkit.report import say
+from labkit.results import provenance
 from labkit.run.profiles import lab_settings
-from labkit.quant import FORMATS, average_bits, make_format, quantize, study
-from labkit.report import say, table
-from labkit.plots.lab3_formats import plot_formats, plot_snr
-from labkit.results import provenance, save_figure
+from labkit.training import train
 
-S = lab_settings("lab3", PROFILE, **OVERRIDES)
+S = lab_settings("lab3_formats", PROFILE, **OVERRIDES)
 SEEDS = recipes.train_seeds(S)
 print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl, seed=SEEDS[0])
 fp32 = train.evaluate(base, dl.test, device=S["device"], desc="fp32", progress=False)
-linears = [n for n, m in base.named_modules() if isinstance(m, torch.nn.Linear)]
+linears = linear_layers(base)
 say(summary.base_text(S, fp32, dl.sizes, sft, linears))
 
 # %% [markdown]
@@ -63,21 +59,8 @@ say(summary.base_text(S, fp32, dl.sizes, sft, linears))
 # averages weights and biases, so the binary family's fp32 biases lift it above 1.
 
 # %%
-names = [n for n in study.STUDY_ORDER if n in FORMATS]
-assert set(names) == set(FORMATS), f"formats without a place in the study: {set(FORMATS) - set(names)}"
-configs = {n: study.study_params(n, S["format_width"]) for n in names}
-plan = []
-for n in names:
-    probe = quantize(base, study.flat_config(n, configs[n])).model
-    bits = average_bits(probe)
-    fmt = make_format(n, **configs[n]["weight"])
-    # every format but integer states its value set with its parameters; integer's docstring opens with it
-    value_set = fmt.value_set() if hasattr(fmt, "value_set") else inspect.getdoc(fmt).split("\n")[0]
-    plan.append({"format": n, "roles": ", ".join(configs[n]), "parameters": fmt.describe(),
-                 "bits/weight": bits["weight_bits"], "bits/input": bits["data_in_bits"],
-                 "value set": value_set.replace("|", "\\|")})  # a bare | would split the Markdown cell
-del probe
-say(table(plan, ["format", "parameters", "roles", "bits/weight", "bits/input", "value set"], floatfmt=".3f"))
+configs, plan = lab3_formats.study_plan(base, S["format_width"])  # every registered format, at format_width
+say(summary.plan_table(plan))
 
 # %% [markdown]
 # ## Exercise: the denorm minifloat
@@ -184,20 +167,7 @@ bfp = check("lab3.block_fp", block_fp)
 # shares the exponent of its largest magnitude.
 
 # %%
-grid = torch.tensor([-300.0, -3.0, -0.7, -0.05, 0.0, 0.004, 0.02, 0.07, 0.2, 0.45, 1.0, 1.45, 2.9, 7.9, 300.0, 0.001])
-shown = {"minifloat_denorm w8 E4": (denorm.fn(grid, 8, 4),
-                                     make_format("minifloat_denorm", width=8, exponent_width=4).quantize_values(grid)),
-         "log w4 bias 4": (logq.fn(grid, 4, 4), make_format("log", width=4, exponent_bias=4).quantize_values(grid)),
-         "block_fp w4, blocks of 4": (bfp.fn(grid, 4, 4),
-                                      make_format("block_fp", width=4, block_size=4).quantize_values(grid))}
-grid_rows = []
-for i, v in enumerate(grid.tolist()):
-    row = {"x": f"{v:g}"}
-    for label, (used, labkit_values) in shown.items():
-        row[f"{label} (used here)"] = f"{used[i].item():g}"
-        row[f"{label} (labkit)"] = f"{labkit_values[i].item():g}"
-    grid_rows.append(row)
-say(table(grid_rows))
+say(summary.grid_table(denorm.fn, logq.fn, bfp.fn))
 
 # %% [markdown]
 # ## Quantization error on the real weights, against bits per element
@@ -210,22 +180,12 @@ say(table(grid_rows))
 # `installed()` replaces for the duration of the sweep).
 
 # %%
-snr_widths = sorted(set(S["snr_widths"]) | {S["format_width"]})
 with denorm.installed(), logq.installed(), bfp.installed():  # your quantizers, where their checks passed
-    snr_rows = study.snr_sweep(base, snr_widths, names)
-fig = plot_snr(snr_rows, names, S, snr_widths)
-integer_frac = configs["integer"]["weight"]["frac_width"]
-save_figure(fig, "lab3", "weight_snr", {"rows": snr_rows, "integer_frac": integer_frac}, S)
-plt.show()
-say(table([{k: r[k] for k in ("format", "width", "bits", "snr_db", "zeroed")} for r in snr_rows], floatfmt=".3f"))
+    snr_rows = study.snr_sweep(base, lab3_formats.snr_widths(S), list(configs))
+redraw.show("lab3_formats", "weight_snr", lab3_formats.snr_numbers(snr_rows, configs), S)
 
-# %% tags=["answer-key"]
-from labkit.answers import lab3_formats as answers
-
-say(answers.snr_text(snr_rows, S["format_width"], integer_frac))
-log_small = answers.log_small_text(snr_rows, S["format_width"])  # empty when no smaller width was swept
-if log_small:
-    say(log_small)
+# %%
+say(summary.snr_table(snr_rows))
 
 # %% [markdown]
 # **Question 3a.** Why does the log format collapse at small widths (look at its SNR and at the share of weights it
@@ -250,15 +210,11 @@ if log_small:
 
 # %%
 # one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
-per_seed = per_seed_runs.run("lab3", "formats", S, SEEDS, lambda seed: formats_seed(S, dl, seed, configs))
-numbers = {**seeds.combine(per_seed, SEEDS), "dataset_sizes": dl.sizes, "plan": plan, "linears": linears}
-
+numbers = lab3_formats.run(S, dl, SEEDS, configs, plan, linears)
 say(summary.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))
 
 # %%
-fig = plot_formats(numbers, S)
-save_figure(fig, "lab3", "formats", numbers, S)
-plt.show()
+redraw.show("lab3_formats", "formats", numbers, S)
 
 # %% [markdown]
 # **Question 3b.** Block floating point gives a block one exponent, set by its largest magnitude. What does one
@@ -280,18 +236,4 @@ plt.show()
 
 # %% tags=["answer-key"]
 from labkit import redraw
-from labkit.answers import lab3_formats as answers
-from labkit.answers import measured
-from labkit.results import load_results
-
-redraw.store_readings("lab3_formats", S["profile"])  # the readings beside the numbers, before any words
-
-stored = {name: load_results("lab3", name, S["profile"]) for name in answers.NAMES}
-num = stored["formats"]["numbers"]
-say(answers.summary(num["formats"], num["fp32"], stored["weight_snr"]["numbers"]["rows"], S["format_width"],
-                    stored["formats"]["provenance"]["created"], seeds.count(num)))
-how = measured.NOTEBOOK.format(notebook="lab3_formats.ipynb", module="labkit.answers.lab3_formats",
-                               lab="lab3_formats")
-answers_path, text = answers.render_lab3_formats(S["profile"], how=how)
-answers_path.write_text(text)
-print("wrote", measured.shown_path(answers_path))
+redraw.close("lab3_formats", S)

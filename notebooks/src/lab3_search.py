@@ -30,36 +30,29 @@ PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick 
 OVERRIDES = {}     # any setting of the profile, e.g. {"pareto_trials": 200, "workers": 4}
 
 # %%
-import time
-
 import optuna
 
-from labkit import recipes, search
+from labkit import recipes, redraw
 from labkit.exercises import check
-from labkit.exercises.lab3 import config_tensors
-from labkit.labs import lab3, lab3_precision
-from labkit.labs.lab3_precision import cost_rows, format_rows, front_of
-from labkit.plots.lab3_search import plot_formats, plot_integer, plot_pareto
-from labkit.run.profiles import lab_settings
-from labkit.quant import average_bits, quantize
+from labkit.labs.lab3_precision import config_tensors
+from labkit.labs import lab3, lab3_search as results
+from labkit.labs.lab3_precision import cost_rows, linear_layers
 from labkit.report import say, table
-from labkit.results import provenance, save_figure
+from labkit.results import provenance
+from labkit.run.profiles import lab_settings
 from labkit.training import train
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-S = lab_settings("lab3", PROFILE, **OVERRIDES)
+S = lab_settings("lab3_search", PROFILE, **OVERRIDES)
 print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl)  # cached after part 1; workers load it from the cache
 fp32 = train.evaluate(base, dl.test, device=S["device"], progress=False)["accuracy"]
-layers = lab3_precision.linear_layers(base)
+layers = linear_layers(base)
 storage = S["storage"] or lab3.default_storage(S)
 workers = S["workers"]  # "auto": sized by run_studies to the GPUs' free memory (1 on a CPU)
-n_test = dl.sizes["test"]
-say(f"Base: the SFT model (weights sha256 `{sft['sft_digest'][:12]}`), fp32 accuracy **{fp32:.4f}** on {n_test:,} test "
-    f"reviews; {len(layers)} Linear layers searched. Studies in `{search.storage.shown_url(storage)}` (tag "
-    f"`{lab3.study_tag(S)}`).")
+say(results.base_text(S, sft, fp32, dl.sizes["test"], layers, storage))
 
 # %% [markdown]
 # ## Exercise: the bit cost of a configuration
@@ -112,22 +105,7 @@ cost = check("lab3.average_bits", bit_cost)
 # `config_tensors(model, config)` lists a per-layer configuration's stored tensors as `bit_cost` takes them.
 
 # %%
-uniform_rows = []
-for name, params in [("fp32", {}), ("integer", {"width": 8, "frac_width": 4}), ("block_fp", {"width": 6, "block_size": 16}),
-                     ("block_log", {"width": 4, "block_size": 32}), ("mxint8", {}), ("binary_scaling", {})]:
-    config = lab3_precision.uniform(layers, name, **params)
-    bits_counted = cost.fn(fp32, config_tensors(base, config), 0.0)["weight_bits"]
-    model = quantize(base, lab3_precision.selection(config)).model
-    uniform_rows.append({"every layer": lab3.baseline_label(name, config[layers[0]][1]), "bit_cost": bits_counted,
-                         "labkit average_bits": average_bits(model)["weight_bits"]})
-del model
-say(table(uniform_rows))
-
-
-def config_of(trial, role):
-    """The per-layer configuration ({layer: (format, params)}) that a trial of study ``role`` measured."""
-    return lab3_precision.sample_config(optuna.trial.FixedTrial(trial.params), layers, plans[role].options["formats"])
-
+say(table(results.uniform_rows(base, layers, fp32, cost.fn)))
 
 # %% [markdown]
 # ## The searches
@@ -136,106 +114,43 @@ def config_of(trial, role):
 # then the QAT of the front follows.
 
 # %%
-start = time.time()
-plans = lab3.phase1_plans(S, layers)
-if not S["report_only"]:  # stored trials of another SFT model (retrained on another machine) never mix in
-    lab3.check_same_sft(list(plans.values()), storage, sft["sft_digest"])
-done = search.run_studies(list(plans.values()), storage=storage, workers=workers, desc="Lab 3 search", mps=S["mps"],
-                           report_only=S["report_only"])
-studies = {role: done[p.name] for role, p in plans.items()}
-search_seconds = time.time() - start
-
-
-def completed(study):
-    return [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-
+plans, studies, search_seconds = lab3.run_phase1(S, layers, storage, sft["sft_digest"], workers,
+                                                 report_only=S["report_only"])
 
 # %% [markdown]
 # ## Task 1: per-layer integer widths
 
 # %%
-int_study = studies["integer"]
-uniform_trials = {next(iter(t.user_attrs["formats"])): t for t in completed(studies["uniform"])}  # one format each
 # the baselines (every layer at one width and frac, every layer in fp32) are the study's first trials
-integer = lab3.task1_numbers(int_study, layers, plans["integer"].n_trials)
-short = lab3_precision.short
-say(table([{"layer": short(layer), "choice": "fp32" if short(layer) in integer["fp32_layers"] else
-            f"int{integer['widths'][short(layer)]} frac {integer['fracs'][short(layer)]}"}
-           for layer in layers]))
-say(table([{"baseline": b["label"], "accuracy": b["accuracy"], "weight bits": b["bits"]} for b in integer["baselines"]]))
-integer.update(fp32=fp32, uniform_int8=uniform_trials["integer"].values[0] if "integer" in uniform_trials else None)
-save_figure(plot_integer(integer, S), "lab3", "search_integer", integer, S)
+integer = results.task1(studies, plans, layers, fp32)
+say(table(results.task1_choice_rows(integer, layers)))
+say(table(results.task1_baseline_rows(integer)))
+redraw.show("lab3_search", "search_integer", integer, S)
 
 # %% [markdown]
 # ## Task 2: one search per format, and all formats together
 
 # %%
-per_format, curves = {}, {}
-for name in lab3_precision.FORMAT_SPACE:
-    st = studies["integer" if name == "integer" else f"format:{name}"]  # Task 1 is the integer search
-    # each search's own count: its baselines and the trials beyond them
-    n = plans["integer" if name == "integer" else f"format:{name}"].n_trials
-    # Task 1 also offers fp32 layers: the integer row keeps its trials with every layer in integer
-    own = [t for t in sorted(completed(st), key=lambda t: t.number)[:n] if set(t.user_attrs["formats"]) == {name}]
-    curves[name] = [max(t.user_attrs["accuracy"] for t in own[: i + 1]) for i in range(len(own))]
-    best = max(own, key=lambda t: t.user_attrs["accuracy"])
-    per_format[name] = {"best": best.user_attrs["accuracy"], "bits": best.user_attrs["weight_bits"],
-                        "trials": len(curves[name])}
-all_best = studies["all"].best_trial
-all_formats = {"best": all_best.user_attrs["accuracy"], "bits": all_best.user_attrs["weight_bits"],
-               "counts": all_best.user_attrs["formats"]}
-curves["all formats"] = search.best_so_far(studies["all"], key="accuracy", limit=plans["all"].n_trials)
-rows = format_rows(per_format, fp32)
-say(table(rows))
-formats = {"best_so_far": curves, "rows": rows, "all_formats": all_formats, "fp32": fp32}
-save_figure(plot_formats(formats, S), "lab3", "search_formats", formats, S)
+formats = results.task2(studies, plans, fp32)
+say(table(formats["rows"]))
+redraw.show("lab3_search", "search_formats", formats, S)
 
 # %% [markdown]
 # ## Cost: accuracy - lambda x bits, and the Pareto front
 
 # %%
-per_lambda = {}
-for lam in S["lambdas"]:
-    t = studies[f"cost:{lam:g}"].best_trial
-    per_lambda[lam] = {"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"],
-                       "counts": t.user_attrs["formats"]}
+per_lambda = results.per_lambda(studies, S["lambdas"])
 crows = cost_rows(per_lambda)
 say(table(crows))
 # each lambda's best configuration counted again by bit_cost (yours once its check passed)
-counted = {lam: cost.fn(per_lambda[lam]["accuracy"], config_tensors(base, config_of(studies[f"cost:{lam:g}"].best_trial,
-                                                                                       f"cost:{lam:g}")), lam)
-           for lam in S["lambdas"]}
-say(table([{"lambda": lam, "accuracy": per_lambda[lam]["accuracy"], "weight bits (bit_cost)": c["weight_bits"],
-            "cost (bit_cost)": c["cost"]} for lam, c in counted.items()]))
+say(table(results.counted_rows(per_lambda, studies, plans, base, layers, cost.fn)))
 
-candidates = lab3.qat_candidates(studies["pareto"], S["front_qat"])
-qplan = lab3.qat_plan(S, candidates)
-start = time.time()
-qat_study = search.run_studies([qplan], storage=storage, workers=workers, desc="Lab 3 QAT of the front",
-                               mps=S["mps"], report_only=S["report_only"])[qplan.name]
-qat_seconds = time.time() - start
-
-
-def point(t):
-    return {"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"],
-            "formats": t.user_attrs["formats"], "ptq": t.user_attrs["accuracy_ptq"]}
-
-
-front = [point(t) for t in lab3.front(studies["pareto"])]
-uniform = [{"format": name, **point(t)} for name, t in uniform_trials.items()]
-qat = [point(t) for t in completed(qat_study)]
-# every configuration any phase-1 study measured (PTQ), and the front over all of them
-cloud = [{"accuracy": t.user_attrs["accuracy"], "bits": t.user_attrs["weight_bits"]}
-         for st in studies.values() for t in completed(st)]
-pareto = {"front": front, "front_all": front_of(cloud), "cloud": cloud, "uniform": uniform, "qat": qat,
-          "cost": crows, "fp32": fp32, "search_seconds": search_seconds, "qat_seconds": qat_seconds,
-          "front_configs": [t.params for t in lab3.front(studies["pareto"])]}
-save_figure(plot_pareto(pareto, S), "lab3", "search_pareto", pareto, S)
+qat_study, qat_seconds = lab3.run_qat(S, studies["pareto"], storage, workers, report_only=S["report_only"])
+pareto = results.pareto_numbers(studies, qat_study, crows, fp32, search_seconds, qat_seconds)
+redraw.show("lab3_search", "search_pareto", pareto, S)
 # the front's average weight bits counted by bit_cost (yours once its check passed) from each configuration
-front_bits = [cost.fn(t.user_attrs["accuracy"], config_tensors(base, config_of(t, "pareto")), 0.0)["weight_bits"]
-              for t in lab3.front(studies["pareto"])]
-say(table([{"bits": b, "accuracy": p["accuracy"],
-            "formats": ", ".join(f"{k} x{v}" for k, v in p["formats"].items())} for b, p in zip(front_bits, front)]))
+say(table(results.front_rows(studies, plans, base, layers, cost.fn)))
+say(results.search_cost_text(studies, qat_study, search_seconds, qat_seconds))
 
 # %% [markdown]
 # ## The searched bests on fresh seeds
@@ -281,18 +196,10 @@ remeasured = lab3_remeasure.run(S, storage, k=3, dl=dl)
 # %% [markdown] tags=["answer-key"]
 # ## Answers from the numbers
 #
-# Rendered by `labkit.answers.lab3` from the JSON just saved (read back), as `python -m labkit.redraw
+# Rendered by `labkit.answers.lab3_search` from the JSON just saved (read back), as `python -m labkit.redraw
 # lab3_search --answers` renders them later: each search read against the baselines inside its own space,
 # each lambda's best under every lambda's objective, and the front over every configuration measured.
 
 # %% tags=["answer-key"]
 from labkit import redraw
-from labkit.answers.lab2 import how_trials_ran
-
-answers_path, text = redraw.write_answers("lab3_search", S["profile"])  # stores the readings, then renders
-say(text.split("\n\n", 3)[-1])
-trials = sum(len(st.trials) for st in list(studies.values()) + [qat_study])
-cached = sum(bool(t.user_attrs.get("cached")) for st in list(studies.values()) + [qat_study] for t in st.trials)
-say(f"- **Cost of the search.** {search_seconds / 60:.1f} min for the searches and {qat_seconds / 60:.1f} min for "
-    f"the QAT here (a resumed run counts only what was left); {cached} of {trials} trials reused a measured "
-    "configuration. " + how_trials_ran(search.trial_provenance(list(studies.values()) + [qat_study])))
+redraw.close("lab3_search", S)

@@ -25,7 +25,8 @@ import torch
 from labkit import redraw
 from labkit.exercises import check
 from labkit.kernels import exclude
-from labkit.labs import lab4_checks as checks, lab4_kernel as kernel, lab4_memory as memory, lab4_yours as yours
+from labkit.exercises import lab4_yours as yours
+from labkit.labs import lab4_checks as checks, lab4_kernel as kernel, lab4_memory as memory
 from labkit.labs.lab4_accuracy import accuracy_numbers
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table

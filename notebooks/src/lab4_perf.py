@@ -31,7 +31,8 @@ import math
 import torch
 
 from labkit.exercises import check
-from labkit.labs import lab4_perf as perf, lab4_yours as yours
+from labkit.exercises import lab4_yours as yours
+from labkit.labs import lab4_perf as perf
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 

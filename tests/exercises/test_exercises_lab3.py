@@ -8,7 +8,7 @@ import torch
 
 from labkit.exercises import evaluate
 from labkit.exercises import lab3
-from labkit.exercises.lab3 import config_tensors
+from labkit.labs.lab3_precision import config_tensors
 from labkit.labs.lab3_precision import FORMAT_SPACE, FP32, sample_config, selection
 from labkit.quant import average_bits, make_format, quantize, study
 

@@ -6,7 +6,8 @@ import optuna
 import pytest
 
 from labkit.exercises import lab2 as ex
-from labkit.labs import lab2, lab2_replay as replay, lab2_summary as summary, lab2_tasks as tasks
+from labkit.exercises import lab2_replay as replay
+from labkit.labs import lab2, lab2_summary as summary, lab2_tasks as tasks
 from labkit.labs.lab2_space import LINEAR_CHOICES, SQUARE_LINEARS, build_model
 from labkit.models import count_parameters
 

@@ -63,7 +63,7 @@ def test_check_formats_allows_fp32_beside_a_format_and_names_the_allowed_values(
 
 
 def test_task1_queues_every_uniform_width_and_frac_and_all_fp32_before_its_search():
-    s = profiles.lab_settings("lab3", "full")
+    s = profiles.lab_settings("lab3_search", "full")
     plans = lab3.phase1_plans(s, LAYERS)
     base = lab3.integer_baselines(LAYERS)
     assert len(base) == 10 and "int8 frac 4" in base and "fp32" in base
@@ -80,7 +80,7 @@ def test_task1_queues_every_uniform_width_and_frac_and_all_fp32_before_its_searc
 
 
 def test_the_other_accuracy_searches_start_from_their_uniform_points():
-    s = profiles.lab_settings("lab3", "full")
+    s = profiles.lab_settings("lab3_search", "full")
     plans = lab3.phase1_plans(s, LAYERS)
     for name, space in FORMAT_SPACE.items():
         if name == "integer":

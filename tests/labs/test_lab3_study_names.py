@@ -13,7 +13,7 @@ LAYERS = ["bert.pooler.dense", "classifier"]
 
 
 def test_the_search_tag_ignores_the_training_seeds_and_names_the_committed_studies():
-    s = lab_settings("lab3", "full")
+    s = lab_settings("lab3_search", "full")
     assert lab3.study_tag(s) == lab3.study_tag({**s, "seeds": [7]})
     assert "seeds" not in lab3.study_settings(s)
     names = set(re.findall(r'"study_name":"(lab3-full-[^"]+)"', lzma.decompress(JOURNAL.read_bytes()).decode()))

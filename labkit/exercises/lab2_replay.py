@@ -7,10 +7,10 @@ from typing import Callable
 
 import optuna
 
-from ..exercises.lab2 import accuracies_of, trace_objective, trial_values
+from ..labs import lab2
+from ..labs.lab2_space import build_model
 from ..models import count_parameters
-from . import lab2
-from .lab2_space import build_model
+from .lab2 import accuracies_of, trace_objective, trial_values
 
 
 def _completed(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

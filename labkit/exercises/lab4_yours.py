@@ -8,13 +8,12 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..answers.lab4_mxint8 import DECODE_COLUMNS
 from ..kernels.sheet_decode import bits_of
 from ..perf import sdpa
 from ..perf.timing import fmt_seconds, synchronize
 from ..quant.formats import mxint
 from ..report import table
-from .lab4_checks import RULE_EXAMPLES
+from ..labs.lab4_checks import DECODE_COLUMNS, RULE_EXAMPLES
 
 
 def rule_rows(quantize, rules: list[dict]) -> list[dict]:
