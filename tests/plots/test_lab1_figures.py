@@ -1,7 +1,5 @@
 """Lab 1's figures (labkit.plots.lab1_quantize, labkit.plots.lab1_prune) drawn from a stored result's shape:
 the committed JSON, and small one- and several-seed payloads, through redraw's one plot path."""
-import json
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
@@ -9,15 +7,7 @@ from matplotlib.figure import Figure
 
 from labkit import redraw
 
-LAB1 = Path(__file__).resolve().parents[2] / "figures" / "lab1"
 SETTINGS = {"qat_epochs": 0.25, "prune_epochs": 0.25, "prune_scope": "local", "profile": "smoke", "model": "tiny"}
-
-
-def committed(name):
-    path = LAB1 / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"{path} not committed")
-    return json.loads(path.read_text())
 
 
 def payload(numbers):
@@ -45,8 +35,8 @@ def texts(fig):
 
 
 @pytest.mark.parametrize("notebook, figure", [("lab1_quantize", "quantization"), ("lab1_prune", "pruning")])
-def test_the_committed_figures_draw_from_their_json(notebook, figure):
-    stored = committed(figure)
+def test_the_committed_figures_say_their_seeds(notebook, figure, committed):
+    stored = committed("lab1", figure)
     fig = redraw.plot(notebook, figure, stored)
     assert isinstance(fig, Figure)
     title, legend = texts(fig)

@@ -19,13 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 LAB4 = ROOT / "figures" / "lab4"
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    """The figures are pyplot's (a notebook's inline backend shows them): close each test's."""
-    yield
-    plt.close("all")
-
-
 def committed(name):
     path = LAB4 / f"{name}.json"
     if not path.is_file():
