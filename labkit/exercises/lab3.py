@@ -12,6 +12,7 @@ import math
 import torch
 
 from ..quant.bits import mean_bits
+from ..quant.formats import BlockFP, LogFormat, MinifloatDenorm
 from ..quant.formats._util import blocks_per_element
 from ..quant.formats.block import block_fp_values
 from ..quant.formats.log import log_values

@@ -7,7 +7,6 @@ from __future__ import annotations
 import optuna
 
 from ..quant import average_bits, quantize
-from ..report import table
 from ..search.curves import best_so_far, trial_provenance
 from ..search.plan import StudyPlan
 from ..search.storage import shown_url

@@ -5,7 +5,6 @@ import copy
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from labkit import graph
 from labkit.labs import lab0_finetune, lab0_graphs
