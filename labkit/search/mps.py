@@ -17,9 +17,11 @@ and JSON, 4 trials per worker): 8 workers 32.5 trials/min with all SMs (6 per wo
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 CONTROL = "nvidia-cuda-mps-control"
@@ -64,6 +66,21 @@ def wanted(mode) -> bool:
     return True
 
 
+# The daemon's sockets live in its pipe folder, and a Unix socket's path holds at most 107 bytes (sun_path): a
+# folder deeper than this (a test's temporary one) gets its pipe in a short folder of the system's temp instead,
+# named for the folder, so a daemon left on it is found again.
+PIPE_PATH_MAX = 80
+
+
+def pipe_folder(folder: Path) -> Path:
+    """Where the daemon of ``folder`` keeps its pipes: ``folder/pipe``, or a short stand-in when that is too long."""
+    pipe = Path(folder) / "pipe"
+    if len(str(pipe)) <= PIPE_PATH_MAX:
+        return pipe
+    digest = hashlib.sha256(str(Path(folder).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"labkit-mps-{digest}"
+
+
 @contextlib.contextmanager
 def daemon(folder: Path, enabled=True):
     """Yields the environment variables workers need (empty when not ``enabled``: see ``wanted``)."""
@@ -71,7 +88,7 @@ def daemon(folder: Path, enabled=True):
         yield {}
         return
     folder = Path(folder)
-    env = {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe_folder(folder)), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
     for path in env.values():
         Path(path).mkdir(parents=True, exist_ok=True)
     share = sm_percent()  # checked before the daemon starts

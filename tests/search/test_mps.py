@@ -1,4 +1,6 @@
 """The CUDA MPS switch of the search workers (labkit.search.mps): True, False or "auto"."""
+from pathlib import Path
+
 import pytest
 
 from labkit.search import mps
@@ -66,3 +68,12 @@ def test_a_cuda_share_already_set_is_kept(monkeypatch, tmp_path):
     monkeypatch.setenv(mps.SM_PERCENT_ENV, "30")  # labkit's own variable decides when both are set
     with mps.daemon(tmp_path, enabled=True) as env:
         assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "30"
+
+
+def test_a_deep_folder_keeps_its_pipes_within_a_socket_paths_limit(tmp_path):
+    deep = tmp_path / ("d" * 60) / "runs" / "optuna" / "logs" / "lab2-smoke-random-s0-5527aba8" / "mps"
+    pipe = mps.pipe_folder(deep)
+    assert len(str(pipe / "control")) < 108 and pipe == mps.pipe_folder(deep)  # short, and the same each time
+    assert pipe != mps.pipe_folder(deep.parent)  # one folder per daemon
+    shallow = Path("/tmp/runs/mps")
+    assert mps.pipe_folder(shallow) == shallow / "pipe"
