@@ -109,7 +109,9 @@ class Lab:
             (settings / name).write_text(text)
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
+        self.checks = work / "checks.jsonl"  # every exercise check the notebooks run (labkit.exercises)
         self.env = dict(os.environ, LABKIT_FIGURES_DIR=str(self.figures), LABKIT_RUNS_DIR=str(self.runs),
+                        LABKIT_CHECK_LOG=str(self.checks),
                         JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"))
         self.env.pop("LABKIT_PROGRESS", None)  # labkit lab sets widgets; the runner's "lines" must not leak in
 
@@ -128,6 +130,16 @@ class Lab:
                 return
             time.sleep(1)
         raise RuntimeError(f"JupyterLab did not answer within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def checks_since(self, offset: int) -> list[dict]:
+        """The check records logged after byte ``offset`` of the check log."""
+        import json
+
+        if not self.checks.exists():
+            return []
+        with open(self.checks, "rb") as f:
+            f.seek(offset)
+            return [json.loads(line) for line in f.read().decode().splitlines() if line.strip()]
 
     def log_tail(self, n: int = 40) -> str:
         self.log.flush()

@@ -7,6 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from _executions import EXECUTED, Execution
 from labkit.run import runner
 from labkit.exercises import editions, for_notebook, grade
 
@@ -66,30 +67,36 @@ def test_missing_parameters_cell_is_rejected(tmp_path):
 def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
     """The solution edition runs, every exercise's solution passes its check; then the student edition, its
     exercises untouched, runs end to end on labkit's fallbacks (reusing the solution run's cached models, so it
-    costs a fraction of the first run) and `labkit check` reports each exercise "not attempted"."""
+    costs a fraction of the first run) and `labkit check` reports each exercise "not attempted". Where the
+    browser test already ran the solution edition in JupyterLab this session, its run is the one checked."""
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
-    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))  # fresh Optuna storage, no resuming
-    log = tmp_path / "checks.jsonl"
-    monkeypatch.setenv("LABKIT_CHECK_LOG", str(log))
-    out = runner.run_notebook(path, "smoke", output_dir=tmp_path, progress=False, timeout=1800)
-    monkeypatch.delenv("LABKIT_CHECK_LOG")
-    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    run = EXECUTED.pop(path.stem, None) or _papermill(path, tmp_path, monkeypatch)
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(run.runs))  # the student edition reuses the solution run's results
     exercises = {ex.id for ex in for_notebook(path.stem)}
-    assert {r["id"] for r in records} == exercises
-    assert all(r["status"] == "pass" and r["passed"] == r["total"] for r in records), records
+    assert {r["id"] for r in run.checks} == exercises
+    assert all(r["status"] == "pass" and r["passed"] == r["total"] for r in run.checks), run.checks
     student = grade.run([ROOT / "notebooks" / "student" / path.name], "smoke", out_dir=tmp_path / "student",
                         log=lambda line: None)[0]
     assert student.error is None, student.error
     assert {i: e["status"] for i, e in student.exercises.items()} == {i: "not attempted" for i in exercises}
-    nb = nbformat.read(out, as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    errors = [o for c in run.notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
-    saved = list((tmp_path / "figures").rglob("*.json"))
-    assert saved, "the notebook saved no results JSON"
-    for p in saved:
-        payload = json.loads(p.read_text())
+    assert run.saved, "the notebook saved no results JSON"
+    for payload in run.saved:
         assert payload["settings"]["profile"] == "smoke" and payload["provenance"]["versions"]
+
+
+def _papermill(path, tmp_path, monkeypatch) -> Execution:
+    """The solution edition run headlessly here (fresh Optuna storage, no resuming)."""
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))
+    log = tmp_path / "checks.jsonl"
+    monkeypatch.setenv("LABKIT_CHECK_LOG", str(log))
+    out = runner.run_notebook(path, "smoke", output_dir=tmp_path, progress=False, timeout=1800)
+    monkeypatch.delenv("LABKIT_CHECK_LOG")
+    checks = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    saved = [json.loads(p.read_text()) for p in (tmp_path / "figures").rglob("*.json")]
+    return Execution(nbformat.read(out, as_version=4), checks, saved, tmp_path / "runs")
 
 
 def test_a_batch_run_prints_its_total(monkeypatch, capsys, tmp_path):
