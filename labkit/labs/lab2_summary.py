@@ -1,6 +1,6 @@
 """What Lab 2's searches did, computed before any answer is written: the samplers' table, within-trial
 differences (compression, post-training, the equal-training control) and the run's header lines. The notebook
-shows these; ``labkit.answers.lab2`` words its answers from them."""
+shows these; ``labkit.answers.lab2_search`` words its answers from them."""
 from __future__ import annotations
 
 def sampler_rows(bands: dict[str, dict]) -> list[dict]:
