@@ -145,7 +145,8 @@ def main(argv=None) -> int:
         ap.error(str(err))
     do_figures, do_answers = (not args.answers or args.figures), (not args.figures or args.answers)
     for nb in notebooks:
-        if all(p is None for p in payloads_of(nb, args.profile).values()):
+        rec = records.get(nb)
+        if not any((result_dir(rec.lab, args.profile) / f"{name}.json").is_file() for name in rec.results):
             print(f"{nb}: no results stored ({args.profile}): nothing to redraw", flush=True)
             continue
         if do_figures and not args.stdout:

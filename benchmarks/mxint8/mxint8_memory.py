@@ -12,8 +12,8 @@ import sys
 
 import torch
 
-from labkit import models
 from labkit.kernels import exclude, extension, memory
+from labkit.labs import lab4_memory
 from labkit.run.profiles import lab_settings
 from labkit.results import save_results
 
@@ -28,15 +28,7 @@ def main(argv=None) -> int:
     S = lab_settings("lab4_mxint8", args.profile)
     extension.load()
     print(extension.describe())
-    big = dict(hidden_size=S["big_hidden"], num_hidden_layers=S["big_layers"], num_attention_heads=S["big_heads"],
-               intermediate_size=S["big_intermediate"])
-
-    def build_big():
-        with torch.device("cuda"):
-            return models.from_config(**big)
-
-    builders = {S["model"]: lambda: models.load_model(S["model"]).cuda(),
-                f"BERT {S['big_layers']}x{S['big_hidden']} (DeBERTa-xlarge size)": build_big}
+    builders = {name: (lambda build=build: build("cuda")) for name, build in lab4_memory.builders(S).items()}
     measured = {}
     for name, build in builders.items():
         c = memory.compare(build, S["group_size"], S["memory_batch"], S["memory_seq"], exclude("classifier"))

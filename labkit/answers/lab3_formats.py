@@ -19,7 +19,7 @@ from ..quant.formats.log import LogFormat
 from ..report import table
 from . import measured
 from ..labs.lab3_formats_summary import (  # noqa: F401  (the answers' inputs, also read from here)
-    QAT_COLUMNS, _acc, base_text, qat_rows, qat_text, steps_of)
+    QAT_COLUMNS, _acc, base_text, plan_table, qat_rows, qat_text, steps_of)
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
 NAMES = ("formats", "weight_snr")
@@ -46,7 +46,7 @@ def plan_rows(formats: dict[str, dict]) -> list[dict]:
 
 def plan_text(plan: list[dict] | None, formats: dict[str, dict] | None = None) -> str:
     if plan is not None:
-        return table(plan, ["format", "parameters", "roles", "bits/weight", "bits/input", "value set"], floatfmt=".3f")
+        return plan_table(plan)
     return (table(plan_rows(formats), floatfmt=".3f") + "\n\nParameters the study did not set are at the format's "
             "defaults; each format's value set is in its docstring (`labkit.quant.formats`).")
 

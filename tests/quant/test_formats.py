@@ -221,6 +221,15 @@ IEEE = [(8, 4, None), (8, 5, None), (6, 3, None), (4, 3, None), (3, 1, None), (8
         (10, 8, None)]
 
 
+def check_value_set(fmt, values):
+    """Every input rounds to the nearest of ``values`` (sign kept), and gradients pass up to the top cell."""
+    for seed, shape, kind in all_inputs():
+        x = inputs(seed, shape)[kind]
+        a = np.abs(x.numpy().astype(np.float64))
+        check_equal(fmt.quantize_values(x), signed(nearest(a, values), x.numpy()))
+        check_grad(fmt, x, a <= top_cell(values))
+
+
 @pytest.mark.parametrize("w,E,b", DENORM)
 def test_minifloat_denorm_matches_value_set(w, E, b):
     fmt = make_format("minifloat_denorm", width=w, exponent_width=E, exponent_bias=b)
@@ -228,11 +237,7 @@ def test_minifloat_denorm_matches_value_set(w, E, b):
     assert fmt.exponent_bias == bias
     values = denorm_set(w, E, bias)
     assert fmt.max_value == max(values)
-    for seed, shape, kind in all_inputs():
-        x = inputs(seed, shape)[kind]
-        a = np.abs(x.numpy().astype(np.float64))
-        check_equal(fmt.quantize_values(x), signed(nearest(a, values), x.numpy()))
-        check_grad(fmt, x, a <= top_cell(values))
+    check_value_set(fmt, values)
 
 
 @pytest.mark.parametrize("w,E,b", IEEE)
@@ -240,11 +245,7 @@ def test_minifloat_ieee_matches_value_set(w, E, b):
     fmt = make_format("minifloat_ieee", width=w, exponent_width=E, exponent_bias=b)
     values = ieee_set(w, E, fmt.exponent_bias)
     assert fmt.max_value == max(values)
-    for seed, shape, kind in all_inputs():
-        x = inputs(seed, shape)[kind]
-        a = np.abs(x.numpy().astype(np.float64))
-        check_equal(fmt.quantize_values(x), signed(nearest(a, values), x.numpy()))
-        check_grad(fmt, x, a <= top_cell(values))
+    check_value_set(fmt, values)
 
 
 def test_minifloat_corner_cases():
