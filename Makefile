@@ -20,9 +20,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt tools/install.sh
 figures: install
 	$(VENV)/bin/labkit run --all --profile $(PROFILE)
 
-# Unit tests and a smoke-profile run of every notebook.
+# Unit tests and a smoke-profile run of every notebook: TEST_PROCESSES pytest-xdist processes (the notebooks' runs
+# leave a core half idle), then the tests marked serial (they write into the tree) alone.
+TEST_PROCESSES ?= 2
 test: install
-	$(VENV)/bin/python -m pytest -q --durations=20
+	$(VENV)/bin/python -m pytest -q -n $(TEST_PROCESSES) --dist loadgroup -m "not serial" --durations=20
+	$(VENV)/bin/python -m pytest -q -m serial
 
 # The GPU test set (on a CUDA machine): every test marked `cuda`. No GPU visible is an error, and so is a skipped
 # CUDA test (LABKIT_REQUIRE_CUDA=1), never 0 tests passed. PY=python3 runs it with that Python as it is (e.g.

@@ -4,6 +4,11 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Under pytest-xdist (`make test`: a process per core) each process, and the notebook kernels and CLIs it starts,
+# keeps to its share of the cores: oversubscribed OpenMP threads spin and doubled the suite's CPU time.
+_THREADS = max(1, min(2, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(_THREADS)
 
 import contextlib  # noqa: E402
 
@@ -12,7 +17,39 @@ import torch  # noqa: E402
 
 from _flags import flag  # noqa: E402
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+torch.set_num_threads(_THREADS)
+
+
+# Under pytest-xdist (`make test`, --dist loadgroup) the tests named here run in one process, in collection order:
+# the notebooks' smoke tests check the runs the browser tests leave in tests/_executions.py, and the dashboard test
+# reads the Lab 2 run's studies. (xdist's own xdist_group mark does not group under pytest 9.2: it renames
+# item._nodeid, which pytest 9 no longer reads.)
+PROCESS_GROUPS = {"notebooks": ("tests/browser/test_jupyterlab.py::", "tests/browser/test_optuna_dashboard.py::",
+                                "tests/run/test_notebooks.py::test_notebook_runs_in_smoke_profile[")}
+
+
+def process_group(nodeid: str) -> str:
+    """The xdist scheduling unit of a test: its group's name, else its own node id (spread one by one)."""
+    return next((name for name, starts in PROCESS_GROUPS.items() if nodeid.startswith(starts)), nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):  # largest unit first (loadscope's reordering): the notebooks start at once
+        def _split_scope(self, nodeid: str) -> str:
+            return process_group(nodeid)
+
+    return Grouped(config, log)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("serial") and "PYTEST_XDIST_WORKER" in os.environ:
+        pytest.fail("a test marked serial writes into the source tree: run it alone (pytest -m serial), as make test "
+                    "does after the rest", pytrace=False)
 
 
 @pytest.fixture()

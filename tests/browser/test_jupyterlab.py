@@ -10,7 +10,7 @@ import jupyterlab_ui as ui
 from _executions import EXECUTED, Execution
 from conftest import NOTEBOOKS
 
-pytestmark = pytest.mark.browser
+pytestmark = pytest.mark.browser  # in conftest's "notebooks" process group (make test)
 
 
 def _run(page, lab, name, screenshots, old='PROFILE = "auto"', new='PROFILE = "smoke"'):

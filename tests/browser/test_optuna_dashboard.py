@@ -13,7 +13,7 @@ import optuna
 import pytest
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-pytestmark = pytest.mark.browser
+pytestmark = pytest.mark.browser  # in conftest's "notebooks" process group: it reads the Lab 2 run's studies
 
 
 def _toy_runs(folder):

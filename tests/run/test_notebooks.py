@@ -64,7 +64,7 @@ def test_missing_parameters_cell_is_rejected(tmp_path):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
+def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):  # conftest's "notebooks" process group
     """The solution edition runs, every exercise's solution passes its check; then the student edition, its
     exercises untouched, runs end to end on labkit's fallbacks (reusing the solution run's cached models, so it
     costs a fraction of the first run) and `labkit check` reports each exercise "not attempted". Where the

@@ -121,6 +121,7 @@ def toy_lab(monkeypatch, tmp_path):
 
 
 @pytest.mark.notebook
+@pytest.mark.serial  # its files sit in the tree while it runs: no other test may run beside it
 def test_a_toy_lab_is_its_files_alone(toy_lab, capsys):
     figures = toy_lab
     # found by the records, its settings resolved and its overrides checked against its own range
