@@ -34,6 +34,7 @@ import optuna
 import torch
 
 from labkit import recipes
+from labkit.perf import flops
 from labkit.training import cuda_graphs, train
 from labkit.run.profiles import lab_settings
 from labkit.results import provenance, write_json
@@ -193,12 +194,58 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
         per_arch.setdefault(str(queue.index(t.params) % len(archs)), []).append(t.user_attrs["trial_seconds"])
     failures = sorted({str(t.user_attrs.get("train_graphs", {}).get("graph_failure")) for t in done
                        if t.user_attrs.get("train_graphs", {}).get("graph_failure")})
+    # where a trial's time goes: training, the rest of the objective (build, evaluation, bookkeeping) and what
+    # runs outside the objective (the sampler's ask, the storage's writes, the cache lookup)
+    phases = {"train_s": [t.user_attrs["train_seconds"] for t in done],
+              "objective_rest_s": [t.user_attrs["trial_seconds"] - t.user_attrs["train_seconds"] for t in done],
+              "outside_objective_s": [(t.datetime_complete - t.datetime_start).total_seconds()
+                                      - t.user_attrs["trial_seconds"] for t in done]}
     return {"config": label(workers, mps, graphs), "workers": workers, "mps": mps, "cuda_graphs": graphs,
+            "trial_phases_median": {k: statistics.median(v) for k, v in phases.items()},
             "graph_failures": failures, "trials": len(done), "wall_seconds": wall, "sustained_seconds": sustained,
             "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
             "gpu_busy": busy.busy(), "cpu_busy": busy.cpu, "trial_seconds_by_arch": per_arch,
             "gpu_peak_gib_max": max((t.user_attrs.get("gpu_peak_gib", 0.0) for t in done), default=None),
             "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in done}}
+
+
+def trial_flops(s: dict, dl, archs: list[dict]) -> list[dict]:
+    """Each architecture's FLOPs in one trial (labkit.perf.flops): training, forward and backward on every batch of
+    the epoch that ``s["seed"]`` shuffles (``epochs`` times, exact for whole epochs), and the test set's evaluation."""
+    train_shapes, test_shapes = dl.train.shapes(seed=s["seed"]), dl.test.shapes()
+    out = []
+    for params in archs:
+        def model(params=params):
+            return build_model(_arch(params), seed=s["seed"])
+
+        step, forward = flops.per_length(model, train=True), flops.per_length(model, train=False)
+        out.append({"train_flops": step.batches(train_shapes) * s["epochs"], "eval_flops": forward.batches(test_shapes)})
+    return out
+
+
+def roofline(row: dict, per_arch: list[dict]) -> dict:
+    """The FLOPs a configuration's trials did, per second of its sustained wall time, against the card's peak."""
+    if "trial_seconds_by_arch" in row:
+        counts, seconds = {int(a): len(v) for a, v in row["trial_seconds_by_arch"].items()}, row["sustained_seconds"]
+    else:  # the serial row: its trials one after the other, the first architectures once each
+        counts, seconds = {i: 1 for i in range(row["trials"])}, sum(row["trial_seconds"])
+    done = sum(n * (per_arch[a]["train_flops"] + per_arch[a]["eval_flops"]) for a, n in counts.items())
+    return flops.roofline(done, seconds, row["provenance"]["device"])
+
+
+def add_roofline(report: dict, s: dict, dl) -> None:
+    """Roofline rows: each architecture's trial FLOPs and the trials per minute the card's peak would allow
+    (``report["roofline"]``), and each measured configuration's achieved TFLOP/s (``row["roofline"]``)."""
+    per_arch = trial_flops(s, dl, report["archs"])
+    device = report["provenance"]["device"]
+    mean = statistics.mean(a["train_flops"] + a["eval_flops"] for a in per_arch)
+    peak = flops.peak_tflops(device)
+    report["roofline"] = {"device": device, "peak_bf16_tflops": peak, "per_arch": per_arch, "mean_trial_flops": mean,
+                          "trials_per_min_at_peak": 60 * peak * 1e12 / mean if peak else None,
+                          "counted": "matrix products of the model (labkit.perf.flops: FlopCounterMode, attention as "
+                                     "the math backend's products), forward and backward; no optimizer or elementwise"}
+    for row in report["results"]:
+        row["roofline"] = roofline(row, per_arch)
 
 
 def label(workers: int, mps: bool, graphs: bool) -> str:
@@ -221,7 +268,16 @@ def main(argv=None) -> int:
     parser.add_argument("--commit", default=os.environ.get("LABKIT_COMMIT"), help="the code's git commit")
     parser.add_argument("--out", default="benchmarks/search/search_throughput.json")
     parser.add_argument("--resume", action="store_true", help="keep configurations already in --out")
+    parser.add_argument("--roofline-only", action="store_true",
+                        help="measure nothing: add the roofline rows to the configurations already in --out")
     args = parser.parse_args(argv)
+    if args.roofline_only:
+        out = Path(args.out)
+        report = json.loads(out.read_text())
+        add_roofline(report, report["settings"], recipes.loaders({**report["settings"], "device": "cpu"}))
+        write_json(out, report)
+        print_roofline(report)
+        return 0
 
     s = lab_settings("lab2_search", args.profile)
     archs = architectures(args.archs, s["space"])
@@ -268,6 +324,9 @@ def main(argv=None) -> int:
             except RuntimeError as err:  # e.g. no MPS control binary: report, measure the rest
                 print(f"{label(workers, mps, graphs)}: not measured: {err}", flush=True)
 
+    add_roofline(report, s, recipes.loaders(s))
+    write_json(out, report)
+    print_roofline(report)
     rows = report["results"]
     serial = next((r for r in rows if r["config"] == "serial (old loop)"), None)
     one = next((r for r in rows if r["config"] in ("graphs, 1 worker(s)", "lean, 1 worker(s)")), None)
@@ -282,6 +341,17 @@ def main(argv=None) -> int:
         print(f"same architectures, one process: old loop {sum(serial['trial_seconds']):.1f} s, {one['config']} "
               f"{sum(same):.1f} s ({sum(serial['trial_seconds']) / sum(same):.2f}x)")
     return 0
+
+
+def print_roofline(report: dict) -> None:
+    r = report["roofline"]
+    ceiling = (f"at the {r['device']}'s bf16 peak ({r['peak_bf16_tflops']} TFLOP/s) {r['trials_per_min_at_peak']:.0f} "
+               "trials/min" if r["peak_bf16_tflops"] else f"no bf16 peak known for {r['device']}")
+    print(f"a trial: {r['mean_trial_flops'] / 1e12:.3f} TFLOP on average; {ceiling}")
+    for row in report["results"]:
+        f = row["roofline"]
+        share = f" = {f['share_of_peak']:.2%} of peak" if f["share_of_peak"] is not None else ""
+        print(f"{row['config']:28s} {f['achieved_tflops']:7.3f} TFLOP/s{share}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ as ``data.dataloader``, so with the same seed both paths see the same batches (t
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +86,13 @@ class TensorBatches:
 
     def __len__(self) -> int:
         return len(self._indices)
+
+    def shapes(self, seed: int | None = None) -> Counter:
+        """One epoch's batch shapes as ``{(rows, longest): how many}``, without gathering a batch; ``seed``: the
+        shuffle that ``labkit.training.train`` draws with that seed (it reseeds ``generator``)."""
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        return Counter((len(idx), int(self.packed.lengths[idx].max())) for idx in self._indices)
 
     def __iter__(self):
         p, device = self.packed, self.device

@@ -110,6 +110,19 @@ def test_lean_batches_match_the_loader_path(tiny_loaders):
     assert runs[0] == runs[1]
 
 
+def test_batch_shapes_are_those_a_seeded_epoch_yields(tiny_loaders):
+    from collections import Counter
+
+    from labkit.training import batches
+
+    tok, enc = tiny_loaders
+    lean = batches.TensorBatches(batches.pack(enc["train"], tok.pad_token_id), 7, shuffle=True, seed=0)
+    shapes = lean.shapes(seed=5)
+    lean.generator.manual_seed(5)  # what train() does with seed 5
+    assert shapes == Counter(tuple(b["input_ids"].shape) for b in lean)
+    assert sum(n for n in shapes.values()) == len(lean) and lean.shapes(seed=6) != Counter()
+
+
 def test_pack_pads_like_the_collator_and_rejects_untokenised_data(tiny_loaders):
     from labkit.training import batches
 
