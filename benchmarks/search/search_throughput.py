@@ -40,7 +40,6 @@ from labkit.run.profiles import lab_settings
 from labkit.results import provenance, write_json
 from labkit.search import StudyPlan, run_studies
 from labkit.labs.lab2_space import build_model, sample_architecture
-from labkit.labs.lab2_space import restrict
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
