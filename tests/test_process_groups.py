@@ -2,7 +2,7 @@
 that exist, and everything else is spread one test at a time."""
 from pathlib import Path
 
-from conftest import PROCESS_GROUPS, process_group
+from _process_groups import PROCESS_GROUPS, process_group
 
 ROOT = Path(__file__).resolve().parents[1]
 
