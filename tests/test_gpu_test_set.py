@@ -60,6 +60,7 @@ def test_set_flag_fixture_restores_at_teardown(set_flag):
 def test_require_cuda_turns_a_skipped_cuda_test_into_a_failure(tmp_path):
     shutil.copy(HERE / "conftest.py", tmp_path)
     shutil.copy(HERE / "_flags.py", tmp_path)
+    shutil.copy(HERE / "_process_groups.py", tmp_path)
     (tmp_path / "test_gpu_only.py").write_text(
         "import pytest\n\n\n@pytest.mark.cuda\n@pytest.mark.skipif(True, reason='needs a CUDA GPU')\n"
         "def test_kernel():\n    pass\n")
