@@ -13,7 +13,9 @@ work), with the result cache off. ``--graphs on,off``: the training and evaluati
         [--serial-trials 4] [--archs 8] [--graphs on,off] [--per-worker 2] [--out benchmarks/search/search_throughput.json]
 
 Each configuration's numbers are written to ``--out`` as soon as it ends (``--resume`` keeps those
-already there), so a run cut short keeps what it measured.
+already there), so a run cut short keeps what it measured. At the end every configuration gets its roofline: the
+FLOPs its trials did (labkit.perf.flops, counted from the seeded epoch's batch shapes) per second, against the
+card's dense bf16 peak; the file's ``roofline`` holds each architecture's trial FLOPs and the rate the peak allows.
 """
 from __future__ import annotations
 
