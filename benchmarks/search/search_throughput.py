@@ -216,9 +216,7 @@ def trial_flops(s: dict, dl, archs: list[dict]) -> list[dict]:
     train_shapes, test_shapes = dl.train.shapes(seed=s["seed"]), dl.test.shapes()
     out = []
     for params in archs:
-        def model(params=params):
-            return build_model(_arch(params), seed=s["seed"])
-
+        model = build_model(_arch(params), seed=s["seed"])
         step, forward = flops.per_length(model, train=True), flops.per_length(model, train=False)
         out.append({"train_flops": step.batches(train_shapes) * s["epochs"], "eval_flops": forward.batches(test_shapes)})
     return out
@@ -305,7 +303,7 @@ def main(argv=None) -> int:
               + (f", peak {result['gpu_peak_gib_max']:.2f} GiB reserved by a trial" if result.get("gpu_peak_gib_max")
                  else ""), flush=True)
 
-    recipes.loaders(s)  # tokenise once here, so workers read the datasets cache
+    dl = recipes.loaders(s)  # tokenise once here, so workers read the datasets cache; the roofline counts its batches
     if args.serial_trials and "serial (old loop)" not in have:
         save(serial_baseline(s, archs[: args.serial_trials]))
     with tempfile.TemporaryDirectory() as tmp:
@@ -325,7 +323,7 @@ def main(argv=None) -> int:
             except RuntimeError as err:  # e.g. no MPS control binary: report, measure the rest
                 print(f"{label(workers, mps, graphs)}: not measured: {err}", flush=True)
 
-    add_roofline(report, s, recipes.loaders(s))
+    add_roofline(report, s, dl)
     write_json(out, report)
     print_roofline(report)
     rows = report["results"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -27,10 +26,10 @@ def peak_tflops(device_name: str) -> float | None:
     return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in device_name), None)
 
 
-def count(model_fn: Callable[[], torch.nn.Module], batch: int, length: int, train: bool) -> int:
-    """FLOPs of one step (``train``: forward and backward) or one forward pass of the model ``model_fn`` builds,
-    on ``batch`` sequences of ``length`` tokens with labels (run on the CPU: keep ``batch * length`` small)."""
-    model = model_fn().cpu()
+def count(model: torch.nn.Module, batch: int, length: int, train: bool) -> int:
+    """FLOPs of one step (``train``: forward and backward) or one forward pass of ``model`` (a CPU model, left in
+    that mode, its gradients cleared) on ``batch`` sequences of ``length`` tokens with labels (keep ``batch *
+    length`` small: it runs)."""
     model.train(train)
     inputs = {"input_ids": torch.zeros(batch, length, dtype=torch.long),
               "attention_mask": torch.ones(batch, length, dtype=torch.long),
@@ -42,6 +41,7 @@ def count(model_fn: Callable[[], torch.nn.Module], batch: int, length: int, trai
             loss = model(**inputs).loss
             if train:
                 loss.backward()
+    model.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
 
 
@@ -60,18 +60,18 @@ class PerLength:
         return sum(n * b * self(length) for (b, length), n in lengths.items())
 
 
-def per_length(model_fn: Callable[[], torch.nn.Module], train: bool, lengths=(32, 128, 256),
-               check: int = 77) -> PerLength:
-    """The three coefficients from counts at three ``lengths`` (batch 1), checked exactly at ``check``."""
+def per_length(model: torch.nn.Module, train: bool, lengths=(32, 128, 256), check: int = 77) -> PerLength:
+    """The three coefficients from counts of ``model`` (see ``count``) at three ``lengths`` (batch 1), checked
+    exactly at ``check``."""
     (a, b, c) = lengths
-    fa, fb, fc = (count(model_fn, 1, n, train) for n in (a, b, c))
+    fa, fb, fc = (count(model, 1, n, train) for n in (a, b, c))
     # Newton's divided differences: exact for a quadratic
     d1, d2 = (fb - fa) / (b - a), (fc - fb) / (c - b)
     c2 = (d2 - d1) / (c - a)
     c1 = d1 - c2 * (a + b)
     c0 = fa - c1 * a - c2 * a * a
     fit = PerLength(c0, c1, c2)
-    got = count(model_fn, 1, check, train)
+    got = count(model, 1, check, train)
     if abs(fit(check) - got) > 1e-6 * got:
         raise ValueError(f"FLOPs are not quadratic in the length: {got} counted at {check}, {fit(check):.0f} fitted")
     return fit

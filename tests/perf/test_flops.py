@@ -20,16 +20,17 @@ def by_hand(length: int, arch=ARCH) -> int:
     return 2 * (length * (squares * h * h + n * 2 * h * i) + n * 2 * length * length * h + h * h + 2 * h)
 
 
+@pytest.fixture(scope="module")
 def model():
     return build_model(ARCH, seed=0)
 
 
 @pytest.mark.parametrize("length", [1, 16, 100])
-def test_a_forward_pass_counts_the_flops_written_out_by_hand(length):
+def test_a_forward_pass_counts_the_flops_written_out_by_hand(model, length):
     assert flops.count(model, 3, length, train=False) == 3 * by_hand(length)
 
 
-def test_the_per_length_fit_is_exact_and_training_triples_the_dense_layers():
+def test_the_per_length_fit_is_exact_and_training_triples_the_dense_layers(model):
     fwd, step = flops.per_length(model, train=False), flops.per_length(model, train=True)
     for length in (5, 200):
         assert fwd(length) == pytest.approx(by_hand(length), rel=1e-12)
