@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [signtests] [fqtests] [throughput] [profile] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [signtests] [fqtests] [throughput] [profile] [task2] [lab3]
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -23,6 +23,8 @@ for step in $steps; do
              --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
     profile) timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/training/lab2_trial_profile.py --profile full \
              --archs ${PROFILE_ARCHS:-0,2} ${PROFILE_ARGS:-} --out "$OUT/lab2_trial_profile.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
+    task2) timeout ${TASK2_TIMEOUT:-300} python3 benchmarks/search/task2_trial_profile.py --out "$OUT/task2_trial_profile.json" \
+             ${TASK2_ARGS:-} 2>&1 | grep -v -i "warn\|USDT" | tail -40 ;;
     lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/quant/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" ${LAB3_ARGS:-} \
              2>&1 | grep -v -i "warn" | tail -30 ;;
   esac
