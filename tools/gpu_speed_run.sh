@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [signtests] [fqtests] [throughput] [profile] [task2] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -25,6 +25,11 @@ for step in $steps; do
              --archs ${PROFILE_ARCHS:-0,2} ${PROFILE_ARGS:-} --out "$OUT/lab2_trial_profile.json" 2>&1 | grep -v -i "warn" | tail -20 ;;
     task2) timeout ${TASK2_TIMEOUT:-300} python3 benchmarks/search/task2_trial_profile.py --out "$OUT/task2_trial_profile.json" \
              ${TASK2_ARGS:-} 2>&1 | grep -v -i "warn\|USDT" | tail -40 ;;
+    prunetests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_prune_mask_kernel.py tests/test_prune.py \
+             tests/quant/test_qat_bf16.py >"$OUT/pytest_prune.log" 2>&1; echo "prunetests rc=$?"; tail -8 "$OUT/pytest_prune.log" ;;
+    task2wall) cp benchmarks/search/task2_wall.json "$OUT/task2_wall.json"
+             timeout ${TASK2WALL_TIMEOUT:-420} python3 benchmarks/search/task2_wall.py --schedule longest --start last-row \
+             --out "$OUT/task2_wall.json" 2>&1 | grep -v -i "warn" | tail -6 ;;
     lab3) timeout ${LAB3_TIMEOUT:-500} python3 benchmarks/quant/lab3_trial.py --profile full --out "$OUT/lab3_trial.json" ${LAB3_ARGS:-} \
              2>&1 | grep -v -i "warn" | tail -30 ;;
   esac

@@ -4,10 +4,11 @@ A compress+train trial trains an architecture, compresses it (fixed point + L1 p
 activations), evaluates it, post-trains it with compression in place, evaluates again, then post-trains and
 evaluates its uncompressed control. Each phase is timed alone (synchronised) for the trained model under each
 ``--matmul`` path of its QuantLinear layers (``fp32``: the reference; ``bf16``: operands exact in bf16 multiplied in
-bf16, labkit.quant.fast), from the same trained weights, with the accuracy each reaches; then torch.profiler's
+bf16, labkit.quant.fast, its training fake quantization compiled; ``bf16-eager``: not compiled; ``fp32-topk``: fp32
+with the activation mask by torch.topk, the path before labkit.prune.mask_kernel), from the same trained weights, with the accuracy each reaches; then torch.profiler's
 top kernels over steady post-training steps and over compressed evaluation batches.
 
-    python benchmarks/search/task2_trial_profile.py [--archs start,mid] [--matmul fp32,bf16]
+    python benchmarks/search/task2_trial_profile.py [--archs start,mid] [--matmul fp32-topk,fp32,bf16-eager,bf16]
         [--out benchmarks/search/task2_trial_profile.json]
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import copy
 import itertools
+import os
 import time
 import warnings
 
@@ -25,6 +27,7 @@ from labkit import recipes
 from labkit.labs import lab2
 from labkit.labs.lab2_space import build_model
 from labkit.perf.timing import synchronize
+from labkit.prune import mask_kernel
 from labkit.quant import set_qat_matmul
 from labkit.quant.compress import compress
 from labkit.results import provenance, write_json
@@ -99,10 +102,16 @@ def trial_phases(s, dl, arch: dict, matmuls: list[str]) -> dict:
     row["by_matmul"] = {}
     for mm in matmuls:
         r = {}
+        # "fp32-topk": the path before labkit.prune.mask_kernel (topk + scatter) on the fp32 matmul
+        topk = mm.endswith("-topk")
+        before = os.environ.get(mask_kernel.ENV)
+        os.environ[mask_kernel.ENV] = "0" if topk else "1"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             m, r["compress_s"] = _timed(lambda: compress(copy.deepcopy(model).cpu(), quant=quant, prune=prune).model)
-            r["paths"] = sorted(set(set_qat_matmul(m, mm).values()))
+            # "bf16-eager": the bf16 path with its training fake quantization uncompiled (no torch.compile per process)
+            r["paths"] = sorted(set(set_qat_matmul(m, mm.split("-")[0], compile=not mm.endswith("-eager")).values()))
+        r["activation_mask"] = "topk" if topk else mask_kernel.VERSION
         r["warnings"] = sorted({str(w.message)[:160] for w in caught})
         ev, r["eval_compressed_s"] = _timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False))
         r["accuracy_compressed"] = ev["accuracy"]
@@ -112,6 +121,10 @@ def trial_phases(s, dl, arch: dict, matmuls: list[str]) -> dict:
         r["accuracy_post_trained"] = ev["accuracy"]
         r["profile"] = profile_steps(s, dl, m)
         row["by_matmul"][mm] = r
+        if before is None:
+            os.environ.pop(mask_kernel.ENV)
+        else:
+            os.environ[mask_kernel.ENV] = before
     return row
 
 
@@ -119,7 +132,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="full")
     ap.add_argument("--archs", default="start,mid", help=f"names from {list(ARCHS)}")
-    ap.add_argument("--matmul", default="fp32,bf16")
+    ap.add_argument("--matmul", default="fp32-topk,fp32,bf16-eager,bf16")
     ap.add_argument("--out", default="benchmarks/search/task2_trial_profile.json")
     args = ap.parse_args(argv)
     s = lab_settings("lab2_search", args.profile)

@@ -9,7 +9,7 @@ memory and ran again, and each mode's median trial time. ``benchmarks/search/tas
 the ratio from trial times; this measures it.
 
     python benchmarks/search/task2_wall.py --schedule longest|even [--profile full] [--workers auto]
-        [--out benchmarks/search/task2_wall.json]
+        [--start committed|last-row] [--out benchmarks/search/task2_wall.json]
 """
 from __future__ import annotations
 
@@ -26,19 +26,23 @@ import optuna
 from labkit.labs import lab2
 from labkit.labs.lab2_space import sample_architecture
 from labkit.run.profiles import lab_settings
-from labkit.results import provenance, write_json
+from labkit.labs.lab2_objectives import compressed_path
+from labkit.results import load_results, provenance, write_json
 from labkit.search import run_studies
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMITTED = ROOT / "figures" / "lab2" / "studies.journal.xz"
+COMMITTED_ROWS = Path(__file__).with_name("task2_wall.json")
 SCHEDULES = ("longest", "even")
 
 
-def start_params(s: dict) -> dict:
-    """Task 1's best in the committed journal (full profile), else a seeded sample of the profile's space."""
+def start_params(s: dict, start: str) -> dict:
+    """``start`` "committed": Task 1's best in the committed results (full profile: ``figures/lab2/samplers.json``),
+    "last-row": the start of the committed ``task2_wall.json``'s last row (a run comparable with it); else a seeded
+    sample of the profile's space."""
+    if start == "last-row":
+        return json.loads(COMMITTED_ROWS.read_text())["rows"][-1]["start"]
     if s["profile"] == "full":
-        task1 = run_studies(lab2.task1_plans(s), storage=f"journal:{COMMITTED}", report_only=True)
-        return lab2.best_trial(task1)[1].params
+        return load_results("lab2", "samplers")["numbers"]["best"]["params"]
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     while True:
         trial = study.ask()
@@ -55,13 +59,15 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="full")
     parser.add_argument("--workers", default=None, help="trial processes (default: the profile's)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("task2_wall.json"))
+    parser.add_argument("--start", choices=("committed", "last-row"), default="committed",
+                        help="Task 1's best in the committed results, or the start of the committed rows' last")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     over = {} if args.workers is None else {"workers": args.workers if args.workers == "auto" else int(args.workers)}
     s = lab_settings("lab2_search", args.profile, **over)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        start = start_params(s)
+        start = start_params(s, args.start)
         # best models saved beside the journal, not over the notebook's (runs/lab2)
         plans = [dataclasses.replace(p, options={**p.options, "best_dir": str(tmp / "best" / p.options["mode"])},
                                      priority=p.priority if args.schedule == "longest" else 0)
@@ -85,6 +91,10 @@ def main(argv=None) -> int:
                                  for m, v in done.items() if v},
         "max_gpu_peak_gib": max((t.user_attrs["gpu_peak_gib"] for v in done.values() for t in v
                                  if "gpu_peak_gib" in t.user_attrs), default=None),  # CUDA only
+        # the enqueued start (Task 1's best) as each mode scored it: the one architecture every run shares
+        "start_values": {m: next((t.value for t in v if t.params == lab2.full_params(start)), None)
+                         for m, v in done.items()},
+        "compressed_path": compressed_path(s),
         "start": start, "provenance": provenance(),
     }
     rows = json.loads(args.out.read_text())["rows"] if args.out.is_file() else []

@@ -344,7 +344,7 @@ def _injected(build, train, compress, evaluate, post_train):
         return out if isinstance(out, dict) else {"train_seconds": 0.0}
 
     fakes = {"build_model": lambda arch, seed: build(arch), "count_parameters": lambda m: 0,
-             "compress": lambda m, quant, prune: SimpleNamespace(model=compress(m)),
+             "compress": lambda m, quant, prune, **_: SimpleNamespace(model=compress(m)),
              "train": SimpleNamespace(train=fit, evaluate=lambda m, loader, **_: {"accuracy": evaluate(m)},
                                       pick_device=lambda device: torch.device("cpu"))}
     before = {k: getattr(mod, k) for k in fakes}

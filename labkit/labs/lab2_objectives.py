@@ -18,6 +18,7 @@ import torch
 
 from .. import recipes
 from ..training import cuda_graphs, determinism, train
+from ..prune import mask_kernel
 from ..quant.compress import compress
 from ..models import count_parameters
 from ..search.cache import cached_or_run, config_key
@@ -27,11 +28,16 @@ from .lab2_space import build_model, restrict, sample_architecture
 MODES = ("none", "compress", "compress+train")
 # Settings that choose what a search tries or where it runs, not what one trial computes (cache key).
 SEARCH_ONLY = RUN_ONLY + ("trials", "compression_trials", "seeds", "profile", "lab", "device", "space")
+# Settings only a compressed model reads: keyed by compressed trials alone (compressed_path)
+COMPRESSED_ONLY = ("qat_matmul",)
+# The bf16 path's training fake quantization runs eagerly: compiling it took ~10 s in each worker process
+# (benchmarks/search/task2_trial_profile.json) for a few hundred post-training steps per trial
+QAT_COMPILE = False
 
 
 def trial_settings(s: dict) -> dict:
     """The settings that determine one trial's result, for the cache key (device as its type)."""
-    out = {k: v for k, v in s.items() if k not in SEARCH_ONLY}
+    out = {k: v for k, v in s.items() if k not in SEARCH_ONLY + COMPRESSED_ONLY}
     out["device"] = train.pick_device(s["device"]).type
     if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
         out["eval_sdpa"] = train.EVAL_SDPA
@@ -41,6 +47,21 @@ def trial_settings(s: dict) -> dict:
         # strict determinism switches attention's backward to its deterministic kernels: other weights
         out["determinism"] = determinism.mode()
     return out
+
+
+def qat_matmul(s: dict) -> str:
+    """The compressed model's matmul path: the settings', or "fp32" for settings stored before they had one."""
+    return s.get("qat_matmul", "fp32")
+
+
+def compressed_path(s: dict) -> dict:
+    """What a compressed model's forward runs, for compressed trials' cache keys: on CUDA its matmul path and the
+    activation mask's kernel (labkit.prune.mask_kernel, or topk where it is off); nothing on a CPU (no autocast,
+    topk)."""
+    if train.pick_device(s["device"]).type != "cuda":
+        return {}
+    return {"qat_matmul": qat_matmul(s), "qat_compile": QAT_COMPILE,
+            "activation_mask": mask_kernel.VERSION if mask_kernel.enabled() else "topk"}
 
 
 def canonical(arch: dict) -> dict:
@@ -74,7 +95,8 @@ class NASObjective:
         control = {"control": "uncompressed, same post-training"} if self.mode == "compress+train" else {}
         key = config_key({"objective": "lab2", "architecture": canonical(arch), "settings": trial_settings(self.s),
                           "mode": self.mode, "quant": self.quant if self.mode != "none" else None,
-                          "prune": self.prune if self.mode != "none" else None, **control})
+                          "prune": self.prune if self.mode != "none" else None, **control,
+                          **({"compressed_path": compressed_path(self.s)} if self.mode != "none" else {})})
         return cached_or_run(trial, self.cache if self.use_cache else None, key, lambda: self._run(trial, arch))
 
     def _run(self, trial: optuna.Trial, arch: dict) -> float:
@@ -108,7 +130,8 @@ class NASObjective:
         if self.mode != "none":
             # the equal-training control: the trained model, uncompressed, before compression touches it
             control = copy.deepcopy(model).cpu() if self.mode == "compress+train" else None
-            model = compress(model.cpu(), quant=self.quant, prune=self.prune).model
+            model = compress(model.cpu(), quant=self.quant, prune=self.prune, qat_matmul=qat_matmul(s),
+                             compile=QAT_COMPILE).model
             value = accuracy(model)
             trial.set_user_attr("accuracy_compressed", value)
             if self.mode == "compress+train":

@@ -24,14 +24,18 @@ class CompressResult(NamedTuple):
 
 
 def compress(model: torch.nn.Module, quant=None, prune=None,
-             filter_fn: Callable[[str, torch.nn.Module], bool] | None = None) -> CompressResult:
+             filter_fn: Callable[[str, torch.nn.Module], bool] | None = None, qat_matmul: str = "fp32",
+             compile: bool = True) -> CompressResult:
+    """A compressed copy of ``model``; ``qat_matmul`` and ``compile``: the quantized layers' path under bf16 autocast
+    (``labkit.quant.quantize``)."""
     if quant is None and prune is None:
         raise ValueError("compress needs a quant config, a prune config, or both")
     out = copy.deepcopy(model)
     quantized = pruned = {}
     report = {}
     if quant is not None:
-        out, quantized = quantize(out, quant, filter_fn=filter_fn, inplace=True)
+        out, quantized = quantize(out, quant, filter_fn=filter_fn, inplace=True, qat_matmul=qat_matmul,
+                                  compile=compile)
         report["average_bits"] = {k: v for k, v in average_bits(out).items() if k != "per_layer"}
     if prune is not None:
         res = _prune.prune(out, prune, filter_fn=filter_fn, inplace=True)

@@ -7,6 +7,10 @@ from ._common import FRACTION, POSITIVE, SEARCH_PARSERS, SEEDS, WIDTH, ranges
 # (frac = width // 2) + L1 pruning inside each trial. `workers`: trial processes ("auto": 8 per GPU, 1 on a
 # CPU); `mps`: run them under a private CUDA MPS daemon ("on", "off" or "auto": on a GPU where the daemon's
 # binary is); `report_only`: draw the stored studies (e.g. a GPU machine's) without running a trial.
+# `qat_matmul`: the compressed model's Linear products under bf16 autocast (a GPU): "bf16" (its 8-bit operands are
+# bf16 values, so the same products in bf16 with fp32 accumulation; labkit.quant.fast) or "fp32" (the reference;
+# on an H100 a mid-sized model's compressed evaluation took 4.7 s against 3.0 s, its post-training 5.9 s against
+# 3.9 s: benchmarks/search/task2_trial_profile.json). No effect on a CPU, where nothing autocasts.
 SETTINGS = Settings(
     "lab2",
     {
@@ -14,7 +18,7 @@ SETTINGS = Settings(
         # warms up so CI runs that path
         "smoke": dict(train_size=64, test_size=64, max_length=32, lr=5e-4, warmup=0.1, trials=2, seeds=[0, 1],
                       compression_trials=2, post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5,
-                      storage=None, workers="auto", mps="auto", report_only=False,
+                      qat_matmul="bf16", storage=None, workers="auto", mps="auto", report_only=False,
                       space={"num_hidden_layers": [2], "hidden_size": [128, 192], "intermediate_size": [512]}),
         # quick: a CPU approximation that runs the whole lab in about 15 minutes on 2 cores: a model from
         # random init needs several passes over a small subset to leave chance (2 layers x 128 reach about
@@ -27,7 +31,7 @@ SETTINGS = Settings(
         "quick": dict(train_size=2000, test_size=500, max_length=64, lr=2e-3, warmup=0.0, epochs=2.0, trials=4,
                       seeds=[0, 1],
                       compression_trials=3, post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5,
-                      storage=None, workers=2, mps="auto", report_only=False,
+                      qat_matmul="bf16", storage=None, workers=2, mps="auto", report_only=False,
                       space={"num_hidden_layers": [2], "num_attention_heads": [2, 4], "hidden_size": [128, 192],
                              "intermediate_size": [512, 768]}),
         # full: the lab's settings (25k/25k, one epoch per trial) at 256 tokens; 3 seeds x 15 trials per
@@ -39,12 +43,12 @@ SETTINGS = Settings(
         # answers' collapse reading gives the count per depth), so depth is not compared at a setting every
         # depth trains in
         "full": dict(max_length=256, lr=5e-4, warmup=0.1, trials=15, seeds=SEEDS["full"], compression_trials=12,
-                     post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5, storage=None,
+                     post_epochs=0.5, post_lr=1e-4, quant_width=8, prune_sparsity=0.5, qat_matmul="bf16", storage=None,
                      workers="auto", mps="auto", report_only=False, space=None),
     },
     ranges={**ranges(POSITIVE, "trials", "compression_trials", "post_epochs", "post_lr"),
             **ranges(FRACTION, "prune_sparsity", "warmup"), "quant_width": WIDTH},
-    choices={"space": "labkit.labs.lab2_space:restrict"},
+    choices={"space": "labkit.labs.lab2_space:restrict", "qat_matmul": "labkit.quant.fast:check_mode"},
     parsers=SEARCH_PARSERS)
 
 RECORD = Notebook(

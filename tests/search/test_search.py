@@ -255,6 +255,29 @@ def test_the_trial_cache_key_holds_warmup(monkeypatch):
     assert _config_key(s, "compress") != _config_key({**s, "warmup": 0.0}, "compress")
 
 
+def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch):
+    """The compressed model's matmul path and activation-mask kernel change a compressed CUDA trial's bits, so
+    they key it; an uncompressed trial (and any CPU trial, where neither applies) keeps its key."""
+    from labkit.prune import mask_kernel
+    from labkit.run import profiles
+    from labkit.training import train
+
+    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])
+    s = profiles.lab_settings("lab2_search", "smoke", device="cpu")
+    assert s["qat_matmul"] == "bf16" and "qat_matmul" not in lab2_objectives.trial_settings(s)
+    for mode in ("none", "compress"):  # on a CPU nothing autocasts: the same key either way
+        assert _config_key(s, mode) == _config_key({**s, "qat_matmul": "fp32"}, mode)
+    monkeypatch.setattr(train, "pick_device", lambda d: torch.device("cuda"))
+    cuda = {**s, "device": "cuda"}
+    assert _config_key(cuda, "none") == _config_key({**cuda, "qat_matmul": "fp32"}, "none")
+    assert _config_key(cuda, "compress") != _config_key({**cuda, "qat_matmul": "fp32"}, "compress")
+    path = lab2_objectives.compressed_path(cuda)
+    assert path == {"qat_matmul": "bf16", "qat_compile": False, "activation_mask": mask_kernel.VERSION}
+    monkeypatch.setenv(mask_kernel.ENV, "0")
+    assert lab2_objectives.compressed_path(cuda)["activation_mask"] == "topk"
+    assert lab2_objectives.qat_matmul({"device": "cuda"}) == "fp32"  # settings stored before the key existed
+
+
 def _search_benchmark(name: str):
     """A script of benchmarks/search/ as a module."""
     import importlib.util
