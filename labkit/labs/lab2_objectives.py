@@ -30,8 +30,8 @@ MODES = ("none", "compress", "compress+train")
 SEARCH_ONLY = RUN_ONLY + ("trials", "compression_trials", "seeds", "profile", "lab", "device", "space")
 # Settings only a compressed model reads: keyed by compressed trials alone (compressed_path)
 COMPRESSED_ONLY = ("qat_matmul",)
-# The bf16 path's training fake quantization runs eagerly: compiling it took ~10 s in each worker process
-# (benchmarks/search/task2_trial_profile.json) for a few hundred post-training steps per trial
+# The bf16 path's training fake quantization runs eagerly: compiling it cost 6.6 s in a process's first post-training
+# on an H100 and saved 0.3-1.0 ms of a 2.2-7.4 ms step, over 391 steps (benchmarks/search/task2_trial_profile.json)
 QAT_COMPILE = False
 
 
