@@ -206,13 +206,17 @@ def search_deadline_env(step: Step, timeout: float) -> dict:
     return {DEADLINE_ENV: f"{time.time() + timeout - SEARCH_DRAW_S:.0f}"}
 
 
+def notebook_code(step: Step) -> str:
+    """The Python a notebook step's process runs: the notebook under the full profile (``labkit.run.runner``)."""
+    path = _settings.REPO_ROOT / "notebooks" / (step.notebook + ".ipynb")
+    return (f"from pathlib import Path; from labkit.run import runner; "
+            f"runner.run_notebook(Path({str(path)!r}), 'full', progress=False)")
+
+
 def _run_notebook(step: Step, timeout: float, log: Path, gpu: int | None = None) -> tuple[str, float]:
     """Run one notebook in its own process group under ``timeout`` (on GPU ``gpu`` alone, where given);
     ("done" | "timeout" | "failed", s)."""
-    code = ("from pathlib import Path; from labkit import runner; "
-            f"runner.run_notebook(Path({str(_settings.REPO_ROOT / 'notebooks' / (step.notebook + '.ipynb'))!r}), "
-            "'full', progress=False)")
-    argv = [sys.executable, *step.script] if step.script else [sys.executable, "-c", code]
+    argv = [sys.executable, *step.script] if step.script else [sys.executable, "-c", notebook_code(step)]
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:

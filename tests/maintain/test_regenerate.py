@@ -331,3 +331,31 @@ def test_a_step_alone_records_the_figures_it_wrote(runs, monkeypatch):
     assert "files" not in state["steps"]["lab1_prune"]["runs"][0]
     state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats"], runner=run, parallel=True)
     assert all("files" not in r for r in state["steps"]["lab3_formats"]["runs"])
+
+
+def test_every_notebook_steps_code_names_what_exists_and_the_notebook_file():
+    """The code a notebook step's process runs imports names that exist (a moved module once failed every notebook
+    of a GPU call in a second, which the fake runners above cannot see) and runs the step's notebook file."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    def from_import(module, name):  # what `from module import name` binds: an attribute, else a submodule
+        mod = importlib.import_module(module)
+        return getattr(mod, name) if hasattr(mod, name) else importlib.import_module(f"{module}.{name}")
+
+    notebooks = [step for step in regenerate.PLAN if not step.script]
+    assert notebooks
+    for step in notebooks:
+        tree = ast.parse(regenerate.notebook_code(step))
+        names = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    names[alias.asname or alias.name] = from_import(node.module, alias.name)
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+        assert [(c.func.value.id, c.func.attr) for c in calls] == [("runner", "run_notebook")]
+        assert callable(getattr(names["runner"], "run_notebook"))
+        path = next(a for a in ast.walk(calls[0]) if isinstance(a, ast.Constant) and str(a.value).endswith(".ipynb"))
+        assert Path(path.value) == regenerate._settings.REPO_ROOT / "notebooks" / f"{step.notebook}.ipynb"
+        assert Path(path.value).is_file(), step.notebook
