@@ -65,17 +65,33 @@ def regeneration_section(root: Path) -> str:
     if not path.is_file():
         return "## GPU time of the regeneration\n\nNo regeneration record."
     state = json.loads(path.read_text())
-    rows, total = [], 0.0
+    rows, total = [], _seconds(state)
     for step, s in state.get("steps", {}).items():
         runs = s.get("runs", [])
-        seconds = sum(r.get("seconds", 0.0) for r in runs)
-        total += seconds
-        rows.append({"step": step, "status": s.get("status"), "runs": len(runs), "seconds": f"{seconds:,.0f}"})
+        rows.append({"step": step, "status": s.get("status"), "runs": len(runs),
+                     "seconds": f"{sum(r.get('seconds', 0.0) for r in runs):,.0f}"})
     calls = state.get("calls", [])
     devices = sorted({c.get("device") for c in calls if c.get("device")})
-    return (f"## GPU time of the regeneration\n\nFrom `{REGEN}` (notebook wall time, papermill and kernel start "
+    done = sum(row["status"] == "done" for row in rows)
+    text = (f"## GPU time of the regeneration\n\nFrom `{REGEN}` (notebook wall time, papermill and kernel start "
             f"included; runs cut at a call's limit count): {len(calls)} calls on {', '.join(devices) or 'unrecorded'}, "
-            f"**{total:,.0f} s** in all.\n\n{table(rows)}")
+            f"**{total:,.0f} s** in all")
+    if done < len(rows):  # a regeneration under way: its sum is not a total; the last finished one is
+        last = next((h for h in reversed(state.get("history", [])) if _finished(h)), None)
+        text += f" so far, {done} of {len(rows)} steps done"
+        if last is not None:
+            text += (f"; the last finished regeneration (the record's `history`) took {_seconds(last):,.0f} s over "
+                     f"{len(last.get('calls', []))} calls")
+    return f"{text}.\n\n{table(rows)}"
+
+
+def _seconds(state: dict) -> float:
+    return sum(r.get("seconds", 0.0) for s in state.get("steps", {}).values() for r in s.get("runs", []))
+
+
+def _finished(state: dict) -> bool:
+    steps = state.get("steps", {})
+    return bool(steps) and all(s.get("status") == "done" for s in steps.values())
 
 
 def determinism_section(root: Path) -> str:
