@@ -1,5 +1,5 @@
-"""labkit.prune.mask_kernel: L1 activation pruning in one Triton pass against a full sort (the oracle) and against
-``ActivationMask``'s topk path; Triton's interpreter here, CUDA on the device."""
+"""labkit.prune.mask_kernel: L1 activation pruning in one Triton pass and by NumPy's selection on a CPU, against a
+full sort (the oracle) and against ``ActivationMask``'s topk path; Triton's interpreter here, CUDA on the device."""
 import pytest
 import torch
 
@@ -14,6 +14,20 @@ DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 def interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert type(mk._kernel(mk.interpreting())).__name__ == "InterpretedFunction"
+
+
+def _numpy(x, k):
+    return mk.prune_smallest_cpu(x, k), mk.cpu_keep(x, k)
+
+
+@pytest.fixture(params=["triton", "numpy"])
+def impl(request, monkeypatch):
+    """``(x, k) -> (out, keep)`` of each path: the Triton kernel (interpreted) and the CPU's NumPy selection."""
+    if request.param == "triton":
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        return mk.mask_smallest
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    return _numpy
 
 
 def _distinct(shape, dtype, seed=0, device="cpu"):
@@ -46,9 +60,9 @@ def _topk_path(x, k):
 @pytest.mark.parametrize("shape,k", [((7, 16), 8), ((5, 100), 37), ((3, 128), 120), ((9, 40), 1), ((2, 3, 300), 299),
                                      ((70, 24), 12), ((4, 1300), 650)])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_interpreted_kernel_zeroes_exactly_the_k_smallest(interpreter, shape, k, dtype):
+def test_both_paths_zero_exactly_the_k_smallest(impl, shape, k, dtype):
     x = _distinct(shape, dtype, seed=k)
-    out, keep = mk.mask_smallest(x, k)
+    out, keep = impl(x, k)
     drop = _sorted_drop(x, k)
     assert out.dtype == dtype and torch.equal(keep, ~drop)
     assert torch.equal(out, x.masked_fill(drop, 0.0))
@@ -56,11 +70,11 @@ def test_interpreted_kernel_zeroes_exactly_the_k_smallest(interpreter, shape, k,
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_ties_at_the_cut_zero_the_lowest_indices_and_exactly_k(interpreter, dtype):
+def test_ties_at_the_cut_zero_the_lowest_indices_and_exactly_k(impl, dtype):
     g = torch.Generator().manual_seed(3)
     x = (torch.randint(-4, 5, (50, 33), generator=g) / 4).to(dtype)  # 9 values over 33 entries: many ties
     for k in (1, 10, 16, 17, 32):
-        out, keep = mk.mask_smallest(x, k)
+        out, keep = impl(x, k)
         drop = _sorted_drop(x, k)
         assert torch.equal(keep, ~drop), k  # the stable sort zeroes equal magnitudes lowest index first
         assert ((~keep).sum(-1) == k).all()
@@ -70,9 +84,9 @@ def test_ties_at_the_cut_zero_the_lowest_indices_and_exactly_k(interpreter, dtyp
         assert torch.equal(x.abs().float().masked_select(~keep).reshape(50, k).sort(-1).values, picked)
 
 
-def test_special_values_order_as_topk_orders_them(interpreter):
+def test_special_values_order_as_topk_orders_them(impl):
     x = torch.tensor([[float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -2.0, 3.0]])
-    out, keep = mk.mask_smallest(x, 4)
+    out, keep = impl(x, 4)
     # +0, -0 (equal magnitudes: lowest index first), 1, -2 zeroed; inf, -inf, 3 and NaN (above inf) kept
     assert keep.tolist() == [[True, True, True, False, False, False, False, True]]
     assert out[0, 0].isnan() and out[0, 1:3].isinf().all() and out[0, 7] == 3.0
@@ -80,19 +94,24 @@ def test_special_values_order_as_topk_orders_them(interpreter):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gradient_passes_where_kept_as_the_references_does(interpreter, dtype):
+@pytest.mark.parametrize("path", ["triton", "numpy"])
+def test_gradient_passes_where_kept_as_the_references_does(monkeypatch, dtype, path):
+    if path == "triton":
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    fn = mk.prune_smallest if path == "triton" else mk.prune_smallest_cpu
     x = _distinct((4, 6, 48), dtype, seed=5).requires_grad_()
     g = torch.randn(4, 6, 48, generator=torch.Generator().manual_seed(6)).to(dtype)
-    (gx,) = torch.autograd.grad(mk.prune_smallest(x, 20), x, g)
+    (gx,) = torch.autograd.grad(fn(x, 20), x, g)
     (rx,) = torch.autograd.grad(_topk_path(x, 20), x, g)
     assert gx.dtype == dtype and torch.equal(gx, rx)
 
 
-def test_the_same_bits_every_run(interpreter):
+def test_the_same_bits_every_run_and_on_both_paths(interpreter):
     x = (torch.randint(-3, 4, (64, 40), generator=torch.Generator().manual_seed(7)) / 2).float()
     first = mk.mask_smallest(x, 13)
     second = mk.mask_smallest(x, 13)
     assert all(torch.equal(a, b) for a, b in zip(first, second))
+    assert all(torch.equal(a, b) for a, b in zip(first, _numpy(x, 13)))  # ties settled alike on GPU and CPU
 
 
 def test_activation_mask_takes_the_kernel_where_supported_and_the_reference_when_off(interpreter, monkeypatch):
@@ -105,9 +124,14 @@ def test_activation_mask_takes_the_kernel_where_supported_and_the_reference_when
     monkeypatch.setenv(mk.ENV, "0")
     again = prune.ActivationMask(40, 0.75, "l1-norm", seed=0)(x.clone())
     assert calls == [30] and torch.equal(again, out)
-    monkeypatch.delenv("TRITON_INTERPRET")  # a CPU tensor without the interpreter: the reference
+    monkeypatch.delenv("TRITON_INTERPRET")  # a CPU tensor without the interpreter: NumPy's selection
     monkeypatch.delenv(mk.ENV)
-    assert not mk.supported(x)
+    assert not mk.supported(x) and mk.cpu_supported(x)
+    cpu = []
+    monkeypatch.setattr(mk, "prune_smallest_cpu", lambda x, k: cpu.append(k) or mk.cpu_keep(x, k) * x)
+    assert torch.equal(prune.ActivationMask(40, 0.75, "l1-norm", seed=0)(x.clone()), out) and cpu == [30]
+    monkeypatch.setenv(mk.ENV, "0")
+    assert not mk.cpu_supported(x)
 
 
 def test_bad_setting_and_k_name_the_allowed_values(interpreter, monkeypatch):
@@ -116,8 +140,9 @@ def test_bad_setting_and_k_name_the_allowed_values(interpreter, monkeypatch):
         mk.supported(torch.zeros(2, 4))
     monkeypatch.delenv(mk.ENV)
     for k in (0, 4):
-        with pytest.raises(ValueError, match=r"allowed values are 0 < k < 4"):
-            mk.mask_smallest(torch.zeros(2, 4), k)
+        for fn in (mk.mask_smallest, mk.cpu_keep):
+            with pytest.raises(ValueError, match=r"allowed values are 0 < k < 4"):
+                fn(torch.zeros(2, 4), k)
 
 
 @pytest.mark.cuda
@@ -133,6 +158,7 @@ def test_cuda_kernel_matches_the_sort_and_topk(rows, n, k, dtype):
     y = torch.randn(rows, n, device="cuda").to(dtype)  # real ties in bf16: exactly k, the sort's choice
     out, keep = mk.mask_smallest(y, k)
     assert torch.equal(keep, ~_sorted_drop(y, k)) and ((~keep).sum(-1) == k).all()
+    assert torch.equal(keep.cpu(), mk.cpu_keep(y.cpu(), k))  # the CPU path settles the ties alike
     yg = y.clone().requires_grad_()
     (grad,) = torch.autograd.grad(mk.prune_smallest(yg, k), yg, torch.ones_like(y))
     assert torch.equal(grad, keep.to(dtype))

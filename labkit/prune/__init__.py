@@ -185,13 +185,14 @@ class ActivationMask(torch.nn.Module):
         done = _same_input(x, k)
         if done is not None:
             return done
-        # zero the k smallest |x| of each token vector (exactly k): one Triton pass on a GPU (mask_kernel);
-        # elsewhere topk, whose cost grows with the entries it returns, so above 50% sparsity it finds the
-        # n - k kept ones instead (at 90% of 1536: 4x faster on 2 CPU cores). kthvalue + a comparison was
-        # tried: no faster inside a step (it copies its input)
+        # zero the k smallest |x| of each token vector (exactly k): one Triton pass on a GPU, NumPy's selection
+        # on a CPU (mask_kernel). The reference (LABKIT_PRUNE_KERNEL=0) is topk, whose cost grows with the
+        # entries it returns, so above 50% sparsity it finds the n - k kept ones instead
         n = x.shape[-1]
         if k < n and mask_kernel.supported(x):
             out = mask_kernel.prune_smallest(x, k)
+        elif k < n and mask_kernel.cpu_supported(x):
+            out = mask_kernel.prune_smallest_cpu(x, k)
         elif k <= n - k:
             out = x.scatter(-1, x.abs().topk(k, dim=-1, largest=False).indices, 0.0)
         else:

@@ -1,4 +1,5 @@
-"""L1 activation pruning on a GPU in one Triton pass: zero the ``k`` smallest ``|x|`` of every row, exactly ``k``.
+"""L1 activation pruning: zero the ``k`` smallest ``|x|`` of every row, exactly ``k``, in one Triton pass on a GPU
+(``mask_smallest``) and by NumPy's selection on a CPU (``mask_smallest_cpu``).
 
 Why: ``torch.topk`` + ``scatter`` (the reference, ``ActivationMask``) took most of a pruned model's GPU time: in a
 Lab 2 Task 2 trial on an H100, 10 of an evaluation batch's 15 ms of kernels and 3 of a training step's 10 ms were
@@ -9,15 +10,19 @@ zeroed; of those equal to it, the lowest-indexed are zeroed until exactly ``k`` 
 magnitudes in no documented order; this order is fixed, so a run repeats bit for bit). Magnitudes compare as
 fp32 bit patterns (bf16 and fp16 widen exactly), which orders them as numbers, NaN above infinity as topk does.
 
+On a CPU, ``numpy.partition`` finds each row's k-th smallest magnitude (introselect: on 2 cores, 7 ms for 4096
+rows of 1536 where ``torch.topk`` took 91 ms), and the same rule settles ties, so both devices zero the same entries.
+
 The result is ``where(keep, x, 0)``, its gradient ``where(keep, grad, 0)``: the reference's values and gradient
 wherever both choose the same entries (always, unless magnitudes tie at the cut). ``LABKIT_PRUNE_KERNEL=0``
-runs the reference.
+runs the reference (``torch.topk`` + ``scatter``) on every device.
 """
 from __future__ import annotations
 
 import functools
 import os
 
+import numpy as np
 import torch
 
 try:
@@ -81,6 +86,35 @@ def supported(x: torch.Tensor) -> bool:
     """Whether ``x`` takes the kernel: CUDA (or Triton's interpreter), a float dtype, rows that fit, and enabled."""
     return (triton is not None and (x.is_cuda or interpreting()) and x.dtype in DTYPES and x.numel() > 0
             and 0 < x.shape[-1] <= MAX_FEATURES and enabled())
+
+
+def cpu_supported(x: torch.Tensor) -> bool:
+    """Whether ``x`` takes the NumPy path: a CPU float tensor, and enabled."""
+    return x.device.type == "cpu" and x.dtype in DTYPES and x.numel() > 0 and enabled()
+
+
+def cpu_keep(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The bool mask of what ``mask_smallest`` keeps, computed on the CPU: each row's k-th smallest magnitude by
+    ``numpy.partition``, the entries below it and the lowest-indexed ones equal to it dropped (exactly ``k``)."""
+    n = x.shape[-1]
+    if not 0 < k < n:
+        raise ValueError(f"k={k}: allowed values are 0 < k < {n} (the row length)")
+    mag = x.detach().reshape(-1, n).abs()
+    mag = mag if mag.dtype == torch.float32 else mag.float()  # bf16 and fp16 widen exactly; NaN sorts last
+    thr = torch.from_numpy(np.partition(mag.numpy(), k - 1, axis=-1)[:, k - 1:k])
+    drop = mag <= thr
+    # rows with magnitudes equal at the cut (lowest index first there); a bool sum as bytes: 10x faster than sum()
+    tied = (drop.view(torch.uint8).sum(-1, dtype=torch.int32) != k).nonzero().squeeze(1)
+    if len(tied):
+        m, t = mag[tied], thr[tied]
+        less, tie = m < t, m == t
+        drop[tied] = less | (tie & (tie.cumsum(-1) <= k - less.sum(-1, keepdim=True)))
+    return ~drop.view(x.shape)
+
+
+def prune_smallest_cpu(x: torch.Tensor, k: int) -> torch.Tensor:
+    """``prune_smallest`` on a CPU tensor: ``where(keep, x, 0)``, whose gradient passes where kept."""
+    return torch.where(cpu_keep(x, k), x, 0.0)
 
 
 def _blocks(n: int) -> tuple[int, int, int]:
