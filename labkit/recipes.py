@@ -6,10 +6,12 @@ without retraining it in every notebook.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -158,6 +160,27 @@ def finetuned_model(s: dict, dl: Loaders | None = None, retrain: bool = False,
     """
     seed = s["seed"] if seed is None else seed
     path = checkpoint_path(s, seed)
+    # notebooks side by side (labkit run --lanes, GPU lanes) may ask for one model at once: one trains it, the
+    # others wait and load it
+    with _file_lock(path.with_suffix(".lock")):
+        return _finetuned(s, dl, retrain, seed, path)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    """An exclusive advisory lock on ``path`` (created), held across processes until the block ends."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _finetuned(s: dict, dl, retrain: bool, seed: int, path: Path) -> tuple[torch.nn.Module, dict]:
     model = models.load_model(s["model"], seed=seed)
     if path.is_file() and not retrain:
         saved = torch.load(path, map_location="cpu", weights_only=True)

@@ -144,3 +144,17 @@ def test_gpu_strict_mode_fails_loudly_on_a_nondeterministic_op():
         with pytest.raises(RuntimeError, match="deterministic"):
             torch.histc(x, bins=10)
     torch.histc(x, bins=10)  # allowed again outside the context
+
+
+def test_two_processes_asking_at_once_train_one_sft_model_between_them(tmp_path):
+    """Notebooks side by side (labkit run --lanes) ask for the same SFT model: one trains it, the other waits on
+    the checkpoint's lock and loads it, with the same weights."""
+    script = SFT_SCRIPT.replace('"accuracy": m["accuracy"]', '"cached": "cached" in m')
+    env = {**os.environ, "LABKIT_CACHE_DIR": str(tmp_path / "shared"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", script, "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert sorted(g["cached"] for g in got) == [False, True]
+    assert got[0]["digest"] == got[1]["digest"]
