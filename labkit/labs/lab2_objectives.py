@@ -55,13 +55,13 @@ def qat_matmul(s: dict) -> str:
 
 
 def compressed_path(s: dict) -> dict:
-    """What a compressed model's forward runs, for compressed trials' cache keys: on CUDA its matmul path and the
-    activation mask's kernel (labkit.prune.mask_kernel, or topk where it is off); nothing on a CPU (no autocast,
-    topk)."""
-    if train.pick_device(s["device"]).type != "cuda":
-        return {}
-    return {"qat_matmul": qat_matmul(s), "qat_compile": QAT_COMPILE,
-            "activation_mask": mask_kernel.VERSION if mask_kernel.enabled() else "topk"}
+    """What a compressed model's forward runs, for compressed trials' cache keys: the activation mask's path
+    (labkit.prune.mask_kernel's, or topk where it is off) and on CUDA the matmul path (a CPU autocasts nothing)."""
+    cuda = train.pick_device(s["device"]).type == "cuda"
+    mask = (mask_kernel.VERSION if cuda else mask_kernel.CPU_VERSION) if mask_kernel.enabled() else "topk"
+    if not cuda:
+        return {"activation_mask": mask}
+    return {"qat_matmul": qat_matmul(s), "qat_compile": QAT_COMPILE, "activation_mask": mask}
 
 
 def canonical(arch: dict) -> dict:

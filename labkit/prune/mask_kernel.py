@@ -1,5 +1,5 @@
 """L1 activation pruning: zero the ``k`` smallest ``|x|`` of every row, exactly ``k``, in one Triton pass on a GPU
-(``mask_smallest``) and by NumPy's selection on a CPU (``mask_smallest_cpu``).
+(``mask_smallest``, ``prune_smallest``) and by NumPy's selection on a CPU (``cpu_keep``, ``prune_smallest_cpu``).
 
 Why: ``torch.topk`` + ``scatter`` (the reference, ``ActivationMask``) took most of a pruned model's GPU time: in a
 Lab 2 Task 2 trial on an H100, 10 of an evaluation batch's 15 ms of kernels and 3 of a training step's 10 ms were
@@ -10,8 +10,9 @@ zeroed; of those equal to it, the lowest-indexed are zeroed until exactly ``k`` 
 magnitudes in no documented order; this order is fixed, so a run repeats bit for bit). Magnitudes compare as
 fp32 bit patterns (bf16 and fp16 widen exactly), which orders them as numbers, NaN above infinity as topk does.
 
-On a CPU, ``numpy.partition`` finds each row's k-th smallest magnitude (introselect: on 2 cores, 7 ms for 4096
-rows of 1536 where ``torch.topk`` took 91 ms), and the same rule settles ties, so both devices zero the same entries.
+On a CPU, ``numpy.partition`` finds each row's k-th smallest magnitude (introselect), and the same rule settles ties,
+so both devices zero the same entries: on 2 cores, 26 ms for 4096 rows of 1536 at 50% where topk took 92 ms
+(benchmarks/prune/activation_mask.json).
 
 The result is ``where(keep, x, 0)``, its gradient ``where(keep, grad, 0)``: the reference's values and gradient
 wherever both choose the same entries (always, unless magnitudes tie at the cut). ``LABKIT_PRUNE_KERNEL=0``
@@ -34,7 +35,9 @@ except ImportError:  # CPU-only installs: the reference runs
 from ..training.triton_modes import in_mode, interpreter_scalar_compat, interpreting
 
 ENV = "LABKIT_PRUNE_KERNEL"
-VERSION = "radix-select-1"  # in the cache keys of trials that prune activations (labkit.labs.lab2_objectives)
+# in the cache keys of trials that prune activations (labkit.labs.lab2_objectives): the GPU's and the CPU's path
+VERSION = "radix-select-1"
+CPU_VERSION = "numpy-partition-1"
 MAX_FEATURES = 8192  # a row must fit one program's registers
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -45,7 +48,8 @@ def enabled(env: dict | None = None) -> bool:
     """``LABKIT_PRUNE_KERNEL`` (default on): 1/0; another value is an error naming the allowed ones."""
     value = (os.environ if env is None else env).get(ENV, "1").strip()
     if value not in ("0", "1"):
-        raise ValueError(f"{ENV}={value!r}: allowed values are 0 (torch.topk, the reference), 1 (this kernel)")
+        raise ValueError(f"{ENV}={value!r}: allowed values are 0 (torch.topk, the reference), 1 (the Triton kernel on "
+                         "a GPU, NumPy's selection on a CPU)")
     return value == "1"
 
 

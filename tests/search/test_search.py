@@ -256,8 +256,8 @@ def test_the_trial_cache_key_holds_warmup(monkeypatch):
 
 
 def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch):
-    """The compressed model's matmul path and activation-mask kernel change a compressed CUDA trial's bits, so
-    they key it; an uncompressed trial (and any CPU trial, where neither applies) keeps its key."""
+    """The compressed model's matmul path and activation-mask path change a compressed trial's bits, so they key
+    it (a CPU autocasts nothing: the matmul path only on CUDA); an uncompressed trial keeps its key."""
     from labkit.prune import mask_kernel
     from labkit.run import profiles
     from labkit.training import train
@@ -267,6 +267,7 @@ def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch):
     assert s["qat_matmul"] == "bf16" and "qat_matmul" not in lab2_objectives.trial_settings(s)
     for mode in ("none", "compress"):  # on a CPU nothing autocasts: the same key either way
         assert _config_key(s, mode) == _config_key({**s, "qat_matmul": "fp32"}, mode)
+    assert lab2_objectives.compressed_path(s) == {"activation_mask": mask_kernel.CPU_VERSION}
     monkeypatch.setattr(train, "pick_device", lambda d: torch.device("cuda"))
     cuda = {**s, "device": "cuda"}
     assert _config_key(cuda, "none") == _config_key({**cuda, "qat_matmul": "fp32"}, "none")
