@@ -35,7 +35,7 @@ COMMITTED_ROWS = Path(__file__).with_name("task2_wall.json")
 SCHEDULES = ("longest", "even")
 
 
-def start_params(s: dict, start: str) -> dict:
+def start_params(s: dict, start: str = "committed") -> dict:
     """``start`` "committed": Task 1's best in the committed results (full profile: ``figures/lab2/samplers.json``),
     "last-row": the start of the committed ``task2_wall.json``'s last row (a run comparable with it); else a seeded
     sample of the profile's space."""
