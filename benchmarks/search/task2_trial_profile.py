@@ -19,6 +19,7 @@ import itertools
 import os
 import time
 import warnings
+from unittest import mock
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -80,8 +81,35 @@ def profile_steps(s, dl, model, steps: int = 20) -> dict:
     return out
 
 
-def trial_phases(s, dl, arch: dict, matmuls: list[str]) -> dict:
+def _post_train(s, dl, m):
+    """A compressed model's extra training, and its control's: the same length and batches."""
+    return train.train(m, dl.train, epochs=s["post_epochs"], lr=s["post_lr"], device=s["device"], seed=s["seed"],
+                       progress=False)
+
+
+def compressed_phases(s, dl, model, mm: str, topk: bool) -> dict:
+    """A copy of the trained ``model`` compressed, evaluated, post-trained and evaluated again on path ``mm``."""
     quant, prune = lab2.compression_configs(s)
+
+    r = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m, r["compress_s"] = _timed(lambda: compress(copy.deepcopy(model).cpu(), quant=quant, prune=prune).model)
+        # "bf16-eager": the bf16 path with its training fake quantization uncompiled (no torch.compile per process)
+        r["paths"] = sorted(set(set_qat_matmul(m, mm.split("-")[0], compile=not mm.endswith("-eager")).values()))
+    r["activation_mask"] = "topk" if topk else mask_kernel.VERSION
+    r["warnings"] = sorted({str(w.message)[:160] for w in caught})
+    ev, r["eval_compressed_s"] = _timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False))
+    r["accuracy_compressed"] = ev["accuracy"]
+    more, r["post_train_s"] = _timed(lambda: _post_train(s, dl, m))
+    r["post_train_graphs"] = {k: more.get(k) for k in ("graph_replays", "eager_calls", "graph_failure")}
+    ev, r["eval_post_s"] = _timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False))
+    r["accuracy_post_trained"] = ev["accuracy"]
+    r["profile"] = profile_steps(s, dl, m)
+    return r
+
+
+def trial_phases(s, dl, arch: dict, matmuls: list[str]) -> dict:
     row = {"arch": arch, "phases": {}}
     model = build_model(arch, seed=s["seed"])
     fit, row["phases"]["train_s"] = _timed(lambda: train.train(
@@ -90,41 +118,17 @@ def trial_phases(s, dl, arch: dict, matmuls: list[str]) -> dict:
     ev, row["phases"]["eval_s"] = _timed(lambda: train.evaluate(model, dl.test, device=s["device"], progress=False))
     row["accuracy_trained"] = ev["accuracy"]
 
-    def post_train(m):
-        return train.train(m, dl.train, epochs=s["post_epochs"], lr=s["post_lr"], device=s["device"], seed=s["seed"],
-                           progress=False)
-
     control = copy.deepcopy(model).cpu()
-    _, row["phases"]["control_post_train_s"] = _timed(lambda: post_train(control))
+    _, row["phases"]["control_post_train_s"] = _timed(lambda: _post_train(s, dl, control))
     ev, row["phases"]["control_eval_s"] = _timed(lambda: train.evaluate(control, dl.test, device=s["device"],
                                                                          progress=False))
     row["accuracy_control"] = ev["accuracy"]
     row["by_matmul"] = {}
     for mm in matmuls:
-        r = {}
         # "fp32-topk": the path before labkit.prune.mask_kernel (topk + scatter) on the fp32 matmul
         topk = mm.endswith("-topk")
-        before = os.environ.get(mask_kernel.ENV)
-        os.environ[mask_kernel.ENV] = "0" if topk else "1"
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            m, r["compress_s"] = _timed(lambda: compress(copy.deepcopy(model).cpu(), quant=quant, prune=prune).model)
-            # "bf16-eager": the bf16 path with its training fake quantization uncompiled (no torch.compile per process)
-            r["paths"] = sorted(set(set_qat_matmul(m, mm.split("-")[0], compile=not mm.endswith("-eager")).values()))
-        r["activation_mask"] = "topk" if topk else mask_kernel.VERSION
-        r["warnings"] = sorted({str(w.message)[:160] for w in caught})
-        ev, r["eval_compressed_s"] = _timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False))
-        r["accuracy_compressed"] = ev["accuracy"]
-        more, r["post_train_s"] = _timed(lambda: post_train(m))
-        r["post_train_graphs"] = {k: more.get(k) for k in ("graph_replays", "eager_calls", "graph_failure")}
-        ev, r["eval_post_s"] = _timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False))
-        r["accuracy_post_trained"] = ev["accuracy"]
-        r["profile"] = profile_steps(s, dl, m)
-        row["by_matmul"][mm] = r
-        if before is None:
-            os.environ.pop(mask_kernel.ENV)
-        else:
-            os.environ[mask_kernel.ENV] = before
+        with mock.patch.dict(os.environ, {mask_kernel.ENV: "0" if topk else "1"}):
+            row["by_matmul"][mm] = compressed_phases(s, dl, model, mm, topk)
     return row
 
 
