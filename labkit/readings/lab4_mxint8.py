@@ -34,8 +34,8 @@ def bandwidth(payload: dict) -> list[Reading]:
         out.append(check(
             "bandwidth.smallest_launch_bound", n0 in bound,
             f"{head}, within {SAME_TIME:.0%} of each other although at n = {sizes[-1]:,} the tile kernel takes "
-            f"{ratio:.1f}x the vectorised one's time, and {max(vec_us, tile_us) / copy_us:.0f}x the copy's "
-            f"{copy_us:.1f} us: at that size the timing measures what both calls share, most likely the host issuing "
+            f"{ratio:.1f}x the vectorised one's time (the copy of the same bytes took {copy_us:.1f} us here, "
+            f"{copy_vs(max(vec_us, tile_us), copy_us)}): at that size the timing measures what both calls share, most likely the host issuing "
             "the call (Python, the dispatcher, the output's allocation), not the kernel's memory traffic, so that "
             "point's % of copy belongs to the run, not to the kernel, and moves between runs",
             f"{head}, more than {SAME_TIME:.0%} apart: even the smallest size times the kernels themselves",
@@ -44,6 +44,14 @@ def bandwidth(payload: dict) -> list[Reading]:
             quantities={"n": n0, "vec_us": vec_us, "tile_us": tile_us, "copy_us": copy_us,
                         "launch_bound_sizes": bound, "largest_ratio": ratio}, expect=False))
     return out
+
+
+def copy_vs(kernel_us: float, copy_us: float) -> str:
+    """The slower kernel's time against the copy's, as a ratio either way (the copy of a small size can itself
+    time the host and come out the slower)."""
+    if kernel_us >= copy_us:
+        return f"{kernel_us / copy_us:.1f}x shorter than the slower kernel's"
+    return f"{copy_us / kernel_us:.1f}x longer than the slower kernel's"
 
 
 def times(rows: list[dict], group_size: int) -> dict:

@@ -258,3 +258,9 @@ def test_stored_readings_are_json_of_their_readings():
     stored = {r["key"]: r for r in payloads["pruning"]["readings"]}
     for r in readings.compute("lab1_prune", payloads):
         assert json.loads(json.dumps(r.stored())) == stored[r.key]
+
+
+def test_copy_vs_names_the_longer_time_either_way():
+    # at the smallest size a host-bound copy can time slower than both kernels: no ratio may round to "0x"
+    assert lab4_mxint8.copy_vs(13.2, 57.2) == "4.3x longer than the slower kernel's"
+    assert lab4_mxint8.copy_vs(76.6, 5.9) == "13.0x shorter than the slower kernel's"
