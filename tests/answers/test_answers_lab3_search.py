@@ -72,5 +72,7 @@ def test_formats_answer_separates_level_from_below_and_says_why():
 
 
 def test_task1_names_the_wide_layers():
-    text = lab3.render(payloads())
-    assert "of its 3 integer layers, 0 are at 8 bits and 3 wider: `0.intermediate.dense` (32 bits)" in text
+    p = payloads()
+    p["search_integer"]["numbers"]["widths"] = {"c.key": 16, "a.dense": 8, "b.value": 32}
+    text = lab3.render(p)
+    assert "of its 3 integer layers, 1 are at 8 bits and 2 wider: `b.value` (32 bits), `c.key` (16 bits)." in text
