@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from . import data, models, settings as _paths
-from .training import batches, train
+from .training import batches, precision, train
 
 # The settings that determine the tokenised batches.
 DATA_KEYS = ("model", "train_size", "test_size", "max_length", "batch_size", "eval_batch_size", "seed", "device")
@@ -107,7 +107,7 @@ def train_seeds(s: dict) -> list[int]:
 
 def _sft_key(s: dict, seed: int) -> dict:
     step = train.step_key(s.get("device", "auto"))  # graphed and eager steps train other bits; CPU keys carry none
-    return {**{k: s[k] for k in SFT_KEYS}, "train_seed": seed, "version": SFT_VERSION,
+    return {**{k: s[k] for k in SFT_KEYS}, "train_seed": seed, "version": SFT_VERSION, **precision.cache_key(s),
             **({"train_step": step} if step else {})}
 
 
@@ -192,13 +192,13 @@ def _finetuned(s: dict, dl, retrain: bool, seed: int, path: Path) -> tuple[torch
         # on 1,000): the stored accuracy is another test set's, so measure this one
         dl = dl or loaders(s)
         fit = {k: saved["metrics"].get(k) for k in ("train_seconds", "train_loss_last")}
-        return model, {**train.evaluate(model, dl.test, device=s["device"], desc="SFT eval"), **fit,
+        return model, {**train.evaluate(model, dl.test, **precision.on(s), desc="SFT eval"), **fit,
                        "sft_digest": digest, "cached": str(path)}
     dl = dl or loaders(s)
     freeze_embeddings(model)
-    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=seed,
+    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], **precision.on(s), seed=seed,
                       desc=f"SFT (seed {seed})")
-    metrics = {**train.evaluate(model, dl.test, device=s["device"], desc="SFT eval"),
+    metrics = {**train.evaluate(model, dl.test, **precision.on(s), desc="SFT eval"),
                "train_seconds": fit["train_seconds"], "train_loss_last": fit["train_loss_last"],
                "determinism": fit["determinism"], "train_seed": seed}
     model.cpu()

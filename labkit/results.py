@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from . import settings as _settings
+from .training import precision as _precision
 
 LIBRARIES = ("torch", "transformers", "datasets", "peft", "optuna", "numpy", "matplotlib", "labkit")
 
@@ -118,7 +119,8 @@ def save_results(lab: str, name: str, numbers: dict, settings: dict, figure: str
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
     payload = {"lab": lab, "name": name, "figure": figure, "numbers": numbers, "settings": settings,
-               "provenance": provenance()}
+               "provenance": {**provenance(), **({"precision": _precision.describe(settings)}
+                                                 if "device" in settings else {})}}
     return write_json(path, payload, indent=2)
 
 

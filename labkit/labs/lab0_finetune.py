@@ -9,14 +9,14 @@ import torch
 
 from .. import lora, models, recipes
 from ..readings import seeds as _seeds
-from ..training import train
+from ..training import precision, train
 from . import per_seed as _per_seed
 
 
 def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:
     """Every Lab 0 accuracy for training ``seed`` (the head's initialisation, the adapters, batch order and
     dropout); ``batch``: a test batch on the training device for the merge's logit check."""
-    untrained = train.evaluate(models.load_model(s["model"], seed=seed), dl.test, device=s["device"],
+    untrained = train.evaluate(models.load_model(s["model"], seed=seed), dl.test, **precision.on(s),
                                desc="untrained", progress=False)
     sft_model, sft = recipes.finetuned_model(s, dl, seed=seed)
     recipes.freeze_embeddings(sft_model)  # the SFT setting, for the parameter count
@@ -24,21 +24,21 @@ def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:
     control = None
     if s.get("control", True):
         control_model = copy.deepcopy(sft_model)  # LoRA's extra epoch, spent on full fine-tuning at SFT's lr
-        train.train(control_model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=seed,
+        train.train(control_model, dl.train, epochs=s["epochs"], lr=s["lr"], **precision.on(s), seed=seed,
                     desc=f"SFT + 1 epoch (seed {seed})")
-        control = train.evaluate(control_model, dl.test, device=s["device"], desc="control eval", progress=False)
+        control = train.evaluate(control_model, dl.test, **precision.on(s), desc="control eval", progress=False)
         del control_model
     peft_model = lora.add_lora(sft_model, rank=s["lora_rank"], alpha=s["lora_alpha"], dropout=s["lora_dropout"],
                                seed=seed)
     lora_params = lora.trainable_parameters(peft_model)
-    fit = train.train(peft_model, dl.train, epochs=s["epochs"], lr=s["lora_lr"], device=s["device"], seed=seed,
+    fit = train.train(peft_model, dl.train, epochs=s["epochs"], lr=s["lora_lr"], **precision.on(s), seed=seed,
                       desc=f"LoRA (seed {seed})")
-    lora_eval = train.evaluate(peft_model, dl.test, device=s["device"], desc="LoRA eval", progress=False)
+    lora_eval = train.evaluate(peft_model, dl.test, **precision.on(s), desc="LoRA eval", progress=False)
     with torch.no_grad():
         peft_model.eval()
         logits_lora = peft_model(**batch).logits.float()
     merged = lora.merge_lora(peft_model)
-    merged_eval = train.evaluate(merged, dl.test, device=s["device"], desc="merged eval", progress=False)
+    merged_eval = train.evaluate(merged, dl.test, **precision.on(s), desc="merged eval", progress=False)
     with torch.no_grad():
         logits_merged = merged(**batch).logits.float()
     accuracy = {"untrained": untrained["accuracy"], "SFT": sft["accuracy"],

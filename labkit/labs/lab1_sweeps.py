@@ -10,7 +10,7 @@ from .. import prune as _prune
 from ..quant import fixed_point
 from ..readings import seeds as _seeds
 from ..recipes import freeze_embeddings
-from ..training import progress as _progress, train
+from ..training import precision, progress as _progress, train
 
 
 def combined(per_seed: list[dict], seeds: list[int], sizes: dict) -> dict:
@@ -51,9 +51,9 @@ def fp32_control(base, dl, s: dict, epochs: float) -> dict:
     only be showing the extra training)."""
     model = copy.deepcopy(base)
     freeze_embeddings(model)
-    fit = train.train(model, dl.train, epochs=epochs, lr=s["finetune_lr"], device=s["device"], seed=s["seed"],
+    fit = train.train(model, dl.train, epochs=epochs, lr=s["finetune_lr"], **precision.on(s), seed=s["seed"],
                       progress=False)
-    out = train.evaluate(model, dl.test, device=s["device"], progress=False)
+    out = train.evaluate(model, dl.test, **precision.on(s), progress=False)
     model.cpu()
     return {"epochs": epochs, "lr": s["finetune_lr"], "accuracy": out["accuracy"],
             "positive_share": out["positive_share"], "train_seconds": fit["train_seconds"]}
@@ -72,11 +72,11 @@ def pruning_sweep(base, sparsities, methods, dl, s: dict, inputs=None, scope: st
         res = _prune.prune(base, cfg)
         model = res.model
         achieved_act = _prune.activation_sparsity(model, inputs) if inputs is not None else None
-        before = train.evaluate(model, dl.test, device=s["device"], progress=False)
+        before = train.evaluate(model, dl.test, **precision.on(s), progress=False)
         freeze_embeddings(model)
-        fit = train.train(model, dl.train, epochs=s["prune_epochs"], lr=s["finetune_lr"], device=s["device"],
+        fit = train.train(model, dl.train, epochs=s["prune_epochs"], lr=s["finetune_lr"], **precision.on(s),
                           seed=s["seed"], progress=False)
-        after = train.evaluate(model, dl.test, device=s["device"], progress=False)
+        after = train.evaluate(model, dl.test, **precision.on(s), progress=False)
         rows.append({"method": method, "scope": scope, "sparsity": sparsity, "pruned": before["accuracy"],
                      "finetuned": after["accuracy"], "pruned_positive_share": before["positive_share"],
                      "finetuned_positive_share": after["positive_share"],
@@ -98,7 +98,7 @@ def quantization_seed(s: dict, dl, seed: int) -> dict:
     at = {**s, "seed": seed}  # this seed's training; the data stay s["seed"]'s
     ranges = input_ranges(base, next(iter(dl.train)))
     rows = quantization_sweep(base, s["widths"], dl, at, calibration=ranges)
-    sheet8 = train.evaluate(compress(base, quant=fixed_point(8, 4)).model, dl.test, device=s["device"],
+    sheet8 = train.evaluate(compress(base, quant=fixed_point(8, 4)).model, dl.test, **precision.on(s),
                             progress=False)["accuracy"]
     control = fp32_control(base, dl, at, s["qat_epochs"])
     return {"fp32": metrics["accuracy"], "sft_digest": metrics["sft_digest"], "rows": rows,

@@ -17,7 +17,7 @@ import optuna
 import torch
 
 from .. import recipes
-from ..training import cuda_graphs, determinism, train
+from ..training import cuda_graphs, determinism, precision, train
 from ..prune import mask_kernel
 from ..quant.compress import compress
 from ..models import count_parameters
@@ -37,8 +37,9 @@ QAT_COMPILE = False
 
 def trial_settings(s: dict) -> dict:
     """The settings that determine one trial's result, for the cache key (device as its type)."""
-    out = {k: v for k, v in s.items() if k not in SEARCH_ONLY + COMPRESSED_ONLY}
+    out = {k: v for k, v in s.items() if k not in SEARCH_ONLY + COMPRESSED_ONLY + ("cpu_autocast",)}
     out["device"] = train.pick_device(s["device"]).type
+    out.update(precision.cache_key(s))  # the CPU's precision as it resolved here, where it is bf16
     if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
         out["eval_sdpa"] = train.EVAL_SDPA
         out["train_step"] = train.step_key("cuda")
@@ -56,10 +57,11 @@ def qat_matmul(s: dict) -> str:
 
 def compressed_path(s: dict) -> dict:
     """What a compressed model's forward runs, for compressed trials' cache keys: the activation mask's path
-    (labkit.prune.mask_kernel's, or topk where it is off) and on CUDA the matmul path (a CPU autocasts nothing)."""
+    (labkit.prune.mask_kernel's, or topk where it is off) and, where the model autocasts (CUDA, or a CPU in bf16),
+    the matmul path."""
     cuda = train.pick_device(s["device"]).type == "cuda"
     mask = (mask_kernel.VERSION if cuda else mask_kernel.CPU_VERSION) if mask_kernel.enabled() else "topk"
-    if not cuda:
+    if not cuda and not precision.on_cpu_bf16(s):
         return {"activation_mask": mask}
     return {"qat_matmul": qat_matmul(s), "qat_compile": QAT_COMPILE, "activation_mask": mask}
 
@@ -103,10 +105,10 @@ class NASObjective:
         s = self.s
 
         def accuracy(m):
-            return train.evaluate(m, self.dl.test, device=s["device"], progress=False)["accuracy"]
+            return train.evaluate(m, self.dl.test, **precision.on(s), progress=False)["accuracy"]
 
         def post_train(m):  # the compressed model's extra training, and its control's: the same length and batches
-            return train.train(m, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"], device=s["device"],
+            return train.train(m, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"], **precision.on(s),
                                seed=s["seed"], progress=False)
 
         # the seed depends on the settings alone, so a configuration trains the same in any trial
@@ -119,7 +121,7 @@ class NASObjective:
             torch.cuda.reset_peak_memory_stats()
         # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
         # launch-bound there (benchmarks/training/lab2_trial_profile.json)
-        fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
+        fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], **precision.on(s),
                           seed=s["seed"], progress=False, graphs=None, warmup=s.get("warmup", 0.0))
         acc = accuracy(model)
         trial.set_user_attr("accuracy_trained", acc)

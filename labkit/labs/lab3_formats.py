@@ -9,7 +9,7 @@ from ..quant import FORMATS, average_bits, make_format, quantize, study
 from ..quant.study import flat_config, ptq_qat
 from ..readings import seeds as _seeds
 from ..recipes import finetuned_model, freeze_embeddings, sft_record
-from ..training import train
+from ..training import precision, train
 from . import per_seed
 
 
@@ -47,7 +47,7 @@ def formats_seed(s: dict, dl, seed: int, configs: dict[str, dict], freeze=None) 
     """Lab 3 part 1 for one training seed: that seed's SFT model in fp32, then PTQ and QAT (with the seed) of
     every format of ``configs`` (``{name: study_params(...)}``), each from a fresh copy."""
     base, sft = finetuned_model(s, dl, seed=seed)
-    fp32 = train.evaluate(base, dl.test, device=s["device"], desc="fp32", progress=False)
+    fp32 = train.evaluate(base, dl.test, **precision.on(s), desc="fp32", progress=False)
     at = {**s, "seed": seed}  # this seed's QAT; the data stay s["seed"]'s
     formats = {}
     for name, params in configs.items():

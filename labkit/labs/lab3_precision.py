@@ -18,7 +18,7 @@ import optuna
 import torch
 
 from .. import recipes
-from ..training import cuda_graphs, train
+from ..training import cuda_graphs, precision, train
 from ..quant import QuantLinear, average_bits, fast, make_format, quantize
 from ..quant.config import LinearQuantConfig
 from ..quant.formats import (BinaryFormat, BinaryScalingFormat, BlockFP, BlockLog, BlockMinifloat, IntegerFormat,
@@ -35,7 +35,7 @@ MEASURE_KEYS = tuple(dict.fromkeys(recipes.SFT_KEYS + recipes.DATA_KEYS + ("qat_
 def trial_settings(s: dict) -> dict:
     """What the cache key holds of the settings (trial counts, lambdas and the like are left out, so a
     longer or differently weighted search reuses every measurement)."""
-    return _lab2_trial_settings({k: s[k] for k in MEASURE_KEYS if k in s})
+    return {**_lab2_trial_settings({k: s[k] for k in MEASURE_KEYS if k in s}), **precision.cache_key(s)}
 
 # Each format's searched parameters: natural ranges (integer: the sheet's width x frac). A choice a
 # format rejects for a given width (more exponent bits than the width holds) is cut to the widest valid
@@ -194,7 +194,7 @@ class PrecisionObjective:
         # the SFT weights' digest: measurements of another SFT model (retrained elsewhere) never count here
         self.sft_digest = _digest(base)
         self.formats, self.objective, self.lam, self.mode = check_formats(formats), objective, lam, mode
-        # PTQ under bf16 autocast (CUDA): layers whose formats are exact in bf16 multiply in bf16, as the
+        # PTQ under bf16 autocast (CUDA, or a CPU in bf16: labkit.training.precision): layers whose formats are exact in bf16 multiply in bf16, as the
         # unquantized layers do (labkit.quant.fast); QAT keeps the fp32 reference path. compile=False: a
         # format's fake quantization eager (compiling took ~11 s per format on an H100, a trial ~1 s)
         self.matmul = fast.check_mode(ptq_matmul) if mode == "ptq" else "fp32"
@@ -244,21 +244,21 @@ class PrecisionObjective:
         attrs = {"weight_bits": bits["weight_bits"], "data_in_bits": bits["data_in_bits"],
                  "formats": format_counts(config), "n_test": self.dl.sizes["test"], "sft_digest": self.sft_digest,
                  "bf16_layers": 0}
-        dev = self.s["device"]
-        if train.pick_device(dev).type == "cuda":  # bf16 autocast there: the layers that multiply in bf16
+        dev, on = self.s["device"], precision.on(self.s)
+        if train.pick_device(dev).type == "cuda" or on["mixed_precision"] == "bf16":  # the layers that multiply in bf16
             attrs["bf16_layers"] = sum(isinstance(m, QuantLinear) and m.qat_matmul == "bf16"
                                        and fast.why_not(m, inference=True) is None for m in model.modules())
         # evaluation batches of one shape (the test set is sorted by length: most are full) replay a CUDA graph:
         # a PTQ evaluation's kernels take less time than launching them (labkit.training.cuda_graphs; eager elsewhere)
-        ev = train.evaluate(model, self.dl.test, device=dev, progress=False, graphs=None)
+        ev = train.evaluate(model, self.dl.test, **on, progress=False, graphs=None)
         attrs["accuracy_ptq"] = attrs["accuracy"] = ev["accuracy"]
         # what ran: CUDA graph replays or eager batches, and the evaluation's own seconds (the rest is building)
         attrs["eval"] = {k: ev[k] for k in ("eval_seconds", *cuda_graphs.RAN) if k in ev}
         if self.mode == "qat":
             recipes.freeze_embeddings(model)
-            train.train(model, self.dl.train, epochs=self.s["qat_epochs"], lr=self.s["qat_lr"], device=dev,
+            train.train(model, self.dl.train, epochs=self.s["qat_epochs"], lr=self.s["qat_lr"], **on,
                         seed=self.s["seed"], progress=False)
-            attrs["accuracy"] = train.evaluate(model, self.dl.test, device=dev, progress=False, graphs=None)["accuracy"]
+            attrs["accuracy"] = train.evaluate(model, self.dl.test, **on, progress=False, graphs=None)["accuracy"]
         attrs["trial_seconds"] = time.perf_counter() - start
         for k, v in attrs.items():
             trial.set_user_attr(k, v)

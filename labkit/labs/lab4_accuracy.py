@@ -10,7 +10,7 @@ from .. import recipes
 from ..kernels import extension
 from ..kernels.packed_linear import convert_to_mxint8
 from ..readings import seeds
-from ..training import train
+from ..training import precision, train
 from . import per_seed
 
 
@@ -18,10 +18,10 @@ def mxint8_accuracy_seed(s: dict, dl, seed: int, group_size: int, keep, batch: d
     """fp32 and MXINT8 accuracy of training ``seed``'s SFT model (every Linear that ``keep`` allows converted
     with ``group_size``), and the largest logit difference on ``batch`` (a test batch on the device)."""
     sft_model, metrics = recipes.finetuned_model(s, dl, seed=seed)
-    fp32 = train.evaluate(sft_model, dl.test, device=s["device"], desc="fp32 eval", progress=False)
+    fp32 = train.evaluate(sft_model, dl.test, **precision.on(s), desc="fp32 eval", progress=False)
     q_model = copy.deepcopy(sft_model).cpu()
     conv = convert_to_mxint8(q_model, group_size, keep)
-    q = train.evaluate(q_model, dl.test, device=s["device"], desc="MXINT8 eval", progress=False)
+    q = train.evaluate(q_model, dl.test, **precision.on(s), desc="MXINT8 eval", progress=False)
     dev = batch["input_ids"].device
     with torch.no_grad():
         gap = (sft_model.to(dev)(**batch).logits.float() - q_model.to(dev)(**batch).logits.float()).abs().max().item()

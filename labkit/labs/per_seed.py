@@ -16,8 +16,8 @@ import hashlib
 import json
 from typing import Callable
 
-from ..training import progress as _progress
 from .. import settings as _settings
+from ..training import precision, progress as _progress
 
 
 # What else decides a seed's numbers besides its settings and the commit: a student's function installed into
@@ -27,7 +27,8 @@ EXTRA: dict[str, str] = {}
 
 def _key(lab: str, name: str, settings: dict, seed: int, commit: str) -> str:
     shown = {k: v for k, v in settings.items() if k != "seeds"}
-    what = {"lab": lab, "name": name, "settings": shown, "seed": seed, "commit": commit}
+    what = {"lab": lab, "name": name, "settings": shown, "seed": seed, "commit": commit,
+            **precision.cache_key(settings)}  # "auto" as it resolved on this CPU
     if EXTRA:
         what["extra"] = dict(EXTRA)
     blob = json.dumps(what, sort_keys=True, default=str)

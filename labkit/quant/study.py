@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from ..training import train
+from ..training import precision, train
 from .bits import average_bits
 from .formats import FORMATS, NumberFormat, make_format
 from .formats.log import LogFormat
@@ -90,17 +90,17 @@ def ptq_qat(model_factory: Callable[[], torch.nn.Module], qconfig, loaders, sett
     result = quantize(model_factory(), qconfig, filter_fn=filter_fn, inplace=True)
     model = result.model
     bits = {k: v for k, v in average_bits(model).items() if k != "per_layer"}
-    device = settings.get("device", "auto")
-    ptq = train.evaluate(model, loaders.test, device=device, desc="PTQ", progress=progress)
+    on = precision.on({"device": "auto", **settings})
+    ptq = train.evaluate(model, loaders.test, **on, desc="PTQ", progress=progress)
     if freeze is not None:
         freeze(model)
     out = {"ptq": ptq, "bits": bits, "layers": sorted(result.changed)}
     try:
         fit = train.train(model, loaders.train, epochs=settings["qat_epochs"],
-                          lr=settings.get("qat_lr", settings.get("lr")), device=device,
+                          lr=settings.get("qat_lr", settings.get("lr")), **on,
                           seed=settings.get("seed", 0), desc="QAT", progress=progress)
         out["qat_train"] = {k: fit[k] for k in ("steps", "train_seconds", "train_loss_first", "train_loss_last")}
-        out["qat"] = train.evaluate(model, loaders.test, device=device, desc="QAT eval", progress=progress)
+        out["qat"] = train.evaluate(model, loaders.test, **on, desc="QAT eval", progress=progress)
         out["qat_error"] = None
     except FloatingPointError as err:  # the same keys as a finished QAT, so results of several seeds combine
         out["qat_error"] = str(err)

@@ -7,11 +7,12 @@ from ._common import FRACTION, POSITIVE, SEARCH_PARSERS, SEEDS, WIDTH, ranges
 # (frac = width // 2) + L1 pruning inside each trial. `workers`: trial processes ("auto": 8 per GPU, 1 on a
 # CPU); `mps`: run them under a private CUDA MPS daemon ("on", "off" or "auto": on a GPU where the daemon's
 # binary is); `report_only`: draw the stored studies (e.g. a GPU machine's) without running a trial.
-# `qat_matmul`: the compressed model's Linear products under bf16 autocast (a GPU): "bf16" (its 8-bit operands are
+# `qat_matmul`: the compressed model's Linear products under bf16 autocast (a GPU, or a CPU where `cpu_autocast`
+# asks: labkit.training.precision): "bf16" (its 8-bit operands are
 # bf16 values, so the same products in bf16 with fp32 accumulation; labkit.quant.fast) or "fp32" (the reference;
 # on an H100 a 4 x 256 model's compressed evaluation batch took 9.8 ms of kernels against 4.7, a post-training step
 # 10.5 against 7.4, accuracies within 7 of 25,000 reviews: benchmarks/search/task2_trial_profile.json). No effect
-# on a CPU, where nothing autocasts.
+# on a CPU in fp32.
 SETTINGS = Settings(
     "lab2",
     {

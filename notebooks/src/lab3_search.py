@@ -40,7 +40,7 @@ from labkit.labs.lab3_precision import cost_rows, linear_layers
 from labkit.report import say, table
 from labkit.results import provenance
 from labkit.run.profiles import lab_settings
-from labkit.training import train
+from labkit.training import precision, train
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 S = lab_settings("lab3_search", PROFILE, **OVERRIDES)
@@ -48,7 +48,7 @@ print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl)  # cached after part 1; workers load it from the cache
-fp32 = train.evaluate(base, dl.test, device=S["device"], progress=False)["accuracy"]
+fp32 = train.evaluate(base, dl.test, **precision.on(S), progress=False)["accuracy"]
 layers = linear_layers(base)
 storage = S["storage"] or lab3.default_storage(S)
 workers = S["workers"]  # "auto": sized by run_studies to the GPUs' free memory (1 on a CPU)
