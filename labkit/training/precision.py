@@ -17,6 +17,8 @@ import functools
 
 import torch
 
+from .train import pick_device
+
 CPU_AUTOCAST = ("off", "auto", "bf16")
 
 
@@ -44,15 +46,16 @@ def cpu_bf16(s: dict) -> bool:
 
 def on_cpu_bf16(s: dict) -> bool:
     """Whether settings ``s`` train and evaluate on a CPU in bf16 autocast (their device resolved here)."""
-    from .train import pick_device
-
     return pick_device(s.get("device", "auto")).type == "cpu" and cpu_bf16(s)
 
 
 def mixed_precision(s: dict) -> bool | str:
     """``train.train``/``train.evaluate``'s ``mixed_precision`` for settings ``s``: ``"bf16"`` (CPU too) where
-    they ask for bf16 on a CPU that they run on, else True (bf16 on CUDA, fp32 on a CPU)."""
-    return "bf16" if on_cpu_bf16(s) else True
+    they ask for bf16 on a CPU that they run on (said once per process), else True (bf16 on CUDA, fp32 on a CPU)."""
+    if on_cpu_bf16(s):
+        announce()
+        return "bf16"
+    return True
 
 
 def on(s: dict) -> dict:
@@ -80,8 +83,6 @@ def announce() -> None:
 
 def describe(s: dict) -> str:
     """One line saying which precision settings ``s`` run in here."""
-    from .train import pick_device
-
     dev = pick_device(s.get("device", "auto"))
     if dev.type == "cuda":
         return "bf16 autocast on CUDA"

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from . import cuda_graphs, determinism, precision, step_kernels
+from . import cuda_graphs, determinism, step_kernels
 from . import progress as _progress
 
 
@@ -43,7 +43,6 @@ def autocast(device: torch.device, mixed_precision: bool | str = True):
     if mixed_precision and device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     if mixed_precision == "bf16" and device.type == "cpu":
-        precision.announce()
         return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
