@@ -28,7 +28,7 @@ import weakref
 import torch
 
 from . import fake_quant_triton, kernel_check
-from .formats.base import NumberFormat, Quantizer
+from .formats.base import NumberFormat, Quantizer, rowwise_values
 from .kernel_check import same_bits
 
 MODES = ("fp32", "bf16")
@@ -104,7 +104,7 @@ def fake_quantize_bf16(fmt: NumberFormat, x: torch.Tensor, compile: bool = True)
         if q is not None:
             return q
         if not compile:
-            return fmt.quantize_values(x.detach().float()).to(torch.bfloat16)
+            return rowwise_values(fmt, x.detach().float()).to(torch.bfloat16)
         return _run(fmt, fused_fn(fmt, compile), x)[0]
     return _FusedFakeQuant.apply(x, fmt, fused_fn(fmt, compile))
 
@@ -176,7 +176,7 @@ def quantize_values(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) ->
         if q is not None:
             return q
     if not compile or x.numel() == 0 or _VALUES.get(fmt, True) is None:
-        return fmt.quantize_values(x)
+        return rowwise_values(fmt, x)
     rows = x.detach().reshape(-1, x.shape[-1]) if x.dim() else x.detach().reshape(1, 1)
     if rows.shape[0] > 1:
         torch._dynamo.mark_dynamic(rows, 0)

@@ -88,13 +88,19 @@ class NumberFormat:
         every value of magnitude >= 2^-126 (see ``_util.why_not_bf16``)."""
         return f"{self.name}: not analysed for bf16 exactness"
 
+    def row_local(self) -> bool:
+        """True where ``quantize_values`` rounds each row (the last dimension) on its own: elementwise, or in blocks
+        and per-row scales along the last dimension, with no random draws. Such a format may quantize a tensor in
+        chunks of rows (``rowwise_values``); a format that reads the whole tensor (a per-tensor scale) says False."""
+        return False
+
     def fake_quantize(self, x: torch.Tensor) -> torch.Tensor:
         if not isinstance(x, torch.Tensor) or not x.is_floating_point():
             # integer tensors would come back in mixed dtypes, some formats rounding them, some not
             raise TypeError(f"{self.name}: fake_quantize needs a floating-point tensor, got "
                             + (f"a tensor of dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__))
         if not (torch.is_grad_enabled() and x.requires_grad):
-            return self.quantize_values(x)  # no backward will run: skip computing the STE mask
+            return rowwise_values(self, x)  # no backward will run: skip computing the STE mask
         return self.differentiable(x)
 
     def differentiable(self, x: torch.Tensor) -> torch.Tensor:
@@ -116,6 +122,21 @@ class NumberFormat:
     def describe(self) -> str:
         params = ", ".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self))
         return f"{self.name}({params})"
+
+
+# Elements a CPU rounds at once: a format's 10-20 elementwise passes over 2^18 fp32 values (1 MiB) stay in cache
+# instead of streaming a whole activation from memory each pass (64 x 128 x 1536 on 2 cores: minifloat_denorm
+# 490 -> 120 ms, block_minifloat 944 -> 300 ms, integer 72 -> 32 ms; the same bits)
+CPU_CHUNK = 1 << 18
+
+
+def rowwise_values(fmt: NumberFormat, x: torch.Tensor) -> torch.Tensor:
+    """``fmt.quantize_values(x)``, the same bits: on a CPU, a large tensor of a ``row_local`` format in chunks of
+    whole rows of about ``CPU_CHUNK`` elements; elsewhere in one call."""
+    if x.device.type != "cpu" or x.dim() < 2 or x.numel() <= 2 * CPU_CHUNK or not fmt.row_local():
+        return fmt.quantize_values(x)
+    rows = x.reshape(-1, x.shape[-1])
+    return torch.cat([fmt.quantize_values(r) for r in rows.split(max(1, CPU_CHUNK // x.shape[-1]))]).reshape(x.shape)
 
 
 class Quantizer(torch.nn.Module):
@@ -146,7 +167,7 @@ class Quantizer(torch.nn.Module):
         """``forward(x)``'s values when no gradient is needed. ``values(fmt, x)`` computes
         ``fmt.quantize_values(x)`` (the same bits in fewer passes: the caller passes
         ``labkit.quant.fast.quantize_values``, which sits above the formats); None: the format's own formula."""
-        return self.fmt.quantize_values(x) if values is None else values(self.fmt, x)
+        return rowwise_values(self.fmt, x) if values is None else values(self.fmt, x)
 
     def extra_repr(self):
         return self.fmt.describe()

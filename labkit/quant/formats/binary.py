@@ -54,6 +54,9 @@ class BinaryFormat(NumberFormat):
     def pass_mask(self, x):
         return x.abs() <= 1
 
+    def row_local(self):  # elementwise; stochastic rounding draws random numbers in tensor order
+        return not self.stochastic
+
     def bits_per_element(self, shape):
         return 1.0
 
@@ -134,6 +137,9 @@ class BinaryScalingFormat(NumberFormat):
             scale, planes = sign_matmul.row_signs(x, self.scale)  # one pass where Triton runs: the same bits
             return [scale], planes
         return [self.scale(x)], sign_matmul.signs(x)
+
+    def row_local(self):  # per_channel: one mean per row; else one for the whole tensor
+        return self.per_channel
 
     def bits_per_element(self, shape):
         shape = tuple(shape) or (1,)

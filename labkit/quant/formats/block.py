@@ -121,6 +121,9 @@ class BlockFP(NumberFormat):
         half_above = 2 ** (self.width - 1) - 0.5
         return _mask_blocks(self, x, lambda a, mx: a <= half_above * pow2(self._step_exp(mx), a.dtype))
 
+    def row_local(self):  # blocks along the last dimension
+        return True
+
     def bits_per_element(self, shape):
         return self.width + self.exponent_width * blocks_per_element(shape, self.block_size)
 
@@ -212,6 +215,9 @@ class BlockMinifloat(NumberFormat):
         top = ieee_saturation(self.exponent_width, self.mantissa_width)
         return _mask_blocks(self, x, lambda a, mx: a <= top * pow2(self._beta(mx) + self.element_emax, a.dtype))
 
+    def row_local(self):  # blocks along the last dimension
+        return True
+
     def bits_per_element(self, shape):
         return self.width + self.exponent_bias_width * blocks_per_element(shape, self.block_size)
 
@@ -285,6 +291,9 @@ class BlockLog(NumberFormat):
         def inside(a, mx):
             return (a == 0) | (torch.isfinite(a) & (round_log2(a) <= self._top(mx)))
         return _mask_blocks(self, x, inside)
+
+    def row_local(self):  # blocks along the last dimension
+        return True
 
     def bits_per_element(self, shape):
         return self.width + self.exponent_bias_width * blocks_per_element(shape, self.block_size)

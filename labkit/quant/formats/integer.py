@@ -53,6 +53,9 @@ class IntegerFormat(NumberFormat):
     def quantize_values(self, x):
         return fixed_point(x, self.width, self.frac_width)
 
+    def row_local(self):  # elementwise
+        return True
+
     def pass_mask(self, x):
         lo, hi = self.bounds
         return (x >= lo) & (x <= hi)

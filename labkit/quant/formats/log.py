@@ -77,6 +77,9 @@ class LogFormat(NumberFormat):
     def quantize_values(self, x):
         return log_quantize(x, self.width, self.exponent_bias)
 
+    def row_local(self):  # elementwise
+        return True
+
     def pass_mask(self, x):
         a = work(x, self.dtype)
         return ((round_log2(a) <= self.emax) & torch.isfinite(a)) | (a == 0)

@@ -66,6 +66,9 @@ class _Minifloat(NumberFormat):
     def pass_mask(self, x):
         return work(x, self.dtype) <= self.saturation_threshold
 
+    def row_local(self):  # elementwise
+        return True
+
     def bits_per_element(self, shape):
         return float(self.width)
 

@@ -194,6 +194,9 @@ class MXInt8Format(NumberFormat):
     def differentiable(self, x):
         return _through_reference(x, self.group_size)
 
+    def row_local(self):  # groups along the last dimension, each row padded on its own
+        return True
+
     def bits_per_element(self, shape):
         return 8.0 + SHARED_BITS * blocks_per_element(shape, self.group_size)
 
