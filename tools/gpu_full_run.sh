@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One full-profile regeneration on an offline GPU machine, in calls of at most ~9 minutes, resumable
 # (labkit/maintain/regenerate.py): each call runs the plan's unfinished notebooks that fit its budget and packs
-#   $OUT/state.tgz    runs/regen (what is done, per-call timings, SFT digests) + runs/optuna journals +
+#   $OUT/state.tgz    runs/regen (what is done, per-call timings, SFT digests) + unfinished searches' journals +
 #                     runs/seeds (each finished training seed of a per-seed notebook)
 #   $OUT/results.tgz  figures/, the executed notebooks runs/full/*.ipynb, the calls' logs
 # Between calls, here:  mkdir -p .carry && tar xzf <files_at>/state.tgz -C .carry   (carry ".carry" and
@@ -45,8 +45,11 @@ python3 -m labkit.maintain.regenerate --budget "$budget" $fresh ${LABKIT_PARALLE
 status=$?
 # a timed-out notebook can leave search workers behind: stop them before packing their journal
 pkill -f "labkit.search" 2>/dev/null; sleep 1
-tar czf "$OUT/state.tgz" runs/regen/state.json $(ls runs/optuna/*.journal 2>/dev/null) \
-  $(ls -d runs/seeds 2>/dev/null)
+# the journals of unfinished searches only: a finished one is published beside its figures (results.tgz), and
+# carrying it again would eat the 64 MiB a call may carry (the kit takes 49)
+journals=$(python3 -c "from labkit.maintain import regenerate as r
+print(' '.join(f'runs/optuna/{s.search}.journal' for s in r.pending(r.load_state()) if s.search))")
+tar czf "$OUT/state.tgz" runs/regen/state.json $(ls $journals 2>/dev/null) $(ls -d runs/seeds 2>/dev/null)
 tar czf "$OUT/results.tgz" figures runs/full runs/regen/logs 2>/dev/null
 ls -la "$OUT"
 exit $status
