@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from .train import pick_device
+from . import train as _train  # its pick_device looked up at each call (tests stand a GPU in for it)
 
 CPU_AUTOCAST = ("off", "auto", "bf16")
 
@@ -46,7 +46,7 @@ def cpu_bf16(s: dict) -> bool:
 
 def on_cpu_bf16(s: dict) -> bool:
     """Whether settings ``s`` train and evaluate on a CPU in bf16 autocast (their device resolved here)."""
-    return pick_device(s.get("device", "auto")).type == "cpu" and cpu_bf16(s)
+    return _train.pick_device(s.get("device", "auto")).type == "cpu" and cpu_bf16(s)
 
 
 def mixed_precision(s: dict) -> bool | str:
@@ -83,7 +83,7 @@ def announce() -> None:
 
 def describe(s: dict) -> str:
     """One line saying which precision settings ``s`` run in here."""
-    dev = pick_device(s.get("device", "auto"))
+    dev = _train.pick_device(s.get("device", "auto"))
     if dev.type == "cuda":
         return "bf16 autocast on CUDA"
     if cpu_bf16(s):
