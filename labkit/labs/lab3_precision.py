@@ -29,13 +29,13 @@ from ..search.cache import cached_or_run, config_key
 from .lab2_objectives import trial_settings as _lab2_trial_settings
 
 # The settings that determine one Lab 3 measurement: the SFT model, the test batches, QAT.
-MEASURE_KEYS = tuple(dict.fromkeys(recipes.SFT_KEYS + recipes.DATA_KEYS + ("qat_epochs", "qat_lr")))
+MEASURE_KEYS = tuple(dict.fromkeys(recipes.SFT_KEYS + recipes.DATA_KEYS + ("qat_epochs", "qat_lr", "cpu_autocast")))
 
 
 def trial_settings(s: dict) -> dict:
     """What the cache key holds of the settings (trial counts, lambdas and the like are left out, so a
     longer or differently weighted search reuses every measurement)."""
-    return {**_lab2_trial_settings({k: s[k] for k in MEASURE_KEYS if k in s}), **precision.cache_key(s)}
+    return _lab2_trial_settings({k: s[k] for k in MEASURE_KEYS if k in s})
 
 # Each format's searched parameters: natural ranges (integer: the sheet's width x frac). A choice a
 # format rejects for a given width (more exponent bits than the width holds) is cut to the widest valid

@@ -90,7 +90,7 @@ def ptq_qat(model_factory: Callable[[], torch.nn.Module], qconfig, loaders, sett
     result = quantize(model_factory(), qconfig, filter_fn=filter_fn, inplace=True)
     model = result.model
     bits = {k: v for k, v in average_bits(model).items() if k != "per_layer"}
-    on = precision.on({"device": "auto", **settings})
+    on = precision.on(settings)
     ptq = train.evaluate(model, loaders.test, **on, desc="PTQ", progress=progress)
     if freeze is not None:
         freeze(model)

@@ -69,6 +69,10 @@ def cache_key(s: dict) -> dict:
     return {"cpu_autocast": "bf16"} if on_cpu_bf16(s) else {}
 
 
+def _native() -> str:
+    return "native bf16 GEMMs" if cpu_bf16_native() else "no native bf16 GEMMs: emulated, slower than fp32"
+
+
 _ANNOUNCED: list[bool] = []
 
 
@@ -76,8 +80,7 @@ def announce() -> None:
     """Say once per process that a CPU runs in bf16 autocast (never silently: its numbers differ from fp32's)."""
     if not _ANNOUNCED:
         _ANNOUNCED.append(True)
-        native = "native bf16 GEMMs" if cpu_bf16_native() else "no native bf16 GEMMs: emulated, slower than fp32"
-        print(f"[labkit] training and evaluation on the CPU in bf16 autocast ({native}); "
+        print(f"[labkit] training and evaluation on the CPU in bf16 autocast ({_native()}); "
               "cpu_autocast='off' keeps fp32", flush=True)
 
 
@@ -87,7 +90,6 @@ def describe(s: dict) -> str:
     if dev.type == "cuda":
         return "bf16 autocast on CUDA"
     if cpu_bf16(s):
-        native = "native bf16 GEMMs" if cpu_bf16_native() else "no native bf16 GEMMs: emulated, slower than fp32"
-        return f"bf16 autocast on the CPU ({native}; cpu_autocast={s.get('cpu_autocast')!r})"
+        return f"bf16 autocast on the CPU ({_native()}; cpu_autocast={s.get('cpu_autocast')!r})"
     why = "" if s.get("cpu_autocast", "off") == "off" else " (this CPU has no native bf16 GEMMs)"
     return f"fp32 on the CPU{why}"
