@@ -2,8 +2,8 @@
 
 Every input is a ``save_results`` payload (``numbers``, ``settings``, ``provenance``) as the notebook
 writes it to figures/lab4/, so the answers re-render from committed JSON. Two timings whose medians differ
-by no more than the spread (max - min of the steady calls) of either side are *within noise*: the prose
-says so and reads no mechanism from them.
+by no more than the spread (max - min of the steady calls) of either side, and whose steady calls overlap, are
+*within noise*: the prose says so and reads no mechanism from them.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import math
 from ..perf import compile_study, sdpa
 from ..perf.compile_study import SHEET_STATE, get_comparison, get_run, noisy, per_device, share, timings
 from ..readings import lab4_perf as _readings
-from ..perf.timing import PROFILER_BOOKKEEPING, spread, within_noise
+from ..perf.timing import PROFILER_BOOKKEEPING, iqr, spread, within_noise
 from ..perf.timing import fmt_seconds as fmt
 from ..report import clip, table
 from . import sources
@@ -66,7 +66,8 @@ def measured_note(st: dict, runs: list[dict]) -> str:
         text += f"; the 1-minute load average reached {max(loads):.1f}"
         if st.get("threads") and max(loads) > st["threads"]:
             text += " (more than this run's threads: other work shared the cores)"
-    return text + ". A difference no larger than either side's spread is reported as within noise."
+    return text + (". A difference no larger than either side's spread, between runs whose steady calls overlap, is "
+                   "reported as within noise.")
 
 
 def sizes_text(settings: dict, dev: str) -> str:
@@ -182,12 +183,14 @@ def _where_time_goes(st: dict, main: str) -> str | None:
     if within_noise(te, tk):
         return text + ("The steady calls are within noise of each other, so there is no gain to attribute to "
                        "either part.")
-    # one profiled call each: its noise is taken as its run's relative spread
-    conv_noise = max(conv_e * spread(te) / te["steady_median_s"], conv_k * spread(tk) / tk["steady_median_s"])
+    # one profiled call each: its noise is taken as its run's relative interquartile range (a typical call's
+    # deviation; a max - min let a burst of slow calls from another process make any difference noise)
+    conv_noise = max(conv_e * iqr(te) / te["steady_median_s"], conv_k * iqr(tk) / tk["steady_median_s"])
     bound = te["steady_median_s"] / conv_e if conv_e else float("inf")  # if convolutions kept their eager time
     speedup = te["steady_median_s"] / tk["steady_median_s"]
     if abs(conv_e - conv_k) <= conv_noise:
-        text += (f"The convolution times differ by no more than the runs' spread would move one profiled call "
+        text += (f"The convolution times differ by no more than the runs' interquartile range would move one "
+                 f"profiled call "
                  f"({fmt(conv_noise)}), so the gain comes from the rest and is bounded by its share: at most "
                  f"{bound:.2f}x if it took no time at all; the steady calls ran {speedup:.2f}x faster")
         return text + (", beyond that bound, so this profiled call does not represent the steady ones." if

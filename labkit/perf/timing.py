@@ -426,6 +426,14 @@ def spread(t: dict) -> float:
     return t["steady_max_s"] - t["steady_min_s"]
 
 
+def iqr(t: dict) -> float:
+    """The interquartile range of the steady calls of a ``Timing.summary()``."""
+    return t["steady_q75_s"] - t["steady_q25_s"]
+
+
 def within_noise(a: dict, b: dict) -> bool:
-    """Two ``Timing.summary()``s whose medians differ by no more than either side's spread."""
-    return abs(a["steady_median_s"] - b["steady_median_s"]) <= max(spread(a), spread(b))
+    """Two ``Timing.summary()``s whose medians differ by no more than either side's spread and whose steady calls
+    overlap. Without the overlap, every call of one side beat every call of the other: a few slow calls on one
+    side (another process on the machine) widen its max - min but do not make such a gap noise."""
+    overlap = a["steady_min_s"] <= b["steady_max_s"] and b["steady_min_s"] <= a["steady_max_s"]
+    return overlap and abs(a["steady_median_s"] - b["steady_median_s"]) <= max(spread(a), spread(b))

@@ -1,7 +1,7 @@
 """Lab 4 parts 1-2's readings (``compile_<dev>.json``, ``sdpa_<dev>.json``): each compiled variant against eager
 in the same state and batch, and fused against naive attention over the sequence sweep, read by one rule: two
-timings whose medians differ by no more than either side's spread (max - min of the steady calls) are within
-noise. On CUDA, Inductor beating eager and fused attention beating naive everywhere are claims."""
+timings whose medians differ by no more than either side's spread (max - min of the steady calls), and whose
+steady calls overlap, are within noise. On CUDA, Inductor beating eager and fused attention beating naive everywhere are claims."""
 from __future__ import annotations
 
 from ..perf.compile_study import get_comparison, timings
@@ -11,8 +11,8 @@ from .core import Reading, check
 
 DEVICES = ("cpu", "cuda")
 INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")  # Inductor's generated code (cudagraphs replays eager's)
-RULE = ("within noise when the medians differ by no more than either side's max - min over the steady calls; "
-        "else faster (lower) or slower (higher)")
+RULE = ("within noise when the medians differ by no more than either side's max - min over the steady calls and "
+        "the two sides' steady calls overlap; else faster (lower) or slower (higher)")
 
 
 def timing(key: str, new: dict, old: dict, source: str, new_name: str = "compiled", old_name: str = "eager") -> Reading:
@@ -24,7 +24,7 @@ def timing(key: str, new: dict, old: dict, source: str, new_name: str = "compile
     if within_noise(new, old):
         return Reading(key, "level", (
             f"**within noise**: the medians differ by {fmt(abs(a - b))}, no more than the spread of the steady calls "
-            f"(max-min: {old_name} {fmt(spread(old))}, {new_name} {fmt(spread(new))}), so this measurement shows "
+            f"(max-min: {old_name} {fmt(spread(old))}, {new_name} {fmt(spread(new))}), and their calls overlap, so this measurement shows "
             "neither a speedup nor a slowdown"), RULE, q, source)
     return Reading(key, "lower" if a < b else "higher", "faster" if a < b else "slower", RULE, q, source)
 

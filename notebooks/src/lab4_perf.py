@@ -135,7 +135,8 @@ for dev in ("cpu", "cuda"):
 # ### Answers 1a (CPU) and 1b (CUDA)
 #
 # From the numbers above (`labkit.answers.lab4_perf`). A difference no larger than the spread (max - min over
-# the steady calls) of either side is reported as within noise, with no mechanism read from it.
+# the steady calls) of either side, between runs whose steady calls overlap, is reported as within noise, with no
+# mechanism read from it.
 
 # %% [markdown]
 # ## Part 2: naive vs fused attention

@@ -28,13 +28,15 @@ def spread(t):
 
 
 def noisy(a, b):  # the rule, written out independently of the module
-    return abs(a["steady_median_s"] - b["steady_median_s"]) <= max(spread(a), spread(b))
+    apart = a["steady_max_s"] < b["steady_min_s"] or b["steady_max_s"] < a["steady_min_s"]
+    return not apart and abs(a["steady_median_s"] - b["steady_median_s"]) <= max(spread(a), spread(b))
 
 
-def timing(median, lo, hi, calls=5):
+def timing(median, lo, hi, q25=None, q75=None, calls=5):
     return {"device": "cpu", "clock": "perf_counter", "calls": calls + 1, "warmup": 0, "first_s": median,
-            "steady_median_s": median, "steady_q25_s": median, "steady_q75_s": median, "steady_min_s": lo,
-            "steady_max_s": hi, "per_call_s": [median] * (calls + 1)}
+            "steady_median_s": median, "steady_q25_s": median if q25 is None else q25,
+            "steady_q75_s": median if q75 is None else q75, "steady_min_s": lo, "steady_max_s": hi,
+            "per_call_s": [median] * (calls + 1)}
 
 
 def run(variant, state, t, shares=None, batch=128):
@@ -54,6 +56,7 @@ def comparison(variant, state, eager, compiled, batch=128):
 def compile_payload(eager_train, comp_train, eager_eval, comp_eval, device="cpu"):
     """A stored compile study with the given (median, min, max) per run, eager profile 70% convolution."""
     t = {k: timing(*v) for k, v in dict(et=eager_train, ct=comp_train, ee=eager_eval, ce=comp_eval).items()}
+    # (median, min, max[, q25, q75]): quartiles default to the median
     conv = 0.7 * eager_eval[0]
     runs = [run("eager", "train+grad", t["et"], {"seconds": {"convolution": 0.6 * eager_train[0], "batch norm":
                                                              0.3 * eager_train[0], "ReLU / add": 0.1 * eager_train[0]},
@@ -94,6 +97,22 @@ def test_noise_larger_than_the_difference_is_called_within_noise_and_explains_no
     assert "no gain to attribute" in where and "got faster" not in where
     assert "*Measured on* cpu (Test CPU, 2 threads) with 2 CPU threads on 2 cores" in text
     assert "other work shared the cores" in text  # load 3.9 > 2 threads
+
+
+def test_a_burst_of_slow_eager_calls_does_not_make_a_clear_gap_noise():
+    # eager inference 7.42 ms with two bursts of slow calls (max 26 ms, as on an H100); every compiled
+    # call (4.05-4.15 ms) beat every eager one: faster, and the profiled convolutions' 2.1 ms gap is beyond the
+    # runs' interquartile noise (1.7 ms), where max - min (13 ms) would have called it noise
+    bursty = (7.42, 7.36, 26.0, 7.37, 9.78)
+    text = lab4_perf.compile_answer(compile_payload((8.76, 8.7, 8.8), (4.87, 4.8, 5.2), bursty, (4.09, 4.05, 4.15)),
+                                    "cpu")
+    inference = bullet(text, "Inference")
+    assert "faster" in inference and "within noise" not in inference
+    assert "The convolutions themselves got faster" in bullet(text, "Where the time goes")
+    # overlapping calls with the same medians stay within noise
+    text = lab4_perf.compile_answer(compile_payload((8.76, 8.7, 8.8), (4.87, 4.8, 5.2), bursty, (4.09, 4.05, 7.5)),
+                                    "cpu")
+    assert "within noise" in bullet(text, "Inference")
 
 
 def test_a_slower_compiled_call_is_never_called_faster():
@@ -155,11 +174,16 @@ def test_the_committed_cpu_numbers_read_as_measured():
     assert f"{c['steady_speedup']:.2f}x, faster" in bullet(text, "Steady state")
     assert f"pays off after about {c['break_even_calls']:,.0f} calls" in bullet(text, "Steady state")
     assert "within noise" not in bullet(text, "Train vs inference")
-    # the same comparison made noisy (eager's spread wider than the gap) is not read as a speedup
+    # the same comparison made noisy (eager's spread wider than the gap, its calls reaching into the compiled
+    # ones') is not read as a speedup; the wider spread alone, every eager call still slower, is
     noisy = copy.deepcopy(study)
     for r in noisy["numbers"]["runs"]:
         if r["variant"] == "eager" and r["status"] == "ok" and r["state"] == "train+grad":
             r["timing"]["steady_max_s"] += 10.0
+    assert "faster" in bullet(lab4_perf.compile_answer(noisy, "cpu"), "Steady state")
+    for r in noisy["numbers"]["runs"]:
+        if r["variant"] == "eager" and r["status"] == "ok" and r["state"] == "train+grad":
+            r["timing"]["steady_min_s"] = c["compiled_steady_s"]
     assert "**within noise**" in bullet(lab4_perf.compile_answer(noisy, "cpu"), "Steady state")
 
 

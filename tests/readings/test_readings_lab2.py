@@ -64,7 +64,8 @@ def test_the_committed_verdicts():
     assert c.verdict == "not established" and q["se"] == pytest.approx(se, rel=1e-9)
     assert f"{q['difference']:+.4f} ± {se:.4f} (SE of the difference, {q['difference'] / se:+.1f} SE)" in c.says
     assert by["start.any"].says.startswith("**No search's best is established above its start**")
-    assert "about as far as" not in by["post.vs_control"].says
+    pc = by["post.vs_control"]  # "about as far as the control" is what level says, and only level
+    assert ("about as far as" in pc.says) == (pc.verdict == "level"), (pc.verdict, pc.says)
     at_chance = by["collapse.by_depth"].quantities
     assert at_chance["trials"] == task1_trials(payloads) and 0 <= at_chance["at_chance"] <= at_chance["trials"]
 
