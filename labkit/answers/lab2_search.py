@@ -84,9 +84,9 @@ def compression_text(num: dict, c: dict, by: dict, n: int) -> str:
     text += {"lower": "It costs unevenly across architectures (the per-trial range), so an objective measured after "
                       "compression can rank architectures otherwise than the uncompressed one; with post-training in "
                       "the loop, architectures are ranked by their accuracy after it",
-             "level": "Compression costs these models too little to tell, so objectives measured before and after it "
-                      "rank architectures alike, and the compression-aware search mostly re-finds the uncompressed "
-                      "search's architectures",
+             "level": "The cost differs across architectures (the per-trial range) too much for its mean to be settled "
+                      "by these trials, so whether an objective measured after compression ranks architectures "
+                      "otherwise than the uncompressed one is not shown here",
              "higher": "At this width and sparsity it acts on these briefly trained models more as a regulariser than "
                        "as a loss of information"}.get(effect.verdict, "")
     return text + f". Post-training then changed the compressed accuracy by {r['mean']:+.4f} on average (below)."

@@ -38,7 +38,7 @@ def readings(payloads: dict[str, dict | None]) -> list[Reading]:
     if c is not None:
         num, cs = c["numbers"], c["settings"]
         n = n_test(num["trials"], cs)
-        out.append(compression_reading(num["trials"]["compressed"], cs["quant_width"], cs["prune_sparsity"]))
+        out.append(compression_reading(num["trials"]["compressed"], cs["quant_width"], cs["prune_sparsity"], n))
         out += start_readings(num["trials"], n, r)
         out += post_readings(num["trials"]["compressed + post-training"], n)
     return out
@@ -173,13 +173,14 @@ def collapse_reading(trials: dict[str, list[dict]], n: int) -> Reading:
 
 def _replicates(key: str, diffs: list[float], says: dict[str, str], extra: dict | None = None) -> Reading:
     """Per-trial differences by ``stats.replicates``; ``says[verdict]`` formats ``{mean}``, ``{se}``, ``{k}``,
-    ``{median}``, ``{lo}``, ``{hi}``, ``{above}``; fewer than two trials: not established."""
+    ``{median}``, ``{lo}``, ``{hi}``, ``{above}``, ``{below}``; fewer than two trials: not established."""
     d = stats.replicates(diffs) if diffs else None
     s = sorted(diffs)
     k = len(s)
     q = {"mean": d.mean if d else float("nan"), "se": d.se if d else float("nan"), "k": k,
          "median": (s[(k - 1) // 2] + s[k // 2]) / 2 if k else float("nan"), "lo": s[0] if s else float("nan"),
-         "hi": s[-1] if s else float("nan"), "above": sum(x > 0 for x in s), "differences": list(diffs),
+         "hi": s[-1] if s else float("nan"), "above": sum(x > 0 for x in s), "below": sum(x < 0 for x in s),
+         "differences": list(diffs),
          **(extra or {})}
     v = "not established" if k < 2 else stats.verdict(d)
     text = says[v].format(**q) if v in says else f"{k} trial{'s' if k != 1 else ''}: not established"
@@ -187,18 +188,23 @@ def _replicates(key: str, diffs: list[float], says: dict[str, str], extra: dict 
 
 
 SPREAD = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {lo:+.4f} to {hi:+.4f})"
+BELOW = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {lo:+.4f} to {hi:+.4f}; {below} of {k} below 0)"
 ABOVE = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {lo:+.4f} to {hi:+.4f}; {above} of {k} above 0)"
 
 
-def compression_reading(trials: list[dict], width: int, sparsity: float) -> Reading:
-    """Compressed minus trained accuracy of the same model, over the compressed search's trials."""
-    d = [t["accuracy_compressed"] - t["accuracy_trained"] for t in trials
-         if "accuracy_compressed" in t and "accuracy_trained" in t]
-    what = f"int{width} + {sparsity:.0%} L1 pruning changed the same trained model's accuracy by {SPREAD}"
+def compression_reading(trials: list[dict], width: int, sparsity: float, n: int = 25_000) -> Reading:
+    """Compressed minus trained accuracy of the same model, over the compressed search's trials that left chance in
+    training: a model at chance answers one class before and after, and its zero says nothing about compression."""
+    done = [t for t in trials if "accuracy_compressed" in t and "accuracy_trained" in t]
+    flat = [t for t in done if stats.at_chance(t["accuracy_trained"], n)]
+    d = [t["accuracy_compressed"] - t["accuracy_trained"] for t in done if t not in flat]
+    left = (f"; {len(flat)} trial{'s' if len(flat) != 1 else ''} at chance after training left out" if flat else "")
+    what = (f"int{width} + {sparsity:.0%} L1 pruning changed the same trained model's accuracy by {BELOW[:-1]}"
+            f"{left})")
     return _replicates("compression.effect", d, {
         "lower": f"**Compression costs accuracy**: {what}, beyond 2 SE",
         "level": f"**Compression's cost is not established**: {what}, within 2 SE",
-        "higher": f"**Compression raised accuracy on average**: {what}, beyond 2 SE"})
+        "higher": f"**Compression raised accuracy on average**: {what}, beyond 2 SE"}, {"at_chance": len(flat)})
 
 
 def start_of(trials: list[dict]) -> dict | None:

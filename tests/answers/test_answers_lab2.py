@@ -153,3 +153,23 @@ def test_compression_text_reads_compressions_cost_by_its_reading():
                                  {"compression.effect": r}, 25_000)
     assert r.verdict == "lower" and r.says in text and "**Compression costs accuracy**" in text
     assert "It costs unevenly across architectures" in text
+
+
+def test_compression_cost_leaves_out_trials_at_chance_and_counts_the_losses():
+    # two trials answer one class before and after (0.5 -> 0.5): their zeros say nothing about compression
+    lost = [-0.046, -0.006, -0.007, -0.008, -0.005, 0.0002, -0.001, -0.0075, -0.0006]
+    trials = [{"accuracy_trained": 0.85, "accuracy_compressed": 0.85 + x} for x in lost]
+    trials += [{"accuracy_trained": 0.5, "accuracy_compressed": 0.5}] * 2
+    r = r2.compression_reading(trials, 8, 0.5, 25_000)
+    assert r.quantities["k"] == 9 and r.quantities["at_chance"] == 2 and r.quantities["below"] == 8
+    mean = sum(lost) / 9
+    se = (sum((x - mean) ** 2 for x in lost) / 8 / 9) ** 0.5
+    assert r.quantities["mean"] == pytest.approx(mean) and r.quantities["se"] == pytest.approx(se)
+    assert r.verdict == "level"  # |mean| < 2 SE: one architecture's -0.046 dominates the spread
+    assert "8 of 9 below 0; 2 trials at chance after training left out" in r.says
+    num = {"best": {"no compression": 0.86, "compressed": 0.85, "compressed + post-training": 0.86},
+           "start": {"study": "s", "value": 0.86},
+           "within_trial": {"post-training after compression": {"mean": 0.01, "min": 0.0, "max": 0.02, "trials": 2}}}
+    text = lab2.compression_text(num, {"quant_width": 8, "prune_sparsity": 0.5, "post_epochs": 0.5},
+                                 {"compression.effect": r}, 25_000)
+    assert "too much for its mean to be settled" in text and "re-finds" not in text
