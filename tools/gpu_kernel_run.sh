@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The fused MXINT8 linear on a GPU machine, one call: the fused MXINT8 kernel's CUDA tests, its launch-config sweep and the
 # QAT step benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests] [gputests] [task2wall] [trialmem]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_kernel_run.sh [tests] [sweep] [qat] [bench] [pdl] [dequant] [dtests] [gputests] [task2wall] [trialmem] [attnbwd]
 # gputests: the whole GPU test set, as `make test-gpu PY=python3` runs it (a skipped CUDA test fails).
 # task2wall: Lab 2 Task 2 from nothing under TASK2_SCHEDULE (longest, the default, or even): one row in $OUT.
 # trialmem: one Lab 2 trial's GPU memory phase by phase, per allocator/graph variant ($OUT/trial_memory.json).
+# attnbwd: Lab 2's attention forward+backward per SDPA backend, deterministic or not ($OUT/lab2_attention_bwd.json).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -25,6 +26,8 @@ for step in $steps; do
                 >"$OUT/pytest_gpu.log" 2>&1; echo "gputests rc=$?"; tail -25 "$OUT/pytest_gpu.log" ;;
     task2wall) timeout "${TASK2_TIMEOUT:-540}" python3 benchmarks/search/task2_wall.py --schedule "${TASK2_SCHEDULE:-longest}" \
                  --out "$OUT/task2_wall.json" 2>&1 | grep -v Warning | tail -12 ;;
+    attnbwd) timeout 200 python3 benchmarks/training/lab2_attention_bwd.py --out "$OUT/lab2_attention_bwd.json" 2>&1 \
+               | grep -v Warning | tail -40 ;;
     trialmem) timeout "${TRIALMEM_TIMEOUT:-480}" python3 benchmarks/search/trial_memory.py --out "$OUT/trial_memory.json" 2>&1 \
                 | grep -v Warning | tail -8 ;;
     dtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_mxint8.py --durations=5 \
