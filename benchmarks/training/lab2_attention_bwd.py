@@ -10,17 +10,19 @@ memory-efficient attention's backward takes its deterministic path and cuDNN's a
     flash, no mask             flash attention without the padding mask (deterministic): what attention costs
                                where padded keys need no mask (e.g. unpadded, variable-length batches)
 
+Each call is timed inside a CUDA graph (labkit.perf.timing.graph_time): kernels only, no Python or autograd
+launch cost between them, as in the graphed training step.
+
     python benchmarks/training/lab2_attention_bwd.py [--out benchmarks/training/lab2_attention_bwd.json]
 """
 from __future__ import annotations
 
 import argparse
-import statistics
-
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from labkit.perf.timing import graph_time
 from labkit.results import provenance, write_json
 
 # (heads, hidden) of benchmarks/search/search_throughput.json's eight architectures
@@ -37,21 +39,6 @@ def lengths(batch: int, seq: int, gen: torch.Generator) -> torch.Tensor:
     return torch.where(full, torch.full((batch,), seq), torch.randint(40, seq, (batch,), generator=gen))
 
 
-def time_ms(fn, warmup: int, iters: int, rounds: int) -> float:
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        out.append(start.elapsed_time(end) / iters)
-    return statistics.median(out)
-
-
 def measure(heads: int, hidden: int, batch: int, seq: int, variant: str, args) -> dict:
     backend, det, masked = VARIANTS[variant]
     gen = torch.Generator().manual_seed(0)
@@ -65,23 +52,24 @@ def measure(heads: int, hidden: int, batch: int, seq: int, variant: str, args) -
     grad = torch.randn(batch, heads, seq, d, generator=gen).to("cuda", torch.bfloat16)
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(det)
+    torch.utils.deterministic.fill_uninitialized_memory = False  # as labkit.training.determinism trains
     try:
         with sdpa_kernel([backend]):
             def fwd():
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.1, scale=d ** -0.5)
 
             def step():
-                q.grad = k.grad = v.grad = None
-                fwd().backward(grad)
+                return torch.autograd.grad(fwd(), (q, k, v), grad)
 
             step()  # fails here where the backend refuses these inputs
             with torch.no_grad():
-                fwd_ms = time_ms(fwd, args.warmup, args.iters, args.rounds)
-            total_ms = time_ms(step, args.warmup, args.iters, args.rounds)
+                fwd_ms, _ = graph_time([fwd], replays=args.replays)
+            total_ms, _ = graph_time([step], replays=args.replays)
     except RuntimeError as err:
         return {"heads": heads, "head_dim": d, "variant": variant, "error": str(err).splitlines()[0][:200]}
     finally:
         torch.use_deterministic_algorithms(before)
+    # fwd_ms: the forward alone (no grad); bwd_ms: the rest of forward + backward
     return {"heads": heads, "head_dim": d, "variant": variant, "fwd_ms": fwd_ms, "fwd_bwd_ms": total_ms,
             "bwd_ms": total_ms - fwd_ms}
 
@@ -90,9 +78,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--replays", type=int, default=7)
     ap.add_argument("--out", default="benchmarks/training/lab2_attention_bwd.json")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
