@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [stepattn] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
+# varlentests (stops the call when they fail): LABKIT_ATTENTION=varlen's CUDA tests and the CUDA-graph tests; stepattn:
+# the graphed step's time with it against the masked SDPA ($OUT/lab2_step_attention.json).
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -13,6 +15,11 @@ for step in $steps; do
   case $step in
     tests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/training/test_cuda_graphs.py --durations=5 \
              >"$OUT/pytest_cuda_graphs.log" 2>&1; echo "tests rc=$?"; tail -12 "$OUT/pytest_cuda_graphs.log" ;;
+    varlentests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/training/test_varlen_attention.py \
+             tests/training/test_cuda_graphs.py --durations=5 >"$OUT/pytest_varlen.log" 2>&1; rc=$?
+             echo "varlentests rc=$rc"; tail -12 "$OUT/pytest_varlen.log"; [[ $rc == 0 ]] || exit $rc ;;
+    stepattn) timeout 200 python3 benchmarks/training/lab2_step_kernels.py --compare attention \
+             --out "$OUT/lab2_step_attention.json" 2>&1 | grep -v -i "warn" | tail -8 ;;
     signtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/quant/test_sign_matmul.py \
              >"$OUT/pytest_sign.log" 2>&1; echo "signtests rc=$?"; tail -8 "$OUT/pytest_sign.log" ;;
     fqtests) timeout ${FQ_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider tests/quant/test_fake_quant_triton.py ${FQ_MORE:-} \

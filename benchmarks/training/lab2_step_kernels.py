@@ -1,4 +1,6 @@
-"""A Lab 2 training step with labkit.training.step_kernels on and off: GPU time per graphed step and the losses of both.
+"""A Lab 2 training step with labkit.training.step_kernels on and off (``--compare kernels``), or with its attention
+as flash segments against transformers' masked SDPA (``--compare attention``: labkit.training.varlen_attention, on
+batches padded as IMDb's are): GPU time per graphed step and the losses of both.
 
 For each architecture, two models from the same initialisation train on the same batches (32 x 256 tokens of
 real IMDb-length shape, random ids) through ``train._graphed_step`` (the Lab 2 search's step: forward, backward,
@@ -7,7 +9,8 @@ backward in Triton) and one with torch's modules (dropout off for the loss curve
 the two variants interleaved over ``--rounds``. Printed: ms per step, the ratio, and the largest relative
 difference between the two loss curves.
 
-    python benchmarks/training/lab2_step_kernels.py [--archs 2x128x512,4x256x1024,8x512x2048] [--out FILE]
+    python benchmarks/training/lab2_step_kernels.py [--compare kernels|attention] [--padding none|imdb]
+        [--archs 2x128x512,4x256x1024,8x512x2048] [--out FILE]
 """
 from __future__ import annotations
 
@@ -28,19 +31,33 @@ def _model(layers: int, hidden: int, inter: int, dropout: bool, seed: int = 0):
                                    "hidden_size": hidden, "intermediate_size": inter}}, **off).cuda().train()
 
 
-class _Step:
-    """One model's graphed Lab 2 step, with the step kernels on or off (read when a step is captured)."""
+# what --compare switches: the environment variable read when a step is captured, its (new, reference) values
+COMPARE = {"kernels": ("LABKIT_STEP_KERNELS", ("1", "0")), "attention": ("LABKIT_ATTENTION", ("varlen", "sdpa"))}
 
-    def __init__(self, model, on: bool, total: int):
+
+class _Step:
+    """One model's graphed Lab 2 step, with the compared variant on or off (read when a step is captured)."""
+
+    def __init__(self, model, on: bool, total: int, compare: str):
         from labkit.training import train
 
-        self.on = on
+        env, values = COMPARE[compare]
+        self.env, self.value = env, values[0] if on else values[1]
         params = [p for p in model.parameters() if p.requires_grad]
         self.step = train._graphed_step(model, params, 5e-4, 0.0, total, torch.device("cuda"), True, "bench", None)
 
     def __call__(self, batch):
-        os.environ["LABKIT_STEP_KERNELS"] = "1" if self.on else "0"
+        os.environ[self.env] = self.value
         return self.step(batch)[0]
+
+
+def _mask(padding: str, g: torch.Generator) -> torch.Tensor:
+    """[32, 256]: no padding, or IMDb's at 256 tokens (44% of reviews fill the window, the rest spread below it)."""
+    if padding == "none":
+        return torch.ones(32, 256, dtype=torch.long)
+    lengths = torch.where(torch.rand(32, generator=g) < 0.44, 256, torch.randint(40, 256, (32,), generator=g))
+    lengths[0] = 256  # every batch at the window, as a shuffled IMDb batch of 32 almost always is
+    return (torch.arange(256)[None, :] < lengths[:, None]).long()
 
 
 def main(argv=None) -> int:
@@ -48,8 +65,12 @@ def main(argv=None) -> int:
     ap.add_argument("--archs", default="2x128x512,4x256x1024,8x512x2048", help="layers x hidden x intermediate")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default="benchmarks/training/lab2_step_kernels.json")
+    ap.add_argument("--compare", choices=sorted(COMPARE), default="kernels")
+    ap.add_argument("--padding", choices=("none", "imdb"), default=None, help="default: imdb for attention, else none")
+    ap.add_argument("--out", default=None, help="default: benchmarks/training/lab2_step_<compare>.json")
     args = ap.parse_args(argv)
+    padding = args.padding or ("imdb" if args.compare == "attention" else "none")
+    args.out = args.out or f"benchmarks/training/lab2_step_{args.compare}.json"
     if not torch.cuda.is_available():
         print("needs a CUDA device: GPU step timings")
         return 2
@@ -57,23 +78,28 @@ def main(argv=None) -> int:
     from labkit.results import provenance, write_json
 
     g = torch.Generator().manual_seed(0)
-    batches = [{"input_ids": torch.randint(1000, 30000, (32, 256), generator=g).cuda(),
-                "attention_mask": torch.ones(32, 256, dtype=torch.long).cuda(),
-                "token_type_ids": torch.zeros(32, 256, dtype=torch.long).cuda(),
-                "labels": torch.randint(0, 2, (32,), generator=g).cuda()} for _ in range(4)]
-    out = {"what": "Lab 2 graphed training step: labkit.training.step_kernels on vs off (torch's modules)",
-           "batch": [32, 256], "steps": args.steps, "rounds": args.rounds, "rows": [], "provenance": provenance()}
+    batches = []
+    for _ in range(4):
+        mask = _mask(padding, g)
+        batches.append({"input_ids": (torch.randint(1000, 30000, (32, 256), generator=g) * mask).cuda(),
+                        "attention_mask": mask.cuda(), "token_type_ids": torch.zeros(32, 256, dtype=torch.long).cuda(),
+                        "labels": torch.randint(0, 2, (32,), generator=g).cuda()})
+    what = {"kernels": "labkit.training.step_kernels on vs off (torch's modules)",
+            "attention": "attention as flash segments (LABKIT_ATTENTION=varlen) vs transformers' masked SDPA"}
+    out = {"what": f"Lab 2 graphed training step: {what[args.compare]}", "compare": args.compare,
+           "padding": padding, "batch": [32, 256], "steps": args.steps, "rounds": args.rounds, "rows": [],
+           "provenance": provenance()}
     for spec in args.archs.split(","):
         layers, hidden, inter = map(int, spec.split("x"))
         # the two loss curves: dropout off, so the two models differ only by the kernels
         losses = {}
         for on in (True, False):
-            stepper = _Step(_model(layers, hidden, inter, dropout=False), on, args.steps)
+            stepper = _Step(_model(layers, hidden, inter, dropout=False), on, args.steps, args.compare)
             losses[on] = [stepper(batches[i % 4]).clone() for i in range(args.steps)]
             del stepper
         # timing: the Lab 2 model (dropout on), warmed up and captured, the two variants interleaved
-        steppers = {on: _Step(_model(layers, hidden, inter, dropout=True), on, 10 + args.steps * args.rounds)
-                    for on in (True, False)}
+        steppers = {on: _Step(_model(layers, hidden, inter, dropout=True), on, 10 + args.steps * args.rounds,
+                              args.compare) for on in (True, False)}
         for i in range(10):
             for on in (True, False):
                 steppers[on](batches[i % 4])
@@ -90,7 +116,8 @@ def main(argv=None) -> int:
                "loss_first_last_fast": [curves[True][0], curves[True][-1]],
                "loss_first_last_torch": [curves[False][0], curves[False][-1]]}
         out["rows"].append(row)
-        print(f"{spec}: step kernels {fast:.3f} ms, torch {ref:.3f} ms ({ref / fast:.3f}x); losses differ by at most "
+        names = {"kernels": ("step kernels", "torch"), "attention": ("varlen", "sdpa")}[args.compare]
+        print(f"{spec}: {names[0]} {fast:.3f} ms, {names[1]} {ref:.3f} ms ({ref / fast:.3f}x); losses differ by at most "
               f"{rel:.2e} (relative) over {len(curves[True])} steps", flush=True)
         del steppers
         torch.cuda.empty_cache()

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from . import cuda_graphs, determinism, step_kernels
+from . import cuda_graphs, determinism, step_kernels, varlen_attention
 from . import progress as _progress
 
 
@@ -117,11 +117,13 @@ def train(model: torch.nn.Module, loader, epochs: float = 1.0, lr: float = 5e-5,
 def step_key(device: str = "auto") -> str | None:
     """What a training step on ``device`` runs, for the cache keys of trained results: None on CPU (the eager
     loop); on CUDA the graphed step's kernels by version, or ``torch`` where graphs are off
-    (``LABKIT_CUDA_GRAPHS=0``)."""
+    (``LABKIT_CUDA_GRAPHS=0``), with ``+varlen-attn`` where its attention runs as flash segments."""
     dev = pick_device(device)
     if dev.type != "cuda":
         return None
-    return step_kernels.cache_key(cuda_graphs.wanted(dev, None))
+    graphed = cuda_graphs.wanted(dev, None)
+    varlen = graphed and varlen_attention.choice() == "varlen"
+    return step_kernels.cache_key(graphed) + (f"+{varlen_attention.CACHE_KEY}" if varlen else "")
 
 
 def warmup_steps(warmup: float, total: int) -> int:
@@ -220,8 +222,9 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
 
     def step(batch):
         # bias gradients as GEMVs and LayerNorm's backward in Triton (labkit.training.step_kernels;
-        # LABKIT_STEP_KERNELS=0: torch's modules): a graphed step is bound by such small kernels
-        with autocast(dev, mixed_precision), step_kernels.fast_layers(model):
+        # LABKIT_STEP_KERNELS=0: torch's modules): a graphed step is bound by such small kernels;
+        # LABKIT_ATTENTION=varlen: attention as unmasked flash segments (labkit.training.varlen_attention)
+        with autocast(dev, mixed_precision), step_kernels.fast_layers(model), varlen_attention.use(model):
             loss = model(**batch).loss
         loss.backward()
         # LambdaLR's schedule on the device: step i uses lr * lr_factor(i, total, warm)
