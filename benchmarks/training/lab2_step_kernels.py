@@ -66,6 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--compare", choices=sorted(COMPARE), default="kernels")
+    ap.add_argument("--determinism", choices=("strict", "off"), default="strict",
+                    help="strict: as labkit trains (rows before this option ran off)")
     ap.add_argument("--padding", choices=("none", "imdb"), default=None, help="default: imdb for attention, else none")
     ap.add_argument("--out", default=None, help="default: benchmarks/training/lab2_step_<compare>.json")
     args = ap.parse_args(argv)
@@ -74,8 +76,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("needs a CUDA device: GPU step timings")
         return 2
-    from labkit.perf.timing import time_call
     from labkit.results import provenance, write_json
+    from labkit.training import determinism
 
     g = torch.Generator().manual_seed(0)
     batches = []
@@ -87,42 +89,51 @@ def main(argv=None) -> int:
     what = {"kernels": "labkit.training.step_kernels on vs off (torch's modules)",
             "attention": "attention as flash segments (LABKIT_ATTENTION=varlen) vs transformers' masked SDPA"}
     out = {"what": f"Lab 2 graphed training step: {what[args.compare]}", "compare": args.compare,
-           "padding": padding, "batch": [32, 256], "steps": args.steps, "rounds": args.rounds, "rows": [],
-           "provenance": provenance()}
-    for spec in args.archs.split(","):
-        layers, hidden, inter = map(int, spec.split("x"))
-        # the two loss curves: dropout off, so the two models differ only by the kernels
-        losses = {}
-        for on in (True, False):
-            stepper = _Step(_model(layers, hidden, inter, dropout=False), on, args.steps, args.compare)
-            losses[on] = [stepper(batches[i % 4]).clone() for i in range(args.steps)]
-            del stepper
-        # timing: the Lab 2 model (dropout on), warmed up and captured, the two variants interleaved
-        steppers = {on: _Step(_model(layers, hidden, inter, dropout=True), on, 10 + args.steps * args.rounds,
-                              args.compare) for on in (True, False)}
-        for i in range(10):
-            for on in (True, False):
-                steppers[on](batches[i % 4])
-        times = {True: [], False: []}
-        for _ in range(args.rounds):
-            for on in (True, False):
-                block = time_call(lambda: [steppers[on](batches[i % 4]) for i in range(args.steps)], "cuda")
-                times[on].append(1e3 * block / args.steps)
-        curves = {on: [float(v) for v in losses[on]] for on in losses}
-        rel = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(curves[True], curves[False]))
-        fast, ref = statistics.median(times[True]), statistics.median(times[False])
-        row = {"arch": spec, "ms_per_step_fast": fast, "ms_per_step_torch": ref, "torch_over_fast": ref / fast,
-               "times_fast": times[True], "times_torch": times[False], "max_rel_loss_diff": rel,
-               "loss_first_last_fast": [curves[True][0], curves[True][-1]],
-               "loss_first_last_torch": [curves[False][0], curves[False][-1]]}
-        out["rows"].append(row)
-        names = {"kernels": ("step kernels", "torch"), "attention": ("varlen", "sdpa")}[args.compare]
-        print(f"{spec}: {names[0]} {fast:.3f} ms, {names[1]} {ref:.3f} ms ({ref / fast:.3f}x); losses differ by at most "
-              f"{rel:.2e} (relative) over {len(curves[True])} steps", flush=True)
-        del steppers
-        torch.cuda.empty_cache()
+           "padding": padding, "determinism": args.determinism, "batch": [32, 256], "steps": args.steps,
+           "rounds": args.rounds, "rows": [], "provenance": provenance()}
+    # the kernels training runs: labkit.training.train steps inside determinism.deterministic (strict by default),
+    # where attention's backward takes its deterministic path and cuDNN's attention is left out
+    with determinism.deterministic(torch.device("cuda"), args.determinism):
+        for spec in args.archs.split(","):
+            _arch(spec, args, batches, out)
+            torch.cuda.empty_cache()  # the row's models and graphs are gone
     write_json(args.out, out)
     return 0
+
+
+def _arch(spec: str, args, batches: list[dict], out: dict) -> None:
+    """One architecture's row: the two variants' loss curves (dropout off) and graphed step times (dropout on)."""
+    from labkit.perf.timing import time_call
+
+    layers, hidden, inter = map(int, spec.split("x"))
+    # the two loss curves: dropout off, so the two models differ only by the kernels
+    losses = {}
+    for on in (True, False):
+        stepper = _Step(_model(layers, hidden, inter, dropout=False), on, args.steps, args.compare)
+        losses[on] = [stepper(batches[i % 4]).clone() for i in range(args.steps)]
+        del stepper
+    # timing: the Lab 2 model (dropout on), warmed up and captured, the two variants interleaved
+    steppers = {on: _Step(_model(layers, hidden, inter, dropout=True), on, 10 + args.steps * args.rounds,
+                          args.compare) for on in (True, False)}
+    for i in range(10):
+        for on in (True, False):
+            steppers[on](batches[i % 4])
+    times = {True: [], False: []}
+    for _ in range(args.rounds):
+        for on in (True, False):
+            block = time_call(lambda: [steppers[on](batches[i % 4]) for i in range(args.steps)], "cuda")
+            times[on].append(1e3 * block / args.steps)
+    curves = {on: [float(v) for v in losses[on]] for on in losses}
+    rel = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(curves[True], curves[False]))
+    fast, ref = statistics.median(times[True]), statistics.median(times[False])
+    row = {"arch": spec, "ms_per_step_fast": fast, "ms_per_step_torch": ref, "torch_over_fast": ref / fast,
+           "times_fast": times[True], "times_torch": times[False], "max_rel_loss_diff": rel,
+           "loss_first_last_fast": [curves[True][0], curves[True][-1]],
+           "loss_first_last_torch": [curves[False][0], curves[False][-1]]}
+    out["rows"].append(row)
+    names = {"kernels": ("step kernels", "torch"), "attention": ("varlen", "sdpa")}[args.compare]
+    print(f"{spec}: {names[0]} {fast:.3f} ms, {names[1]} {ref:.3f} ms ({ref / fast:.3f}x); losses differ by at most "
+          f"{rel:.2e} (relative) over {len(curves[True])} steps", flush=True)
 
 
 if __name__ == "__main__":
