@@ -10,7 +10,12 @@ work), with the result cache off. ``--graphs on,off``: the training and evaluati
 ``--serial-trials`` architectures and compared with the 1-worker lean loop on the same ones.
 
     python benchmarks/search/search_throughput.py [--profile full|quick] [--workers 1,2,4,8] [--mps 8]
-        [--serial-trials 4] [--archs 8] [--graphs on,off] [--per-worker 2] [--out benchmarks/search/search_throughput.json]
+        [--serial-trials 4] [--archs 8] [--graphs on,off] [--per-worker 2] [--seeds 1] [--out benchmarks/search/search_throughput.json]
+    python benchmarks/search/search_throughput.py --compare-accuracy "NEW ROW" "OLD ROW" [--out ...]
+
+``--seeds K`` trains every architecture with K training seeds (one study each), so a row records each
+architecture's accuracy per seed; ``--compare-accuracy`` then reads two such rows (e.g. a setting on and off, the
+label's note from ``LABKIT_BENCH_LABEL``) as the labs read a difference: paired per seed, with seed and test-set SE.
 
 Each configuration's numbers are written to ``--out`` as soon as it ends (``--resume`` keeps those
 already there), so a run cut short keeps what it measured. At the end every configuration gets its roofline: the
@@ -174,19 +179,23 @@ def _arch(params: dict) -> dict:
 
 
 def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Path, graphs: bool = True,
-                per_worker: int = 2) -> dict:
-    reps = max(1, math.ceil(per_worker * workers / len(archs)))
+                per_worker: int = 2, seeds: int = 1) -> dict:
+    """One configuration's row. ``seeds`` > 1: the architectures train with that many training seeds (settings'
+    ``seed``, ``seed + 1``, ...; one study each), so the row holds each architecture's accuracy per seed."""
+    reps = max(1, math.ceil(per_worker * workers / (len(archs) * seeds)))
     queue = archs * reps
     name = f"bench-w{workers}{'-mps' if mps else ''}{'' if graphs else '-eager'}"
-    plan = StudyPlan(name=name, objective="lab2", settings=s, options={"use_cache": False}, sampler="random",
-                     seed=0, n_trials=len(queue), enqueue=queue)
+    plans = [StudyPlan(name=name + (f"-s{k}" if seeds > 1 else ""), objective="lab2",
+                       settings={**s, "seed": s["seed"] + k}, options={"use_cache": False}, sampler="random",
+                       seed=0, n_trials=len(queue), enqueue=queue) for k in range(seeds)]
     url = f"journal:{folder / (name + '.journal')}"
     start = time.time()
     with BusySampler() as busy:
-        study = run_studies([plan], storage=url, workers=workers, progress="lines", mps=mps,
-                            log_dir=folder / name)[name]
+        studies = run_studies(plans, storage=url, workers=workers, progress="lines", mps=mps, log_dir=folder / name)
     wall = time.time() - start
-    done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+    by_seed = {plan.settings["seed"]: [t for t in studies[plan.name].get_trials(deepcopy=False)
+                                       if t.state.name == "COMPLETE"] for plan in plans}
+    done = [t for ts in by_seed.values() for t in ts]
     first = min(t.datetime_start for t in done)
     last = max(t.datetime_complete for t in done)
     sustained = (last - first).total_seconds()
@@ -207,7 +216,33 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
             "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
             "gpu_busy": busy.busy(), "cpu_busy": busy.cpu, "trial_seconds_by_arch": per_arch,
             "gpu_peak_gib_max": max((t.user_attrs.get("gpu_peak_gib", 0.0) for t in done), default=None),
-            "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in done}}
+            "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in by_seed[s["seed"]]},
+            **({"accuracy_by_arch_seed": {str(a): {str(k): next(t.value for t in ts
+                                                                 if queue.index(t.params) % len(archs) == a)
+                                                   for k, ts in by_seed.items()} for a in range(len(archs))}}
+               if seeds > 1 else {})}
+
+
+def compare_accuracy(report: dict, new: str, old: str) -> dict:
+    """Each architecture's accuracy in row ``new`` minus row ``old``, paired per training seed, judged as the
+    labs judge a difference (``labkit.readings.stats.difference``: seed and test-set parts of its SE); both rows
+    measured with ``--seeds``."""
+    from labkit.readings import stats
+
+    rows = {r["config"]: r for r in report["results"]}
+    missing = [c for c in (new, old) if "accuracy_by_arch_seed" not in rows.get(c, {})]
+    if missing:
+        raise SystemExit(f"--compare-accuracy: no per-seed accuracies in row(s) {missing} (measure them with --seeds)")
+    n = report["settings"].get("test_size") or 25_000
+    out = {}
+    for arch, accs in rows[new]["accuracy_by_arch_seed"].items():
+        seeds = sorted(accs, key=int)
+        d = stats.difference([accs[k] for k in seeds], [rows[old]["accuracy_by_arch_seed"][arch][k] for k in seeds], n)
+        out[arch] = {"difference": d.mean, "se": d.se, "per_seed": list(d.per_seed), "verdict": d.verdict(),
+                     "established": d.established}
+        print(f"arch {arch}: {d.text()}")
+    return {"new": new, "old": old, "n_test": n, "by_arch": out,
+            "established": sorted(a for a, r in out.items() if r["established"])}
 
 
 def trial_flops(s: dict, dl, archs: list[dict]) -> list[dict]:
@@ -264,12 +299,21 @@ def main(argv=None) -> int:
     parser.add_argument("--archs", type=int, default=8)
     parser.add_argument("--graphs", default="on", help="comma-separated: on (CUDA graphs), off (eager loop)")
     parser.add_argument("--per-worker", type=int, default=2, help="trials queued per worker (at least)")
+    parser.add_argument("--seeds", type=int, default=1, help="training seeds per architecture (> 1: per-seed accuracy)")
+    parser.add_argument("--compare-accuracy", nargs=2, metavar=("NEW", "OLD"),
+                        help="measure nothing: two --seeds rows' accuracies per architecture, paired per seed")
     parser.add_argument("--commit", default=os.environ.get("LABKIT_COMMIT"), help="the code's git commit")
     parser.add_argument("--out", default="benchmarks/search/search_throughput.json")
     parser.add_argument("--resume", action="store_true", help="keep configurations already in --out")
     parser.add_argument("--roofline-only", action="store_true",
                         help="measure nothing: add the roofline rows to the configurations already in --out")
     args = parser.parse_args(argv)
+    if args.compare_accuracy:
+        out = Path(args.out)
+        report = json.loads(out.read_text())
+        report.setdefault("accuracy_comparisons", []).append(compare_accuracy(report, *args.compare_accuracy))
+        write_json(out, report)
+        return 0
     if args.roofline_only:
         out = Path(args.out)
         report = json.loads(out.read_text())
@@ -319,7 +363,7 @@ def main(argv=None) -> int:
             try:
                 # the workers inherit the switch; the launcher's own setting is put back afterwards
                 with mock.patch.dict(os.environ, {cuda_graphs.ENV: "1" if graphs else "0"}):
-                    save(lean_config(s, archs, workers, mps, Path(tmp), graphs, args.per_worker))
+                    save(lean_config(s, archs, workers, mps, Path(tmp), graphs, args.per_worker, args.seeds))
             except RuntimeError as err:  # e.g. no MPS control binary: report, measure the rest
                 print(f"{label(workers, mps, graphs)}: not measured: {err}", flush=True)
 
