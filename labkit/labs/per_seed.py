@@ -17,7 +17,7 @@ import json
 from typing import Callable
 
 from .. import settings as _settings
-from ..training import precision, progress as _progress
+from ..training import precision, progress as _progress, train
 
 
 # What else decides a seed's numbers besides its settings and the commit: a student's function installed into
@@ -27,8 +27,10 @@ EXTRA: dict[str, str] = {}
 
 def _key(lab: str, name: str, settings: dict, seed: int, commit: str) -> str:
     shown = {k: v for k, v in settings.items() if k != "seeds"}
+    step = train.step_key(settings.get("device", "auto"))  # a GPU's step kernels, graphs and attention (env)
     what = {"lab": lab, "name": name, "settings": shown, "seed": seed, "commit": commit,
-            **precision.cache_key(settings)}  # "auto" as it resolved on this CPU
+            **precision.cache_key(settings),  # "auto" as it resolved on this CPU
+            **({"train_step": step} if step else {})}
     if EXTRA:
         what["extra"] = dict(EXTRA)
     blob = json.dumps(what, sort_keys=True, default=str)

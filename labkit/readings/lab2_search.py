@@ -188,7 +188,6 @@ def _replicates(key: str, diffs: list[float], says: dict[str, str], extra: dict 
 
 
 SPREAD = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {lo:+.4f} to {hi:+.4f})"
-BELOW = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {lo:+.4f} to {hi:+.4f}; {below} of {k} below 0)"
 ABOVE = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {lo:+.4f} to {hi:+.4f}; {above} of {k} above 0)"
 
 
@@ -199,8 +198,9 @@ def compression_reading(trials: list[dict], width: int, sparsity: float, n: int 
     flat = [t for t in done if stats.at_chance(t["accuracy_trained"], n)]
     d = [t["accuracy_compressed"] - t["accuracy_trained"] for t in done if t not in flat]
     left = (f"; {len(flat)} trial{'s' if len(flat) != 1 else ''} at chance after training left out" if flat else "")
-    what = (f"int{width} + {sparsity:.0%} L1 pruning changed the same trained model's accuracy by {BELOW[:-1]}"
-            f"{left})")
+    what = (f"int{width} + {sparsity:.0%} L1 pruning changed the same trained model's accuracy by {{mean:+.4f}} ± "
+            f"{{se:.4f}} over {{k}} trials (median {{median:+.4f}}, range {{lo:+.4f}} to {{hi:+.4f}}; {{below}} of {{k}} "
+            f"below 0{left})")
     return _replicates("compression.effect", d, {
         "lower": f"**Compression costs accuracy**: {what}, beyond 2 SE",
         "level": f"**Compression's cost is not established**: {what}, within 2 SE",
