@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [stepattn] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [stepattn] [attnacc] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
 # varlentests (stops the call when they fail): LABKIT_ATTENTION=varlen's CUDA tests and the CUDA-graph tests; stepattn:
-# the graphed step's time with it against the masked SDPA ($OUT/lab2_step_attention.json).
+# the graphed step's time with it against the masked SDPA ($OUT/lab2_step_attention.json); attnacc: Lab 2's accuracy per
+# architecture with it and without, 3 training seeds, 16 workers + MPS, read paired per seed (--compare-accuracy).
 # THROUGHPUT_ARGS: extra arguments for benchmarks/search/search_throughput.py (default: graphs on 1,4,8 workers).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -20,6 +21,18 @@ for step in $steps; do
              echo "varlentests rc=$rc"; tail -12 "$OUT/pytest_varlen.log"; [[ $rc == 0 ]] || exit $rc ;;
     stepattn) timeout 200 python3 benchmarks/training/lab2_step_kernels.py --compare attention \
              --out "$OUT/lab2_step_attention.json" 2>&1 | grep -v -i "warn" | tail -8 ;;
+    attnacc) # accuracy per architecture, sdpa against varlen, 3 training seeds each, paired per seed
+             [[ -f "$OUT/search_throughput.json" ]] || cp benchmarks/search/search_throughput.json "$OUT/"
+             tag=${LABKIT_COMMIT:0:7}
+             for a in sdpa varlen; do
+               LABKIT_ATTENTION=$a LABKIT_BENCH_LABEL="(seeds, attention $a, $tag)" timeout ${ATTNACC_TIMEOUT:-200} \
+                 python3 benchmarks/search/search_throughput.py --profile full --serial-trials 0 --workers= --mps 16 \
+                 --graphs on --per-worker 1 --seeds 3 --resume --out "$OUT/search_throughput.json" 2>&1 \
+                 | grep -v -i "warn" | tail -4
+             done
+             python3 benchmarks/search/search_throughput.py --out "$OUT/search_throughput.json" --compare-accuracy \
+               "graphs, 16 worker(s) + MPS (seeds, attention varlen, $tag)" \
+               "graphs, 16 worker(s) + MPS (seeds, attention sdpa, $tag)" ;;
     signtests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/quant/test_sign_matmul.py \
              >"$OUT/pytest_sign.log" 2>&1; echo "signtests rc=$?"; tail -8 "$OUT/pytest_sign.log" ;;
     fqtests) timeout ${FQ_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider tests/quant/test_fake_quant_triton.py ${FQ_MORE:-} \
