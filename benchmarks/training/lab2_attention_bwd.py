@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from labkit.perf.timing import graph_time
+from labkit.training import determinism
+from labkit.training.batches import imdb_like_lengths
 from labkit.results import provenance, write_json
 
 # (heads, hidden) of benchmarks/search/search_throughput.json's eight architectures
@@ -33,12 +35,6 @@ VARIANTS = {"efficient, deterministic": (SDPBackend.EFFICIENT_ATTENTION, True, T
             "flash, no mask": (SDPBackend.FLASH_ATTENTION, True, False)}
 
 
-def lengths(batch: int, seq: int, gen: torch.Generator) -> torch.Tensor:
-    """IMDb at 256 tokens: 44% of reviews fill the window, the rest spread below it (median 233)."""
-    full = torch.rand(batch, generator=gen) < 0.44
-    return torch.where(full, torch.full((batch,), seq), torch.randint(40, seq, (batch,), generator=gen))
-
-
 def measure(heads: int, hidden: int, batch: int, seq: int, variant: str, args) -> dict:
     backend, det, masked = VARIANTS[variant]
     gen = torch.Generator().manual_seed(0)
@@ -46,15 +42,12 @@ def measure(heads: int, hidden: int, batch: int, seq: int, variant: str, args) -
     # [B, L, h, d] viewed as [B, h, L, d], as BERT's self-attention hands them to SDPA
     q, k, v = (torch.randn(batch, seq, heads, d, generator=gen).to("cuda", torch.bfloat16).transpose(1, 2)
                .requires_grad_() for _ in range(3))
-    n = lengths(batch, seq, gen).cuda()
+    n = imdb_like_lengths(batch, seq, gen).cuda()
     keep = torch.arange(seq, device="cuda")[None, :] < n[:, None]
     mask = keep[:, None, None, :].expand(batch, 1, seq, seq).contiguous() if masked else None
     grad = torch.randn(batch, heads, seq, d, generator=gen).to("cuda", torch.bfloat16)
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(det)
-    torch.utils.deterministic.fill_uninitialized_memory = False  # as labkit.training.determinism trains
-    try:
-        with sdpa_kernel([backend]):
+    try:  # the deterministic kernels as training runs them, or none; the backend chosen inside
+        with determinism.deterministic(torch.device("cuda"), "strict" if det else "off"), sdpa_kernel([backend]):
             def fwd():
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.1, scale=d ** -0.5)
 
@@ -67,8 +60,6 @@ def measure(heads: int, hidden: int, batch: int, seq: int, variant: str, args) -
             total_ms, _ = graph_time([step], replays=args.replays)
     except RuntimeError as err:
         return {"heads": heads, "head_dim": d, "variant": variant, "error": str(err).splitlines()[0][:200]}
-    finally:
-        torch.use_deterministic_algorithms(before)
     # fwd_ms: the forward alone (no grad); bwd_ms: the rest of forward + backward
     return {"heads": heads, "head_dim": d, "variant": variant, "fwd_ms": fwd_ms, "fwd_bwd_ms": total_ms,
             "bwd_ms": total_ms - fwd_ms}

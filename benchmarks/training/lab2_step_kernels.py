@@ -52,10 +52,12 @@ class _Step:
 
 
 def _mask(padding: str, g: torch.Generator) -> torch.Tensor:
-    """[32, 256]: no padding, or IMDb's at 256 tokens (44% of reviews fill the window, the rest spread below it)."""
+    """[32, 256]: no padding, or IMDb's at 256 tokens (``labkit.training.batches.imdb_like_lengths``)."""
     if padding == "none":
         return torch.ones(32, 256, dtype=torch.long)
-    lengths = torch.where(torch.rand(32, generator=g) < 0.44, 256, torch.randint(40, 256, (32,), generator=g))
+    from labkit.training.batches import imdb_like_lengths
+
+    lengths = imdb_like_lengths(32, 256, g)
     lengths[0] = 256  # every batch at the window, as a shuffled IMDb batch of 32 almost always is
     return (torch.arange(256)[None, :] < lengths[:, None]).long()
 

@@ -191,11 +191,16 @@ SPREAD = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {
 ABOVE = "{mean:+.4f} ± {se:.4f} over {k} trials (median {median:+.4f}, range {lo:+.4f} to {hi:+.4f}; {above} of {k} above 0)"
 
 
+def _flat_after_training(t: dict, n: int) -> bool:
+    """Trial ``t``'s trained model ended at chance (it answers one class: what follows it reads nothing)."""
+    return "accuracy_trained" in t and stats.at_chance(t["accuracy_trained"], n)
+
+
 def compression_reading(trials: list[dict], width: int, sparsity: float, n: int = 25_000) -> Reading:
     """Compressed minus trained accuracy of the same model, over the compressed search's trials that left chance in
     training: a model at chance answers one class before and after, and its zero says nothing about compression."""
     done = [t for t in trials if "accuracy_compressed" in t and "accuracy_trained" in t]
-    flat = [t for t in done if stats.at_chance(t["accuracy_trained"], n)]
+    flat = [t for t in done if _flat_after_training(t, n)]
     d = [t["accuracy_compressed"] - t["accuracy_trained"] for t in done if t not in flat]
     left = (f"; {len(flat)} trial{'s' if len(flat) != 1 else ''} at chance after training left out" if flat else "")
     what = (f"int{width} + {sparsity:.0%} L1 pruning changed the same trained model's accuracy by {{mean:+.4f}} ± "
@@ -265,7 +270,7 @@ def post_readings(trials: list[dict], n: int) -> list[Reading]:
     trial and over those that left chance in training; and what the trials at chance after training did."""
     both = [t for t in trials if "accuracy_post_trained" in t and "accuracy_compressed" in t]
     ctl = [t for t in both if "accuracy_control" in t]
-    flat = [t for t in both if "accuracy_trained" in t and stats.at_chance(t["accuracy_trained"], n)]
+    flat = [t for t in both if _flat_after_training(t, n)]
     trained = [t for t in both if t not in flat]
     out = [_replicates("post.vs_compressed", [t["accuracy_post_trained"] - t["accuracy_compressed"] for t in both], {
         "higher": f"**Post-training raised the compressed models**: post-trained minus compressed {SPREAD}, beyond "

@@ -27,6 +27,7 @@ ENV = "LABKIT_ATTENTION"
 CHOICES = ("sdpa", "varlen")
 NAME = "labkit_varlen"  # the attention implementation's name in transformers' registries
 CACHE_KEY = "varlen-attn"  # appended to the graphed step's cache key when on (labkit.training.train.step_key)
+_SEGMENTS: dict | None = None  # inside use(): id(mask) -> (mask, its segments), so the layers of a step share them
 
 
 def choice(env: dict | None = None) -> str:
@@ -102,10 +103,22 @@ def attention(module, query, key, value, attention_mask, dropout: float = 0.0, s
     kind = query.device.type
     if torch.is_autocast_enabled(kind):  # as autocast casts SDPA's inputs (an Identity projection leaves fp32)
         q, k, v = (t.to(torch.get_autocast_dtype(kind)) for t in (q, k, v))
-    cu = segments(attention_mask, batch, length, query.device)
+    cu = _segments_of(attention_mask, batch, length, query.device)
     scale = scaling if scaling is not None else dim ** -0.5
     out = _Varlen.apply(q, k, v, cu, length, float(dropout), float(scale))
     return out.view(batch, length, heads, dim), None
+
+
+def _segments_of(attention_mask, batch: int, length: int, device) -> torch.Tensor:
+    """``segments`` of a step's mask, computed once per ``use()`` block: every layer gets the same mask object."""
+    key = (id(attention_mask), batch, length)
+    hit = _SEGMENTS.get(key) if _SEGMENTS is not None else None
+    if hit is not None and hit[0] is attention_mask:
+        return hit[1]
+    cu = segments(attention_mask, batch, length, device)
+    if _SEGMENTS is not None:
+        _SEGMENTS[key] = (attention_mask, cu)  # the mask kept alive, so its id names it while the block lasts
+    return cu
 
 
 def mask(batch_size=None, q_length=None, kv_length=None, q_offset=0, kv_offset=0, mask_function=None,
@@ -144,14 +157,17 @@ def use(model: torch.nn.Module, on: bool | None = None):
     """Inside: ``model``'s self-attention runs ``attention`` (its transformers config names ``NAME``), restored
     after. ``on`` None: ``choice() == "varlen"``. Yields whether it switched (a model without a transformers config
     runs as it is)."""
+    global _SEGMENTS
     configs = _configs(model) if (on if on is not None else choice() == "varlen") else []
     if configs:
         register()
     before = [c._attn_implementation for c in configs]
     for c in configs:
         c._attn_implementation = NAME
+    outer, _SEGMENTS = _SEGMENTS, ({} if configs else _SEGMENTS)
     try:
         yield bool(configs)
     finally:
+        _SEGMENTS = outer
         for c, b in zip(configs, before):
             c._attn_implementation = b

@@ -238,3 +238,12 @@ def test_warmup_trains_and_zero_warmup_is_the_default(tiny_loaders):
     assert runs["default"] == runs["zero"]
     assert runs["warm"][0] == runs["zero"][0]  # the first step's loss comes before any update
     assert runs["warm"] != runs["zero"]
+
+
+def test_imdb_like_lengths_fill_the_window_about_as_often_as_imdb():
+    from labkit.training.batches import imdb_like_lengths
+
+    n = imdb_like_lengths(20_000, 256, torch.Generator().manual_seed(0))
+    assert n.shape == (20_000,) and int(n.min()) >= 40 and int(n.max()) == 256
+    assert abs(float((n == 256).float().mean()) - 0.44) < 0.02  # IMDb's share at 256 tokens: 44%
+    assert torch.equal(n, imdb_like_lengths(20_000, 256, torch.Generator().manual_seed(0)))

@@ -112,6 +112,17 @@ def test_varlen_gives_the_masked_models_loss_logits_and_gradients(reference_kern
         assert torch.allclose(g, varlen[2][name], atol=1e-5, rtol=1e-4), name
 
 
+def test_the_layers_of_one_forward_share_one_computation_of_the_segments(reference_kernel, monkeypatch):
+    calls = []
+    real = va.segments
+    monkeypatch.setattr(va, "segments", lambda *a: calls.append(1) or real(*a))
+    model, batch = _model(layers=3).train(), _batch()
+    with va.use(model, on=True):
+        model(**batch)
+        model(**batch)  # a new forward builds a new mask object: computed again
+    assert len(calls) == 2 and va._SEGMENTS is None
+
+
 def test_attention_weights_and_cross_attention_are_refused():
     q = torch.zeros(1, 2, 4, 8)
     with pytest.raises(ValueError, match="no attention weights"):
