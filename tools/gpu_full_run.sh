@@ -8,7 +8,8 @@
 # ".gpu-kit" in the next call; tools/make_gpu_kit.sh builds the kit, CUTLASS headers included).
 #   LABKIT_COMMIT=$(git rev-parse HEAD) [LABKIT_PARALLEL=1] bash tools/gpu_full_run.sh [--fresh] [--budget 540] \
 #     [notebook ...]
-# LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side (labkit.maintain.regenerate --parallel).
+# LABKIT_PARALLEL=1 first runs the untimed notebooks that fit side by side, under a CUDA MPS daemon
+# (labkit.maintain.regenerate --parallel; LABKIT_REGEN_MPS=off without one).
 # On a host with several GPUs the notebooks run in lanes, one per GPU (labkit.maintain.regenerate --gpus).
 # --fresh (the first call of a from-scratch regeneration only): every step pending again, searches from nothing;
 # the state it would have resumed (carried or committed) is kept in the new state's history.

@@ -56,6 +56,7 @@ _STATE_LOCK = threading.Lock()
 MIN_SEARCH_SLOT = 240  # seconds: less would go on start-up (the SFT model, tokenising, workers)
 PACK_MARGIN = 20       # seconds kept after the last step for packing
 SEARCH_DRAW_S = 60     # seconds a search step keeps after its workers stop (see search_deadline_env)
+PARALLEL_MPS_ENV = "LABKIT_REGEN_MPS"  # --parallel's notebooks under a CUDA MPS daemon: auto (default), on, off
 
 
 def state_path() -> Path:
@@ -213,14 +214,15 @@ def notebook_code(step: Step) -> str:
             f"runner.run_notebook(Path({str(path)!r}), 'full', progress=False)")
 
 
-def _run_notebook(step: Step, timeout: float, log: Path, gpu: int | None = None) -> tuple[str, float]:
-    """Run one notebook in its own process group under ``timeout`` (on GPU ``gpu`` alone, where given);
-    ("done" | "timeout" | "failed", s)."""
+def _run_notebook(step: Step, timeout: float, log: Path, gpu: int | None = None,
+                  env: dict | None = None) -> tuple[str, float]:
+    """Run one notebook in its own process group under ``timeout`` (on GPU ``gpu`` alone, where given; with
+    ``env`` added to its environment); ("done" | "timeout" | "failed", s)."""
     argv = [sys.executable, *step.script] if step.script else [sys.executable, "-c", notebook_code(step)]
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
-        env = {**os.environ, **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": _lane_device(gpu)}),
+        env = {**os.environ, **(env or {}), **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": _lane_device(gpu)}),
                **search_deadline_env(step, timeout)}
         # its own group: a timeout stops its kernel and workers
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=_settings.REPO_ROOT,
@@ -305,6 +307,8 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
     from .. import results
 
     only = check_only(only)
+    if parallel:
+        parallel_mps_mode()  # a bad value refuses the call before it is recorded
     runner = runner or _run_notebook
     start = time.monotonic()
     deadline = start + budget - PACK_MARGIN
@@ -338,20 +342,52 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
 
 
 def _run_parallel(state, steps, call, commit, deadline, runner, log_dir) -> None:
-    """Every untimed step that fits, at once on the one GPU: small models leave it mostly idle, so notebooks
-    side by side finish sooner than one after another (their own timings stretch; none of them is a claim).
-    Timed steps (Lab 4) and steps that do not fit are left to the sequential pass."""
+    """Every untimed notebook that fits, at once on the one GPU, under a private CUDA MPS daemon where there is
+    one (``PARALLEL_MPS_ENV``): a small model's training and evaluation leave the GPU mostly idle, and under MPS
+    the notebooks' kernels run side by side instead of taking turns (their own timings stretch; none of them is a
+    claim). Timed steps (Lab 4), searches (their workers run under a daemon of their own) and steps that do not
+    fit are left to the sequential pass. The group's wall time is the call's ``side_by_side_s``: notebook time
+    counts it once (``notebook_seconds``)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from ..search import mps
+
     remaining = deadline - time.monotonic()
-    chosen = [s for s in steps if not s.timed and should_start(s, state, remaining)[0]]
+    chosen = [s for s in steps if not s.timed and not s.search and should_start(s, state, remaining)[0]]
     if len(chosen) < 2:
         return
-    print(f"[regen] side by side: {', '.join(s.notebook for s in chosen)}", flush=True)
-    with ThreadPoolExecutor(len(chosen)) as pool:
-        for future in [pool.submit(_run_step, state, s, call, commit, deadline, runner, log_dir, True)
-                       for s in chosen]:
-            future.result()
+    mode = parallel_mps_mode()
+    began = time.monotonic()
+    with mps.daemon(_settings.runs_dir() / "regen" / "mps", mode) as env:
+        if env and mps.SM_PERCENT_ENV not in os.environ:
+            env = {**env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}  # a notebook left alone keeps the whole GPU
+        print(f"[regen] side by side{' under MPS' if env else ''}: {', '.join(s.notebook for s in chosen)}",
+              flush=True)
+        with ThreadPoolExecutor(len(chosen)) as pool:
+            for future in [pool.submit(_run_step, state, s, call, commit, deadline, runner, log_dir, True,
+                                       env=env or None) for s in chosen]:
+                future.result()
+    with _STATE_LOCK:
+        entry = state["calls"][-1]
+        entry["side_by_side_s"] = round(entry.get("side_by_side_s", 0.0) + time.monotonic() - began, 1)
+        entry["side_by_side_mps"] = bool(env)
+        save_state(state)
+
+
+def parallel_mps_mode() -> str:
+    """``LABKIT_REGEN_MPS`` (default ``auto``); another value is an error naming the allowed ones."""
+    mode = os.environ.get(PARALLEL_MPS_ENV, "auto")
+    if mode not in ("on", "off", "auto"):
+        raise ValueError(f"{PARALLEL_MPS_ENV}={mode!r}: allowed values are 'on', 'off', 'auto'")
+    return mode
+
+
+def notebook_seconds(state: dict) -> float:
+    """A regeneration's notebook time: every step's runs, except that steps run side by side count once, as
+    their group's wall time (each call's ``side_by_side_s``)."""
+    alone = sum(r.get("seconds", 0.0) for s in state.get("steps", {}).values() for r in s.get("runs", [])
+                if not r.get("side_by_side"))
+    return alone + sum(c.get("side_by_side_s", 0.0) for c in state.get("calls", []))
 
 
 def _run_lanes(state, steps, call, commit, deadline, runner, log_dir, gpus: int) -> None:
@@ -381,7 +417,8 @@ def _run_lanes(state, steps, call, commit, deadline, runner, log_dir, gpus: int)
               f"({should_start(step, state, deadline - time.monotonic())[1]})", flush=True)
 
 
-def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=False, gpu: int | None = None) -> None:
+def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=False, gpu: int | None = None,
+              env: dict | None = None) -> None:
     remaining = deadline - time.monotonic()
     if step.search and "fresh" not in state:  # a fresh regeneration's searches start from nothing
         _seed_journal(step)
@@ -389,7 +426,8 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
     print(f"[regen] {step.notebook}: starting with {remaining:.0f} s left{where}", flush=True)
     log = log_dir / f"{call}-{step.notebook}.log"
     began = time.time()  # file mtimes may keep whole seconds: written_since gets a second's slack
-    status, seconds = runner(step, remaining, log) if gpu is None else runner(step, remaining, log, gpu=gpu)
+    extra = {**({} if gpu is None else {"gpu": gpu}), **({} if env is None else {"env": env})}
+    status, seconds = runner(step, remaining, log, **extra)
     if status == "failed" and step.search and _measured_on_other_sft(log):
         # this call's SFT model is not the one the stored trials were measured on: start that search over
         moved = _set_aside(step, call)
@@ -398,8 +436,7 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
         with _STATE_LOCK:
             state.setdefault("warnings", []).append(f"{call}: {step.notebook} restarted (stored trials from another "
                                                     f"SFT model, moved to {moved.name})")
-        more, spent = (runner(step, deadline - time.monotonic(), log) if gpu is None else
-                       runner(step, deadline - time.monotonic(), log, gpu=gpu))
+        more, spent = runner(step, deadline - time.monotonic(), log, **extra)
         status, seconds = more, seconds + spent
     if status == "done" and step.search:
         _publish_journal(step)
@@ -455,7 +492,7 @@ def status_text(state: dict, source: str | None = None) -> str:
         if step.notebook in left:
             calls += f"; expected {left[step.notebook]:.0f} s"
         lines.append(f"  {step.notebook:18s} {entry.get('status', 'pending'):8s} {spent:6.0f} s  ({calls})")
-    total = sum(r["seconds"] for e in state["steps"].values() for r in e.get("runs", []))
+    total = notebook_seconds(state)
     lines.append(f"  notebook time so far {total:.0f} s over {len(state['calls'])} call(s); "
                  + (f"left: {', '.join(left)} (expected {sum(left.values()):.0f} s)" if left
                     else "every step is done"))

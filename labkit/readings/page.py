@@ -73,8 +73,10 @@ def regeneration_section(root: Path) -> str:
     calls = state.get("calls", [])
     devices = sorted({c.get("device") for c in calls if c.get("device")})
     done = sum(row["status"] == "done" for row in rows)
+    side = ("; notebooks run side by side count once, as their group's wall time"
+            if any(c.get("side_by_side_s") for c in calls) else "")
     text = (f"## GPU time of the regeneration\n\nFrom `{REGEN}` (notebook wall time, papermill and kernel start "
-            f"included; runs cut at a call's limit count): {len(calls)} calls on {', '.join(devices) or 'unrecorded'}, "
+            f"included; runs cut at a call's limit count{side}): {len(calls)} calls on {', '.join(devices) or 'unrecorded'}, "
             f"**{total:,.0f} s** in all")
     if done < len(rows):  # a regeneration under way: its sum is not a total; the last finished one is
         last = next((h for h in reversed(state.get("history", [])) if _finished(h)), None)
@@ -86,7 +88,9 @@ def regeneration_section(root: Path) -> str:
 
 
 def _seconds(state: dict) -> float:
-    return sum(r.get("seconds", 0.0) for s in state.get("steps", {}).values() for r in s.get("runs", []))
+    from ..maintain.regenerate import notebook_seconds  # side-by-side steps count once, as their group's wall
+
+    return notebook_seconds(state)
 
 
 def _finished(state: dict) -> bool:

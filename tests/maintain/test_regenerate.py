@@ -176,11 +176,54 @@ def test_parallel_runs_untimed_steps_together_and_timed_ones_alone(runs, monkeyp
 
     state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats", "lab4_perf", "lab2_search"],
                                   runner=run, parallel=True)
-    assert peak[0] == 3  # lab1_prune, lab3_formats and lab2_search side by side
+    assert peak[0] == 2  # lab1_prune and lab3_formats side by side
     assert dict(order)["lab4_perf"] == 1  # the timed one ran alone, afterwards
+    assert dict(order)["lab2_search"] == 1  # a search too: its workers have an MPS daemon of their own
     assert state["steps"]["lab1_prune"]["runs"][0]["side_by_side"] is True
     assert "side_by_side" not in state["steps"]["lab4_perf"]["runs"][0]
+    assert "side_by_side" not in state["steps"]["lab2_search"]["runs"][0]
     assert not regenerate.pending(state, ["lab1_prune", "lab3_formats", "lab4_perf", "lab2_search"])
+    # notebook time: the two runs side by side count once, as the group's wall (about 0.2 s here, not 1 + 1)
+    group = state["calls"][-1]["side_by_side_s"]
+    assert 0.1 <= group < 1.0 and state["calls"][-1]["side_by_side_mps"] is False  # no GPU here: no daemon
+    assert regenerate.notebook_seconds(state) == pytest.approx(2.0 + group)
+
+
+def test_parallel_notebooks_run_under_the_mps_daemons_environment(runs, monkeypatch):
+    import contextlib
+
+    from labkit.search import mps
+
+    seen = {}
+
+    @contextlib.contextmanager
+    def daemon(folder, mode):
+        seen["mode"] = mode
+        yield {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25"}
+
+    def run(step, timeout, log, env=None):
+        seen[step.notebook] = env
+        return "done", 1.0
+
+    monkeypatch.setattr(mps, "daemon", daemon)
+    monkeypatch.delenv(mps.SM_PERCENT_ENV, raising=False)
+    state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats"], runner=run, parallel=True)
+    assert seen["mode"] == "auto" and state["calls"][-1]["side_by_side_mps"] is True
+    for name in ("lab1_prune", "lab3_formats"):  # every SM for a notebook, unless LABKIT_MPS_SM_PERCENT says
+        assert seen[name]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "100"
+        assert seen[name]["CUDA_MPS_PIPE_DIRECTORY"].endswith("pipe")
+    monkeypatch.setenv(regenerate.PARALLEL_MPS_ENV, "sometimes")
+    with pytest.raises(ValueError, match="LABKIT_REGEN_MPS='sometimes': allowed values are 'on', 'off', 'auto'"):
+        regenerate.regenerate(3000, only=["lab0_graphs_lora", "lab1_quantize"], runner=run, parallel=True)
+    assert len(regenerate.load_state()["calls"]) == 1  # the refused call recorded nothing
+
+
+def test_the_notebook_runner_adds_the_environment_it_is_given(runs, tmp_path):
+    step = regenerate.Step("probe", 1, 0, script=("-c", "import os; assert os.environ['LABKIT_PROBE'] == 'yes'"))
+    status, _ = regenerate._run_notebook(step, 60, tmp_path / "probe.log", env={"LABKIT_PROBE": "yes"})
+    assert status == "done"
+    status, _ = regenerate._run_notebook(step, 60, tmp_path / "probe.log")
+    assert status == "failed"
 
 
 def test_a_fresh_machine_resumes_from_the_committed_state(runs, monkeypatch):
