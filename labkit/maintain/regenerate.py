@@ -358,9 +358,8 @@ def _run_parallel(state, steps, call, commit, deadline, runner, log_dir) -> None
         return
     mode = parallel_mps_mode()
     began = time.monotonic()
-    with mps.daemon(_settings.runs_dir() / "regen" / "mps", mode) as env:
-        if env and mps.SM_PERCENT_ENV not in os.environ:
-            env = {**env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}  # a notebook left alone keeps the whole GPU
+    # every SM for each notebook: the last one left running keeps the whole GPU
+    with mps.daemon(_settings.runs_dir() / "regen" / "mps", mode, share=100, clients="notebooks") as env:
         print(f"[regen] side by side{' under MPS' if env else ''}: {', '.join(s.notebook for s in chosen)}",
               flush=True)
         with ThreadPoolExecutor(len(chosen)) as pool:

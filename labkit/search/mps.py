@@ -32,13 +32,13 @@ SM_PERCENT = 25  # each client's share of the multiprocessors, in percent (see t
 SM_PERCENT_ENV = "LABKIT_MPS_SM_PERCENT"
 
 
-def sm_percent() -> int | str:
+def sm_percent(default: int = SM_PERCENT) -> int | str:
     """The clients' share of the SMs: ``LABKIT_MPS_SM_PERCENT`` (an integer 1..100), else a
     ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` already in the environment (CUDA's own, kept as given), else
-    ``SM_PERCENT``."""
+    ``default`` (a search's workers: ``SM_PERCENT``)."""
     env = os.environ.get(SM_PERCENT_ENV)
     if env is None:
-        return os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", SM_PERCENT)
+        return os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", default)
     if not (env.strip().isdigit() and 1 <= int(env) <= 100):
         raise ValueError(f"{SM_PERCENT_ENV}={env!r}: allowed values are integers 1..100 (percent of the GPU's SMs "
                          "each MPS client may use)")
@@ -82,8 +82,9 @@ def pipe_folder(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def daemon(folder: Path, enabled=True):
-    """Yields the environment variables workers need (empty when not ``enabled``: see ``wanted``)."""
+def daemon(folder: Path, enabled=True, share: int = SM_PERCENT, clients: str = "workers"):
+    """Yields the environment variables workers need (empty when not ``enabled``: see ``wanted``); each client
+    may use ``share`` percent of the SMs unless the environment says otherwise (``sm_percent``)."""
     if not wanted(enabled):
         yield {}
         return
@@ -91,10 +92,10 @@ def daemon(folder: Path, enabled=True):
     env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe_folder(folder)), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
     for path in env.values():
         Path(path).mkdir(parents=True, exist_ok=True)
-    share = sm_percent()  # checked before the daemon starts
+    share = sm_percent(share)  # checked before the daemon starts
     full = {**os.environ, **env}
     _start(full, folder)
-    print(f"[labkit] CUDA MPS daemon started for the workers (pipe {env['CUDA_MPS_PIPE_DIRECTORY']}, each worker "
+    print(f"[labkit] CUDA MPS daemon started for the {clients} (pipe {env['CUDA_MPS_PIPE_DIRECTORY']}, each "
           f"up to {share}% of the SMs)", flush=True)
     try:
         yield {**env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(share)}

@@ -197,19 +197,18 @@ def test_parallel_notebooks_run_under_the_mps_daemons_environment(runs, monkeypa
     seen = {}
 
     @contextlib.contextmanager
-    def daemon(folder, mode):
+    def daemon(folder, mode, share, clients):
         seen["mode"] = mode
-        yield {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25"}
+        yield {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(share)}
 
     def run(step, timeout, log, env=None):
         seen[step.notebook] = env
         return "done", 1.0
 
     monkeypatch.setattr(mps, "daemon", daemon)
-    monkeypatch.delenv(mps.SM_PERCENT_ENV, raising=False)
     state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats"], runner=run, parallel=True)
     assert seen["mode"] == "auto" and state["calls"][-1]["side_by_side_mps"] is True
-    for name in ("lab1_prune", "lab3_formats"):  # every SM for a notebook, unless LABKIT_MPS_SM_PERCENT says
+    for name in ("lab1_prune", "lab3_formats"):  # every SM for a notebook (LABKIT_MPS_SM_PERCENT may say less)
         assert seen[name]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "100"
         assert seen[name]["CUDA_MPS_PIPE_DIRECTORY"].endswith("pipe")
     monkeypatch.setenv(regenerate.PARALLEL_MPS_ENV, "sometimes")

@@ -46,9 +46,13 @@ def test_daemon_limits_each_worker_to_a_share_of_the_sms(monkeypatch, tmp_path, 
         assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == str(mps.SM_PERCENT)
         assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "pipe")
     assert f"up to {mps.SM_PERCENT}% of the SMs" in capsys.readouterr().out
+    with mps.daemon(tmp_path, enabled=True, share=100, clients="notebooks") as env:  # a caller's own default
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "100"
+    assert "for the notebooks" in (out := capsys.readouterr().out) and "each up to 100% of the SMs" in out
     monkeypatch.setenv(mps.SM_PERCENT_ENV, "50")
-    with mps.daemon(tmp_path, enabled=True) as env:
-        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    for share in (mps.SM_PERCENT, 100):  # the variable decides over either default
+        with mps.daemon(tmp_path, enabled=True, share=share) as env:
+            assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     started.clear()
     for bad in ("0", "101", "half", "-5"):
         monkeypatch.setenv(mps.SM_PERCENT_ENV, bad)
