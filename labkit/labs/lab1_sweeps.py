@@ -10,7 +10,7 @@ from .. import prune as _prune
 from ..quant import fixed_point
 from ..readings import seeds as _seeds
 from ..recipes import freeze_embeddings
-from ..training import precision, progress as _progress, train
+from ..training import batches, precision, progress as _progress, train
 
 
 def combined(per_seed: list[dict], seeds: list[int], sizes: dict) -> dict:
@@ -96,7 +96,7 @@ def quantization_seed(s: dict, dl, seed: int) -> dict:
 
     base, metrics = finetuned_model(s, dl, seed=seed)
     at = {**s, "seed": seed}  # this seed's training; the data stay s["seed"]'s
-    ranges = input_ranges(base, next(iter(dl.train)))
+    ranges = input_ranges(base, batches.first_batch(dl.train, s["seed"]))  # data: s["seed"]'s, as at says
     rows = quantization_sweep(base, s["widths"], dl, at, calibration=ranges)
     sheet8 = train.evaluate(compress(base, quant=fixed_point(8, 4)).model, dl.test, **precision.on(s),
                             progress=False)["accuracy"]

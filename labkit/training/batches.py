@@ -115,3 +115,12 @@ class TensorBatches:
             batch = {k: v[:, :longest].index_select(0, rows) for k, v in p.columns.items()}
             batch["labels"] = p.labels.index_select(0, rows)
             yield batch
+
+
+def first_batch(loader, seed: int) -> dict:
+    """The first batch of ``loader``'s epoch drawn with ``seed``: a shuffling loader's generator is advanced by every
+    epoch it serves, so a plain ``next(iter(loader))`` would depend on how often this process used it before (a
+    calibration batch then differed between a process that had trained the SFT model and one that loaded it)."""
+    if getattr(loader, "generator", None) is not None:
+        loader.generator.manual_seed(seed)
+    return next(iter(loader))

@@ -247,3 +247,23 @@ def test_imdb_like_lengths_fill_the_window_about_as_often_as_imdb():
     assert n.shape == (20_000,) and int(n.min()) >= 40 and int(n.max()) == 256
     assert abs(float((n == 256).float().mean()) - 0.44) < 0.02  # IMDb's share at 256 tokens: 44%
     assert torch.equal(n, imdb_like_lengths(20_000, 256, torch.Generator().manual_seed(0)))
+
+
+def test_the_first_batch_of_a_seed_does_not_depend_on_the_loaders_past(tiny_loaders):
+    """A calibration batch drawn after the loader served epochs (SFT trained in this process) equals the one a
+    fresh loader gives (SFT loaded from the cache): Lab 1's seed-0 ranges once differed between the two."""
+    from labkit.training import batches
+
+    tok, enc = tiny_loaders
+    make = (lambda: batches.TensorBatches(batches.pack(enc["train"], tok.pad_token_id), 8, shuffle=True, seed=0),
+            lambda: data.dataloader(enc["train"], tok, batch_size=8, shuffle=True, seed=0))
+    for new in make:
+        fresh, used = new(), new()
+        for _ in range(3):
+            list(used)  # epochs served before
+        plain = next(iter(used))
+        a, b = batches.first_batch(fresh, 0), batches.first_batch(used, 0)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+        differs = (lambda x, y: any(x[k].shape != y[k].shape or not torch.equal(x[k], y[k]) for k in x))
+        assert differs(plain, a)  # what next(iter(...)) gave after those epochs: another batch
+        assert differs(batches.first_batch(used, 1), a)  # another seed, another batch
