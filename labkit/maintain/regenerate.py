@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .. import records
 from .. import settings as _settings
-from ..records import Step
+from ..records import Step, notebook_seconds
 
 
 # The plan: every record's steps (labkit.records), in their order: the four notebooks on the 512-token SFT models
@@ -379,14 +379,6 @@ def parallel_mps_mode() -> str:
     if mode not in ("on", "off", "auto"):
         raise ValueError(f"{PARALLEL_MPS_ENV}={mode!r}: allowed values are 'on', 'off', 'auto'")
     return mode
-
-
-def notebook_seconds(state: dict) -> float:
-    """A regeneration's notebook time: every step's runs, except that steps run side by side count once, as
-    their group's wall time (each call's ``side_by_side_s``)."""
-    alone = sum(r.get("seconds", 0.0) for s in state.get("steps", {}).values() for r in s.get("runs", [])
-                if not r.get("side_by_side"))
-    return alone + sum(c.get("side_by_side_s", 0.0) for c in state.get("calls", []))
 
 
 def _run_lanes(state, steps, call, commit, deadline, runner, log_dir, gpus: int) -> None:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from .. import settings
+from ..records import notebook_seconds
 from ..report import table
 from ..results import load_results
 from .core import compute
@@ -65,7 +66,7 @@ def regeneration_section(root: Path) -> str:
     if not path.is_file():
         return "## GPU time of the regeneration\n\nNo regeneration record."
     state = json.loads(path.read_text())
-    rows, total = [], _seconds(state)
+    rows, total = [], notebook_seconds(state)
     for step, s in state.get("steps", {}).items():
         runs = s.get("runs", [])
         rows.append({"step": step, "status": s.get("status"), "runs": len(runs),
@@ -82,15 +83,11 @@ def regeneration_section(root: Path) -> str:
         last = next((h for h in reversed(state.get("history", [])) if _finished(h)), None)
         text += f" so far, {done} of {len(rows)} steps done"
         if last is not None:
-            text += (f"; the last finished regeneration (the record's `history`) took {_seconds(last):,.0f} s over "
+            text += (f"; the last finished regeneration (the record's `history`) took {notebook_seconds(last):,.0f} s over "
                      f"{len(last.get('calls', []))} calls")
     return f"{text}.\n\n{table(rows)}"
 
 
-def _seconds(state: dict) -> float:
-    from ..maintain.regenerate import notebook_seconds  # side-by-side steps count once, as their group's wall
-
-    return notebook_seconds(state)
 
 
 def _finished(state: dict) -> bool:

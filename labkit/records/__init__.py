@@ -152,3 +152,11 @@ def searches() -> dict[str, Search]:
 def steps() -> tuple[Step, ...]:
     """The regeneration plan: every record's steps, in their order."""
     return tuple(sorted((s for r in records().values() for s in r.steps), key=lambda s: s.order))
+
+
+def notebook_seconds(state: dict) -> float:
+    """A regeneration record's notebook time (``labkit.maintain.regenerate``'s state): every step's runs, except
+    that steps run side by side count once, as their group's wall time (each call's ``side_by_side_s``)."""
+    alone = sum(r.get("seconds", 0.0) for s in state.get("steps", {}).values() for r in s.get("runs", [])
+                if not r.get("side_by_side"))
+    return alone + sum(c.get("side_by_side_s", 0.0) for c in state.get("calls", []))
