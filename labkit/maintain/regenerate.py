@@ -55,7 +55,8 @@ PLAN = records.steps()
 _STATE_LOCK = threading.Lock()
 MIN_SEARCH_SLOT = 240  # seconds: less would go on start-up (the SFT model, tokenising, workers)
 PACK_MARGIN = 20       # seconds kept after the last step for packing
-SEARCH_DRAW_S = 60     # seconds a search step keeps after its workers stop (see search_deadline_env)
+SEARCH_DRAW_S = 60     # seconds a search step keeps after its workers stop (see deadline_env)
+SEEDS_FINISH_S = 30    # seconds a per-seed step keeps after its last seed, for its figures (see deadline_env)
 PARALLEL_MPS_ENV = "LABKIT_REGEN_MPS"  # --parallel's notebooks under a CUDA MPS daemon: auto (default), on, off
 
 
@@ -183,6 +184,15 @@ def _publish_journal(step: Step) -> None:
         dest.write_bytes(lzma.compress(src.read_bytes()))
 
 
+def _stopped_between_seeds(log: Path) -> bool:
+    from ..labs.per_seed import STOPPED
+
+    try:
+        return f"{STOPPED} " in log.read_text(errors="replace")[-20000:]
+    except OSError:
+        return False
+
+
 def _measured_on_other_sft(log: Path) -> bool:
     try:
         return "measured on another SFT model" in log.read_text(errors="replace")[-20000:]
@@ -197,14 +207,19 @@ def _set_aside(step: Step, call: str) -> Path:
     return dest
 
 
-def search_deadline_env(step: Step, timeout: float) -> dict:
-    """A search step's workers stop between trials SEARCH_DRAW_S before its timeout (labkit.search.worker's
-    DEADLINE_ENV), leaving the notebook time to save its studies and fail with a resumable stop."""
-    from ..search.worker import DEADLINE_ENV
+def deadline_env(step: Step, timeout: float) -> dict:
+    """Where a step stops on its own before its timeout, leaving the notebook time to save and fail with a
+    resumable stop: a search's workers stop between trials SEARCH_DRAW_S before it (labkit.search.worker's
+    DEADLINE_ENV), a per-seed notebook between seeds SEEDS_FINISH_S before it (labkit.labs.per_seed's)."""
+    if step.search:
+        from ..search.worker import DEADLINE_ENV
 
-    if not step.search:
-        return {}
-    return {DEADLINE_ENV: f"{time.time() + timeout - SEARCH_DRAW_S:.0f}"}
+        return {DEADLINE_ENV: f"{time.time() + timeout - SEARCH_DRAW_S:.0f}"}
+    if step.per_seed:
+        from ..labs.per_seed import DEADLINE_ENV
+
+        return {DEADLINE_ENV: f"{time.time() + timeout - SEEDS_FINISH_S:.0f}"}
+    return {}
 
 
 def notebook_code(step: Step) -> str:
@@ -223,7 +238,7 @@ def _run_notebook(step: Step, timeout: float, log: Path, gpu: int | None = None,
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:
         env = {**os.environ, **(env or {}), **({} if gpu is None else {"CUDA_VISIBLE_DEVICES": _lane_device(gpu)}),
-               **search_deadline_env(step, timeout)}
+               **deadline_env(step, timeout)}
         # its own group: a timeout stops its kernel and workers
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=_settings.REPO_ROOT,
                                 start_new_session=True, env=env)
@@ -441,7 +456,8 @@ def _run_step(state, step, call, commit, deadline, runner, log_dir, parallel=Fal
                               **({"gpu": gpu} if gpu is not None else {}),
                               **({"files": written_since(_settings.figures_dir(), began - 1)} if alone else {})})
         # a stopped search or per-seed notebook kept what it finished; a per-seed notebook that failed did not
-        partial = step.resumable and (step.search is not None or status == "timeout")
+        partial = step.resumable and (step.search is not None or status == "timeout"
+                                      or (status == "failed" and _stopped_between_seeds(log)))
         entry["status"] = status if status == "done" else ("partial" if partial else status)
         for warning in record_sft(state, call):
             print(f"[regen] WARNING: {warning}", flush=True)

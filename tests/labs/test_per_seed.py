@@ -65,3 +65,28 @@ def test_seeds_of_a_named_earlier_commit_are_reused_and_say_so(runs, monkeypatch
     monkeypatch.setenv("LABKIT_SEEDS_FROM", "a" * 40)  # asked for: the seed measured at a is reused
     again = per_seed.run("lab1", "x", {"a": 1}, [0], lambda s: calls.append(s) or {"v": 3.0})
     assert calls == [0, 0] and again[0] == {"v": 1.0, "measured_at": "a" * 40}
+
+
+def test_a_run_stops_between_seeds_where_the_next_would_end_after_the_deadline(runs, monkeypatch):
+    """LABKIT_SEEDS_DEADLINE: after the run's first computed seed, a seed starts only where the longest seed computed
+    so far would end before it; the seeds before it are kept, and the run resumes after them."""
+    monkeypatch.setattr(results, "git_commit", lambda: "a" * 40)
+    clock = [1000.0]
+    monkeypatch.setattr(per_seed.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(per_seed.time, "time", lambda: clock[0])
+
+    def one(seed):
+        clock[0] += 100  # each seed takes 100 s
+        return {"v": float(seed)}
+
+    monkeypatch.setenv(per_seed.DEADLINE_ENV, str(1000 + 250))
+    with pytest.raises(per_seed.SeedsStopped, match=r"lab1/x: stopped before seed 2 at LABKIT_SEEDS_DEADLINE: a seed "
+                                                   r"took up to 100 s here and 50 s are left; the 2 seed\(s\)"):
+        per_seed.run("lab1", "x", {"a": 1}, [0, 1, 2], one)
+    assert len(list((runs / "seeds" / "lab1" / "x").glob("*.json"))) == 2
+    monkeypatch.setenv(per_seed.DEADLINE_ENV, str(clock[0] + 10))  # the next call: its first seed always starts
+    out = per_seed.run("lab1", "x", {"a": 1}, [0, 1, 2], one)
+    assert [r["v"] for r in out] == [0.0, 1.0, 2.0]
+    monkeypatch.setenv(per_seed.DEADLINE_ENV, "soon")
+    with pytest.raises(ValueError, match="LABKIT_SEEDS_DEADLINE='soon': allowed values are Unix times"):
+        per_seed.run("lab1", "x", {"a": 1}, [3, 4], one)

@@ -340,14 +340,31 @@ def test_lanes_run_one_step_per_gpu_longest_first(runs, monkeypatch):
     assert regenerate._lane_device(1) == "5"  # a lane counts among the devices this process was given
 
 
-def test_a_search_step_gets_a_worker_deadline_before_its_timeout():
+def test_search_and_per_seed_steps_get_a_deadline_before_their_timeout():
+    from labkit.labs import per_seed
     from labkit.search.worker import DEADLINE_ENV
 
     steps = {s.notebook: s for s in regenerate.PLAN}
-    env = regenerate.search_deadline_env(steps["lab2_search"], 500)
-    expected = time.time() + 500 - regenerate.SEARCH_DRAW_S
-    assert abs(float(env[DEADLINE_ENV]) - expected) < 5
-    assert regenerate.search_deadline_env(steps["lab1_prune"], 500) == {}
+    env = regenerate.deadline_env(steps["lab2_search"], 500)
+    assert abs(float(env[DEADLINE_ENV]) - (time.time() + 500 - regenerate.SEARCH_DRAW_S)) < 5
+    env = regenerate.deadline_env(steps["lab1_prune"], 500)  # between seeds, leaving time for the figures
+    assert abs(float(env[per_seed.DEADLINE_ENV]) - (time.time() + 500 - regenerate.SEEDS_FINISH_S)) < 5
+    assert regenerate.deadline_env(steps["lab4_perf"], 500) == {}  # neither: runs to its timeout
+
+
+def test_a_per_seed_step_stopped_between_seeds_is_partial_and_resumes(runs):
+    """A notebook that failed with per_seed's stop is resumable work left, like a search stopped between
+    trials; one that failed otherwise stays failed."""
+    def run(step, timeout, log):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        if step.notebook == "lab1_prune":
+            log.write_text("SeedsStopped: lab1/pruning: stopped before seed 2 at LABKIT_SEEDS_DEADLINE: ...")
+        return ("failed" if step.notebook in ("lab1_prune", "lab1_quantize") else "done"), 5.0
+
+    state = regenerate.regenerate(3000, only=["lab1_quantize", "lab1_prune"], runner=run)
+    assert state["steps"]["lab1_prune"]["status"] == "partial"
+    assert state["steps"]["lab1_quantize"]["status"] == "failed"
+    assert {s.notebook for s in regenerate.pending(state)} >= {"lab1_prune", "lab1_quantize"}
 
 
 def test_a_step_alone_records_the_figures_it_wrote(runs, monkeypatch):
