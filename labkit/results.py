@@ -81,10 +81,16 @@ def versions() -> dict:
     return out
 
 
+SHARED_GPU_ENV = "LABKIT_GPU_SHARED"  # set by labkit regenerate --parallel: the other notebooks on the same GPU
+
+
 def provenance() -> dict:
+    """Device, versions, commit, time and platform; ``gpu_shared_with`` where other notebooks ran on the same GPU
+    at the time (``LABKIT_GPU_SHARED``), so the run's own timings are not read as if it had the GPU alone."""
+    shared = [n for n in os.environ.get(SHARED_GPU_ENV, "").split(",") if n]
     return {"device": device_name(), "versions": versions(), "git_commit": git_commit(),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "platform": platform.platform()}
+            "platform": platform.platform(), **({"gpu_shared_with": shared} if shared else {})}
 
 
 def result_dir(lab: str, profile: str) -> Path:

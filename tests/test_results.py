@@ -105,3 +105,11 @@ def test_no_committed_result_names_a_machine_folder():
     bad = [str(p) for p in root.rglob("*") if p.suffix in (".json", ".md")
            and re.search(r"(?<![\w$])/(work|tmp|root|home)/", p.read_text(errors="replace"))]
     assert not bad, bad
+
+
+def test_provenance_names_the_notebooks_that_shared_the_gpu(monkeypatch):
+    """regenerate --parallel sets LABKIT_GPU_SHARED per notebook: its results say who ran beside it."""
+    monkeypatch.delenv(results.SHARED_GPU_ENV, raising=False)
+    assert "gpu_shared_with" not in results.provenance()
+    monkeypatch.setenv(results.SHARED_GPU_ENV, "lab1_quantize,lab3_formats")
+    assert results.provenance()["gpu_shared_with"] == ["lab1_quantize", "lab3_formats"]

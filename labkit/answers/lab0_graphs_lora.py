@@ -178,12 +178,17 @@ def lora_training(settings: dict) -> str:
 
 
 def lora_text(settings: dict, lora: dict, merged: float, merge_gap: float, sft: dict,
-              linear_biases: bool | None = None) -> str:
+              linear_biases: bool | None = None, shared: list[str] | None = None) -> str:
+    """``shared``: the notebooks that ran on the same GPU at the time (provenance ``gpu_shared_with``): the two
+    training times are then not compared, since each ran beside a varying load."""
     text = (f"LoRA (rank {settings['lora_rank']}, alpha {settings['lora_alpha']}, dropout {settings['lora_dropout']}) "
             f"trains **{lora['trainable']:,}** parameters ({100 * lora['fraction']:.2f}% of the model, the "
             f"classifier head included) and reaches **{lora['accuracy']:.3f}** ({lora['train_seconds']:.0f} s of "
             f"training")
-    if "train_seconds" in sft and sft["train_seconds"] > 0:
+    if shared:
+        text += (f"; the GPU was shared with {', '.join(shared)} at the time, so this time is not compared with "
+                 "SFT's")
+    elif "train_seconds" in sft and sft["train_seconds"] > 0:
         t = lora["train_seconds"] / sft["train_seconds"]
         text += f"; SFT's epoch took {sft['train_seconds']:.0f} s"
         if 2 / 3 <= t <= 1.5:
@@ -289,6 +294,6 @@ def render(payloads: dict[str, dict | None], folder: Path | None = None, how: st
                         num["sft_trainable"], _seeds.count(num)),
               lora_text(s, num["lora"], num["merged"]["accuracy"],
                         max(_seeds.values(num, "merge_max_logit_diff", _seeds.count(num))), num["sft"],
-                        num.get("linear_biases")),
+                        num.get("linear_biases"), (payload.get("provenance") or {}).get("gpu_shared_with")),
               "## Answers", answers_list(num, s)]
     return "\n\n".join(parts) + "\n"

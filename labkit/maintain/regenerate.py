@@ -379,13 +379,21 @@ def _run_parallel(state, steps, call, commit, deadline, runner, log_dir) -> None
               flush=True)
         with ThreadPoolExecutor(len(chosen)) as pool:
             for future in [pool.submit(_run_step, state, s, call, commit, deadline, runner, log_dir, True,
-                                       env=env or None) for s in chosen]:
+                                       env={**env, **_shared_with(s, chosen)}) for s in chosen]:
                 future.result()
     with _STATE_LOCK:
         entry = state["calls"][-1]
         entry["side_by_side_s"] = round(entry.get("side_by_side_s", 0.0) + time.monotonic() - began, 1)
         entry["side_by_side_mps"] = bool(env)
         save_state(state)
+
+
+def _shared_with(step: Step, group: list[Step]) -> dict:
+    """The others of ``group`` in ``step``'s environment: its results' provenance names them (``gpu_shared_with``),
+    so its own timings are not read as if it had the GPU alone."""
+    from ..results import SHARED_GPU_ENV
+
+    return {SHARED_GPU_ENV: ",".join(s.notebook for s in group if s is not step)}
 
 
 def parallel_mps_mode() -> str:

@@ -118,6 +118,17 @@ def test_lab0_lora_verdict_follows_the_numbers():
     assert f"LoRA minus SFT on 25,000 test reviews: {diff:+.4f}" in text
 
 
+def test_lab0_compares_training_times_only_where_the_gpu_was_not_shared():
+    p = copy.deepcopy(stored("lab0", "accuracy"))
+    sft, lora = p["numbers"]["sft"], p["numbers"]["lora"]
+    alone = lab0.render({"accuracy": p})
+    assert f"SFT's epoch took {sft['train_seconds']:.0f} s" in alone and "shared with" not in alone
+    p["provenance"]["gpu_shared_with"] = ["lab1_quantize", "lab3_formats"]
+    shared = lab0.render({"accuracy": p})
+    assert "the GPU was shared with lab1_quantize, lab3_formats at the time, so this time is not compared" in shared
+    assert "SFT's epoch took" not in shared and f"({lora['train_seconds']:.0f} s of training" in shared
+
+
 def test_lab0_lora_training_follows_the_settings():
     s = dict(stored("lab0", "accuracy")["settings"])
     assert "20x SFT's learning rate" in lab0.lora_training(s) and "2 times" in lab0.lora_training(s)

@@ -163,7 +163,7 @@ def test_parallel_runs_untimed_steps_together_and_timed_ones_alone(runs, monkeyp
     active, peak, order = [0], [0], []
     lock = threading.Lock()
 
-    def run(step, timeout, log):
+    def run(step, timeout, log, env=None):
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
@@ -208,9 +208,10 @@ def test_parallel_notebooks_run_under_the_mps_daemons_environment(runs, monkeypa
     monkeypatch.setattr(mps, "daemon", daemon)
     state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats"], runner=run, parallel=True)
     assert seen["mode"] == "auto" and state["calls"][-1]["side_by_side_mps"] is True
-    for name in ("lab1_prune", "lab3_formats"):  # every SM for a notebook (LABKIT_MPS_SM_PERCENT may say less)
-        assert seen[name]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "100"
+    for name, other in (("lab1_prune", "lab3_formats"), ("lab3_formats", "lab1_prune")):
+        assert seen[name]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "100"  # LABKIT_MPS_SM_PERCENT may say less
         assert seen[name]["CUDA_MPS_PIPE_DIRECTORY"].endswith("pipe")
+        assert seen[name]["LABKIT_GPU_SHARED"] == other  # its results' provenance names the other
     monkeypatch.setenv(regenerate.PARALLEL_MPS_ENV, "sometimes")
     with pytest.raises(ValueError, match="LABKIT_REGEN_MPS='sometimes': allowed values are 'on', 'off', 'auto'"):
         regenerate.regenerate(3000, only=["lab0_graphs_lora", "lab1_quantize"], runner=run, parallel=True)
@@ -388,7 +389,8 @@ def test_a_step_alone_records_the_figures_it_wrote(runs, monkeypatch):
     state = regenerate.regenerate(3000, only=["lab1_quantize", "lab1_prune"], runner=run)
     assert state["steps"]["lab1_quantize"]["runs"][0]["files"] == ["lab1/ptq.json"]
     assert "files" not in state["steps"]["lab1_prune"]["runs"][0]
-    state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats"], runner=run, parallel=True)
+    state = regenerate.regenerate(3000, only=["lab1_prune", "lab3_formats"], runner=lambda s, t, log, env=None: run(s, t, log),
+                                  parallel=True)
     assert all("files" not in r for r in state["steps"]["lab3_formats"]["runs"])
 
 
