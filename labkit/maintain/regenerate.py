@@ -359,8 +359,8 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
 def _run_parallel(state, steps, call, commit, deadline, runner, log_dir) -> None:
     """Every untimed notebook that fits, at once on the one GPU, under a private CUDA MPS daemon where there is
     one (``PARALLEL_MPS_ENV``): a small model's training and evaluation leave the GPU mostly idle, and under MPS
-    the notebooks' kernels run side by side instead of taking turns (their own timings stretch; none of them is a
-    claim). Timed steps (Lab 4), searches (their workers run under a daemon of their own) and steps that do not
+    the notebooks' kernels run side by side instead of taking turns (their own timings stretch: their results name
+    the others, ``_shared_with``). Timed steps (Lab 4), searches (their workers run under a daemon of their own) and steps that do not
     fit are left to the sequential pass. The group's wall time is the call's ``side_by_side_s``: notebook time
     counts it once (``notebook_seconds``)."""
     from concurrent.futures import ThreadPoolExecutor

@@ -88,8 +88,6 @@ def regeneration_section(root: Path) -> str:
     return f"{text}.\n\n{table(rows)}"
 
 
-
-
 def _finished(state: dict) -> bool:
     steps = state.get("steps", {})
     return bool(steps) and all(s.get("status") == "done" for s in steps.values())
