@@ -519,7 +519,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=float, default=540, help="seconds this call may spend (default 540)")
     parser.add_argument("--only", nargs="+", help="run only these notebooks (stems), still in plan order")
     parser.add_argument("--parallel", action="store_true",
-                        help="first run the untimed steps that fit side by side on the one GPU")
+                        help="first run the untimed notebooks that fit side by side on the one GPU, under a CUDA MPS "
+                             "daemon where there is one (LABKIT_REGEN_MPS=auto|on|off)")
     parser.add_argument("--gpus", type=int, default=None,
                         help="lanes, one per GPU (default: every visible GPU; 1 runs the steps one by one)")
     parser.add_argument("--fresh", action="store_true",
