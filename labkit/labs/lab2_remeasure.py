@@ -19,6 +19,8 @@ JSON does not hold them), so a retrain is the search's trial with the seed repla
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 
@@ -128,8 +130,11 @@ def _one_seed(args) -> dict:
 
 
 def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str | None = None,
-              workers: int = 1, device: str | None = None) -> dict:
-    """Retrain every comparison of ``plan`` with ``k`` fresh seeds; the numbers of remeasured.json."""
+              workers: int = 1, device: str | None = None, mps="off") -> dict:
+    """Retrain every comparison of ``plan`` with ``k`` fresh seeds; the numbers of remeasured.json. ``mps``
+    (``labkit.search.mps`` modes, Lab 2's ``mps`` setting): worker processes under a private CUDA MPS daemon, so
+    their small kernels run side by side instead of taking turns on the GPU (the numbers are the same: each
+    process trains deterministically)."""
     jobs = plan(samplers, compression, storage)
     s1 = samplers["settings"]
     s2 = compression["settings"] if compression else s1
@@ -140,6 +145,7 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
           f"{estimate_seconds(jobs, k, workers) / 60:.1f} min on one H100 (from the stored trial times)", flush=True)
     start = time.perf_counter()
     tasks = [(jobs, (s1, s2), seed, quant, prune, device) for seed in seeds]
+    under_mps = False
     if workers > 1 and len(seeds) > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -150,12 +156,18 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
             for s in {id(s1): s1, id(s2): s2}.values():
                 recipes.prepare_data({**s, "seed": seed})
 
-        with ProcessPoolExecutor(min(workers, len(seeds)), mp_context=mp.get_context("spawn")) as pool:
-            done = list(pool.map(_one_seed, tasks))
+        from ..search import mps as _mps
+
+        with _mps.daemon(_paths.runs_dir() / "lab2-remeasure" / "mps", mps, share=100,
+                         clients="remeasure workers") as env, _environ(env):
+            under_mps = bool(env)
+            with ProcessPoolExecutor(min(workers, len(seeds)), mp_context=mp.get_context("spawn")) as pool:
+                done = list(pool.map(_one_seed, tasks))
     else:
         done = [_one_seed(t) for t in tasks]
     by_seed = {d["seed"]: d["results"] for d in done}
-    numbers = {"seeds": seeds, "search_seed": s1["seed"], "task2": {}, "seconds": time.perf_counter() - start}
+    numbers = {"seeds": seeds, "search_seed": s1["seed"], "task2": {}, "seconds": time.perf_counter() - start,
+               "workers_under_mps": under_mps}
     for job in jobs:
         entry = {"mode": job["mode"], **{side: {**{k_: v for k_, v in t.items() if k_ != "trial_seconds"},
                                                 "accuracy": [by_seed[s][(job["what"], side)]["value"] for s in seeds],
@@ -171,13 +183,28 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
     return numbers
 
 
+@contextlib.contextmanager
+def _environ(extra: dict):
+    """``extra`` in this process's environment inside (what spawned worker processes inherit), restored after."""
+    before = {name: os.environ.get(name) for name in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run(profile: str = "full", k: int = 3, storage: str | None = None, workers: int = 1,
-        device: str | None = None) -> tuple:
+        device: str | None = None, mps="off") -> tuple:
     """Read the stored ``samplers`` and ``compression_aware`` of ``profile``, retrain, save remeasured.json."""
     samplers, compression = load_results(LAB, "samplers", profile), load_results(LAB, "compression_aware", profile)
     if samplers is None:
         raise FileNotFoundError(f"no stored samplers.json for profile {profile!r}: run the lab2_search notebook first")
-    numbers = remeasure(samplers, compression, k, storage, workers, device)
+    numbers = remeasure(samplers, compression, k, storage, workers, device, mps)
     settings = {**(compression or samplers)["settings"], "fresh_seeds": numbers["seeds"], "workers": workers}
     if device:
         settings["device"] = device
@@ -185,15 +212,17 @@ def run(profile: str = "full", k: int = 3, storage: str | None = None, workers: 
 
 
 def in_notebook(s: dict, k: int = 3, storage: str | None = None) -> str:
-    """The notebook's remeasure: ``run`` with a worker per seed on a GPU (one on a CPU), and its table of each
-    side's accuracy per fresh seed; in a report-only run nothing is retrained and a sentence says so."""
+    """The notebook's remeasure: ``run`` with a worker per seed on a GPU (one on a CPU; under MPS as the settings'
+    ``mps`` says), and its table of each side's accuracy per fresh seed; in a report-only run nothing is retrained
+    and a sentence says so."""
     if s["report_only"]:
         return "Report only: nothing is retrained here; the answers read the stored `remeasured.json` where there is one."
     import torch
 
     from ..report import table
 
-    _, numbers = run(s["profile"], k=k, storage=storage, workers=k if torch.cuda.is_available() else 1)
+    _, numbers = run(s["profile"], k=k, storage=storage, workers=k if torch.cuda.is_available() else 1,
+                     mps=s.get("mps", "off"))
     pairs = [("Task 1", numbers.get("task1"))] + list(numbers["task2"].items())
     return table([{"comparison": what, "side": side, "trial": e[side]["trial"], "in the search": e[side]["value"],
                    **{f"seed {seed}": a for seed, a in zip(numbers["seeds"], e[side]["accuracy"])}}
@@ -208,10 +237,12 @@ def main(argv=None) -> int:
                                       f"(default: {COMMITTED_JOURNAL} for full, the lab's default storage otherwise)")
     ap.add_argument("--workers", type=int, default=1, help="processes side by side, one seed each")
     ap.add_argument("--device", help="override the stored settings' device (auto, cpu, cuda)")
+    ap.add_argument("--mps", default="off", choices=("on", "off", "auto"),
+                    help="the worker processes under a private CUDA MPS daemon (default off)")
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error("--seeds: at least 1 (3 or more for a verdict)")
-    path, _ = run(args.profile, args.seeds, args.storage, args.workers, args.device)
+    path, _ = run(args.profile, args.seeds, args.storage, args.workers, args.device, args.mps)
     print(path, flush=True)
     return 0
 
