@@ -5,6 +5,7 @@ point labkit somewhere else without code changes.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -23,6 +24,26 @@ def env_number(name: str, allowed: str) -> float | None:
     if not value > 0:
         raise ValueError(f"{name}={raw!r}: allowed values are {allowed}")
     return value
+
+
+@contextlib.contextmanager
+def environ(values: dict[str, str | None]):
+    """``values`` in this process's environment inside (None: unset), each restored after: what a kernel or worker
+    process started inside inherits."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        _put(values)
+        yield
+    finally:
+        _put(saved)
+
+
+def _put(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _env_path(name: str) -> Path | None:

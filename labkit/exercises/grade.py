@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import settings as _settings
 from .check import FAIL, HIDDEN_ENV, LOG_ENV, NOT_ATTEMPTED, PASS
 from .catalog import for_notebook, registry
 
@@ -62,24 +63,14 @@ def run(paths: list[Path], profile: str = "smoke", hidden: int | None = None, ou
         log(f"[labkit] checking {path} (profile {profile}{'' if hidden is None else ', hidden cases'})")
         with tempfile.NamedTemporaryFile("r", suffix=".jsonl", delete=False) as f:
             log_path = f.name
-        saved = {k: os.environ.get(k) for k in (LOG_ENV, HIDDEN_ENV)}
-        os.environ[LOG_ENV] = log_path  # the kernel papermill starts inherits it
-        if hidden is not None:
-            os.environ[HIDDEN_ENV] = str(hidden)
-        else:
-            os.environ.pop(HIDDEN_ENV, None)
         error, executed = None, None
-        try:
-            executed = str(runner.run_notebook(path, profile, output_dir=out_dir, progress=False))
-        except runner.NotebookError as err:
-            error = str(err)
-            executed = str(out_dir / path.name)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        # the kernel papermill starts inherits them
+        with _settings.environ({LOG_ENV: log_path, HIDDEN_ENV: None if hidden is None else str(hidden)}):
+            try:
+                executed = str(runner.run_notebook(path, profile, output_dir=out_dir, progress=False))
+            except runner.NotebookError as err:
+                error = str(err)
+                executed = str(out_dir / path.name)
         records = [json.loads(line) for line in Path(log_path).read_text().splitlines() if line.strip()]
         os.unlink(log_path)
         report = NotebookReport(path.stem, str(path), executed, error)

@@ -19,8 +19,6 @@ JSON does not hold them), so a retrain is the search's trial with the seed repla
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import time
 
@@ -159,7 +157,7 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
         from ..search import mps as _mps
 
         with _mps.daemon(_paths.runs_dir() / "lab2-remeasure" / "mps", mps, share=100,
-                         clients="remeasure workers") as env, _environ(env):
+                         clients="remeasure workers") as env, _paths.environ(env):
             under_mps = bool(env)
             with ProcessPoolExecutor(min(workers, len(seeds)), mp_context=mp.get_context("spawn")) as pool:
                 done = list(pool.map(_one_seed, tasks))
@@ -181,21 +179,6 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
             numbers["task2"][job["what"]] = entry
     print(f"Lab 2 remeasure: {numbers['seconds']:.0f} s", flush=True)
     return numbers
-
-
-@contextlib.contextmanager
-def _environ(extra: dict):
-    """``extra`` in this process's environment inside (what spawned worker processes inherit), restored after."""
-    before = {name: os.environ.get(name) for name in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def run(profile: str = "full", k: int = 3, storage: str | None = None, workers: int = 1,
