@@ -6,10 +6,11 @@
   notebooks/executed/full/regen_state.json (committed: the next session resumes from it);
 - for each step this call finished, the files it wrote that differ from the checkout are copied in: those its
   run lists (``files``, recorded where the step ran alone in the call), else the figures/<lab>/ files modified
-  after the call started (the machine's tree copy puts the checkout's own, maybe older, files beside them;
-  without a list a lab folder is skipped, with a warning, where another step of the same folder ran unfinished
-  in that call: its partial files would mix in); its executed notebook is published
-  (tools/publish_notebooks.py).
+  after the call started (the machine's tree copy puts the checkout's own, maybe older, files beside them).
+  Where another step of the same folder ran unfinished in that call (steps side by side list no files), only
+  the files the finished notebook's record names (results, figures, answers) land, so the other's partial
+  files do not mix in; a step without a record is then skipped, with a warning. Its executed notebook is
+  published (tools/publish_notebooks.py).
 A call older than the landed state of the same regeneration is refused (it would put older results back).
 Nothing is committed; `git status` shows what landed.
 """
@@ -37,6 +38,19 @@ STATE_COPY = ROOT / "notebooks" / "executed" / "full" / "regen_state.json"
 def lab_folder(step: str) -> str:
     """figures/<folder> a step writes: lab4_perf -> lab4; the MXINT8 benchmarks -> lab4."""
     return "lab4" if step.startswith("mxint8") else step.split("_", 1)[0]
+
+
+def record_files(step: str, folder: str) -> set[str] | None:
+    """figures/<folder> files the notebook ``step``'s record names: its results' JSON, its figures' images and its
+    answers; None for a step without a record (a benchmark)."""
+    from labkit import records
+
+    try:
+        rec = records.get(step)
+    except KeyError:
+        return None
+    return ({f"{folder}/{r}.json" for r in rec.results} | {f"{folder}/{f}.{ext}" for f in rec.figures
+                                                          for ext in ("png", "svg")} | {f"{folder}/{rec.answers}"})
 
 
 def _epoch(stamp: str) -> float:
@@ -83,12 +97,15 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
             folder = lab_folder(name)
             if "files" in run:  # the step ran alone: exactly what it wrote (regenerate.written_since)
                 wrote = run["files"]
-            elif folder in unfinished:
-                notes.append(f"{name}: done, but another figures/{folder} step ran unfinished in {call}: "
-                             "copy its files by hand")
-                continue
             else:
                 wrote = [f"{folder}/{f}" for f in regenerate.written_since(figures / folder, started)]
+            if "files" not in run and folder in unfinished:
+                named = record_files(name, folder)
+                if named is None:
+                    notes.append(f"{name}: done, but another figures/{folder} step ran unfinished in {call}: "
+                                 "copy its files by hand")
+                    continue
+                wrote = [w for w in wrote if w in named]
             copied = []
             for w in sorted(wrote):
                 f, dest = figures / w, root / "figures" / w

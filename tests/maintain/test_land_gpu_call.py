@@ -70,8 +70,9 @@ def test_an_older_call_of_the_same_regeneration_is_refused(tmp_path):
 
 
 def test_a_step_that_lists_its_files_lands_beside_an_unfinished_step_of_its_folder(tmp_path):
-    """lab1_quantize finished alone (its run lists what it wrote); lab1_prune timed out in the same call:
-    quantize's files land, prune's partial file does not. Without the list the folder is skipped."""
+    """lab1_quantize finished (alone: its run lists what it wrote; side by side: its record names its files);
+    lab1_prune timed out in the same call: quantize's files land, prune's partial file does not. A step with
+    neither (a benchmark's) is skipped with a warning."""
     t0 = calendar.timegm(time.strptime(STARTED, "%Y-%m-%dT%H:%M:%SZ"))
     for listed in (True, False):
         quantize = {"call": "call1", "status": "done", "seconds": 1.0,
@@ -84,8 +85,16 @@ def test_a_step_that_lists_its_files_lands_beside_an_unfinished_step_of_its_fold
         folder.mkdir()
         _tar(folder / "state.tgz", {"runs/regen/state.json": (json.dumps(state).encode(), t0)})
         _tar(folder / "results.tgz", {"figures/lab1/ptq.json": (b"new ptq", t0 + 60),
+                                      "figures/lab1/quantization.json": (b"new quantization", t0 + 60),
+                                      "figures/lab1/quantize_answers.md": (b"new answers", t0 + 60),
                                       "figures/lab1/pruning.json": (b"half a pruning run", t0 + 90)})
         notes = _tool().land(folder, root=root)
-        assert (root / "figures" / "lab1" / "ptq.json").is_file() is listed
+        assert (root / "figures" / "lab1" / "ptq.json").is_file() is listed  # listed, or named by no record
+        assert (root / "figures" / "lab1" / "quantization.json").is_file() is not listed
+        assert (root / "figures" / "lab1" / "quantize_answers.md").is_file() is not listed
         assert not (root / "figures" / "lab1" / "pruning.json").exists()
-        assert any("copy its files by hand" in n for n in notes) is not listed
+        assert not any("copy its files by hand" in n for n in notes)
+    tool = _tool()
+    assert tool.record_files("mxint8_bandwidth", "lab4") is None
+    assert tool.record_files("lab1_prune", "lab1") == {"lab1/pruning.json", "lab1/pruning.png", "lab1/pruning.svg",
+                                                       "lab1/prune_answers.md"}
