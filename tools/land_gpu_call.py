@@ -7,10 +7,10 @@
 - for each step this call finished, the files it wrote that differ from the checkout are copied in: those its
   run lists (``files``, recorded where the step ran alone in the call), else the figures/<lab>/ files modified
   after the call started (the machine's tree copy puts the checkout's own, maybe older, files beside them).
-  Where another step of the same folder ran unfinished in that call (steps side by side list no files), only
-  the files the finished notebook's record names (results, figures, answers) land, so the other's partial
-  files do not mix in; a step without a record is then skipped, with a warning. Its executed notebook is
-  published (tools/publish_notebooks.py).
+  Where another step of the same folder ran in that call (steps side by side list no files), a notebook lands
+  the files its record names (results, figures, answers), so an unfinished one's partial files do not mix in;
+  a step without a record is then skipped, with a warning, if a step of its folder is unfinished. Its executed
+  notebook is published (tools/publish_notebooks.py).
 A call older than the landed state of the same regeneration is refused (it would put older results back).
 Nothing is committed; `git status` shows what landed.
 """
@@ -89,6 +89,7 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
         runs = {name: next(r for r in e["runs"][::-1] if r["call"] == call)
                 for name, e in state["steps"].items() if any(r["call"] == call for r in e["runs"])}
         unfinished = {lab_folder(n) for n, r in runs.items() if r["status"] != "done"}
+        shared = {f for f in map(lab_folder, runs) if sum(lab_folder(n) == f for n in runs) > 1}
         figures = tmp / "results" / "figures"
         for name, run in sorted(runs.items()):
             if run["status"] != "done":
@@ -99,13 +100,13 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
                 wrote = run["files"]
             else:
                 wrote = [f"{folder}/{f}" for f in regenerate.written_since(figures / folder, started)]
-            if "files" not in run and folder in unfinished:
+            if "files" not in run and folder in shared:  # which of the folder's new files are this step's
                 named = record_files(name, folder)
-                if named is None:
+                if named is None and folder in unfinished:
                     notes.append(f"{name}: done, but another figures/{folder} step ran unfinished in {call}: "
                                  "copy its files by hand")
                     continue
-                wrote = [w for w in wrote if w in named]
+                wrote = wrote if named is None else [w for w in wrote if w in named]
             copied = []
             for w in sorted(wrote):
                 f, dest = figures / w, root / "figures" / w
