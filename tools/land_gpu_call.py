@@ -23,6 +23,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +90,7 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
         runs = {name: next(r for r in e["runs"][::-1] if r["call"] == call)
                 for name, e in state["steps"].items() if any(r["call"] == call for r in e["runs"])}
         unfinished = {lab_folder(n) for n, r in runs.items() if r["status"] != "done"}
-        shared = {f for f in map(lab_folder, runs) if sum(lab_folder(n) == f for n in runs) > 1}
+        shared = {f for f, n in Counter(map(lab_folder, runs)).items() if n > 1}
         figures = tmp / "results" / "figures"
         for name, run in sorted(runs.items()):
             if run["status"] != "done":

@@ -220,7 +220,9 @@ def main(argv=None) -> int:
                                       f"(default: {COMMITTED_JOURNAL} for full, the lab's default storage otherwise)")
     ap.add_argument("--workers", type=int, default=1, help="processes side by side, one seed each")
     ap.add_argument("--device", help="override the stored settings' device (auto, cpu, cuda)")
-    ap.add_argument("--mps", default="off", choices=("on", "off", "auto"),
+    from ..search.mps import NAMED_MODES
+
+    ap.add_argument("--mps", default="off", choices=NAMED_MODES,
                     help="the worker processes under a private CUDA MPS daemon (default off)")
     args = ap.parse_args(argv)
     if args.seeds < 1:

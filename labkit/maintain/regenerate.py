@@ -184,20 +184,22 @@ def _publish_journal(step: Step) -> None:
         dest.write_bytes(lzma.compress(src.read_bytes()))
 
 
+def _log_says(log: Path, text: str) -> bool:
+    """Whether the end of a step's log holds ``text`` (how a notebook's process tells why it stopped)."""
+    try:
+        return text in log.read_text(errors="replace")[-20000:]
+    except OSError:
+        return False
+
+
 def _stopped_between_seeds(log: Path) -> bool:
     from ..labs.per_seed import STOPPED
 
-    try:
-        return f"{STOPPED} " in log.read_text(errors="replace")[-20000:]
-    except OSError:
-        return False
+    return _log_says(log, f"{STOPPED} ")
 
 
 def _measured_on_other_sft(log: Path) -> bool:
-    try:
-        return "measured on another SFT model" in log.read_text(errors="replace")[-20000:]
-    except OSError:
-        return False
+    return _log_says(log, "measured on another SFT model")
 
 
 def _set_aside(step: Step, call: str) -> Path:
@@ -398,9 +400,11 @@ def _shared_with(step: Step, group: list[Step]) -> dict:
 
 def parallel_mps_mode() -> str:
     """``LABKIT_REGEN_MPS`` (default ``auto``); another value is an error naming the allowed ones."""
+    from ..search.mps import NAMED_MODES
+
     mode = os.environ.get(PARALLEL_MPS_ENV, "auto")
-    if mode not in ("on", "off", "auto"):
-        raise ValueError(f"{PARALLEL_MPS_ENV}={mode!r}: allowed values are 'on', 'off', 'auto'")
+    if mode not in NAMED_MODES:
+        raise ValueError(f"{PARALLEL_MPS_ENV}={mode!r}: allowed values are {', '.join(map(repr, NAMED_MODES))}")
     return mode
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 CONTROL = "nvidia-cuda-mps-control"
 
 
-MODES = (True, False, "on", "off", "auto")  # profiles hold the strings (one type per setting)
+NAMED_MODES = ("on", "off", "auto")  # what profiles, environment variables and command lines hold
+MODES = (True, False, *NAMED_MODES)
 SM_PERCENT = 25  # each client's share of the multiprocessors, in percent (see the module docstring)
 SM_PERCENT_ENV = "LABKIT_MPS_SM_PERCENT"
 

@@ -117,10 +117,16 @@ class TensorBatches:
             yield batch
 
 
-def first_batch(loader, seed: int) -> dict:
-    """The first batch of ``loader``'s epoch drawn with ``seed``: a shuffling loader's generator is advanced by every
-    epoch it serves, so a plain ``next(iter(loader))`` would depend on how often this process used it before (a
-    calibration batch then differed between a process that had trained the SFT model and one that loaded it)."""
+def reseed(loader, seed: int) -> None:
+    """Its next epoch's order from ``seed`` alone: a shuffling loader (TensorBatches, a DataLoader) carries its own
+    generator, advanced by every epoch it serves, so the order would otherwise depend on how often this process
+    used it before; a loader without one is left as it is."""
     if getattr(loader, "generator", None) is not None:
         loader.generator.manual_seed(seed)
+
+
+def first_batch(loader, seed: int) -> dict:
+    """The first batch of ``loader``'s epoch drawn with ``seed`` (``reseed``): a plain ``next(iter(loader))``
+    calibrated differently in a process that had trained the SFT model than in one that loaded it."""
+    reseed(loader, seed)
     return next(iter(loader))

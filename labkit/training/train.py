@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from . import cuda_graphs, determinism, step_kernels, varlen_attention
+from . import batches, cuda_graphs, determinism, step_kernels, varlen_attention
 from . import progress as _progress
 
 
@@ -155,11 +155,8 @@ def lr_factor_tensor(counter: torch.Tensor, total: int, warm: int = 0) -> torch.
 def _train(model, loader, epochs, lr, weight_decay, dev, mixed_precision, seed, desc, progress, log_every,
            graphs, warmup=0.0) -> dict:
     seed_everything(seed)
-    # A shuffling loader carries its own generator, advanced by every epoch it serves; reseed it so a
-    # call's data order depends on `seed` alone, not on how often the loader was used before (Lab 2
-    # trains many trials on one loader: the same architecture must see the same batches every time).
-    if getattr(loader, "generator", None) is not None:
-        loader.generator.manual_seed(seed)
+    # Lab 2 trains many trials on one loader: the same architecture must see the same batches every time
+    batches.reseed(loader, seed)
     model.to(dev).train()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
