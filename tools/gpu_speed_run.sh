@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [stepattn] [attnacc] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [compiledtests] [stepcompiled] [stepattn] [attnacc] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
+# compiledtests (stops the call when they fail): LABKIT_STEP_COMPILE=1's tests with the CUDA-graph tests; stepcompiled:
+# the graphed step's time compiled by Inductor against the step kernels, determinism strict and off.
 # varlentests (stops the call when they fail): LABKIT_ATTENTION=varlen's CUDA tests and the CUDA-graph tests; stepattn:
 # the graphed step's time with it against the masked SDPA ($OUT/lab2_step_attention.json); attnacc: Lab 2's accuracy per
 # architecture with it and without, 3 training seeds, 16 workers + MPS, read paired per seed (--compare-accuracy).
@@ -19,6 +21,13 @@ for step in $steps; do
     varlentests) timeout 200 python3 -m pytest -q -p no:cacheprovider tests/training/test_varlen_attention.py \
              tests/training/test_cuda_graphs.py --durations=5 >"$OUT/pytest_varlen.log" 2>&1; rc=$?
              echo "varlentests rc=$rc"; tail -12 "$OUT/pytest_varlen.log"; [[ $rc == 0 ]] || exit $rc ;;
+    compiledtests) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/training/test_compiled_step.py \
+             tests/training/test_cuda_graphs.py --durations=5 >"$OUT/pytest_compiled.log" 2>&1; rc=$?
+             echo "compiledtests rc=$rc"; tail -12 "$OUT/pytest_compiled.log"; [[ $rc == 0 ]] || exit $rc ;;
+    stepcompiled) for d in strict off; do
+               timeout 240 python3 benchmarks/training/lab2_step_kernels.py --compare compiled --determinism $d \
+                 --out "$OUT/lab2_step_compiled_$d.json" 2>&1 | grep -v -i "warn" | tail -8
+             done ;;
     stepattn) timeout 200 python3 benchmarks/training/lab2_step_kernels.py --compare attention \
              --out "$OUT/lab2_step_attention.json" 2>&1 | grep -v -i "warn" | tail -8 ;;
     attnacc) # accuracy per architecture, sdpa against varlen, 3 training seeds each, paired per seed

@@ -1,6 +1,8 @@
-"""A Lab 2 training step with labkit.training.step_kernels on and off (``--compare kernels``), or with its attention
+"""A Lab 2 training step with labkit.training.step_kernels on and off (``--compare kernels``), with its attention
 as flash segments against transformers' masked SDPA (``--compare attention``: labkit.training.varlen_attention, on
-batches padded as IMDb's are): GPU time per graphed step and the losses of both.
+batches padded as IMDb's are), or compiled by Inductor against the step kernels (``--compare compiled``:
+labkit.training.compiled_step): GPU time per graphed step, the losses of both, and each variant's first three calls
+(two eager, the capture: where a compile happens).
 
 For each architecture, two models from the same initialisation train on the same batches (32 x 256 tokens of
 real IMDb-length shape, random ids) through ``train._graphed_step`` (the Lab 2 search's step: forward, backward,
@@ -9,7 +11,7 @@ backward in Triton) and one with torch's modules (dropout off for the loss curve
 the two variants interleaved over ``--rounds``. Printed: ms per step, the ratio, and the largest relative
 difference between the two loss curves.
 
-    python benchmarks/training/lab2_step_kernels.py [--compare kernels|attention] [--padding none|imdb]
+    python benchmarks/training/lab2_step_kernels.py [--compare kernels|attention|compiled] [--padding none|imdb]
         [--archs 2x128x512,4x256x1024,8x512x2048] [--out FILE]
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import time
 
 import torch
 
@@ -32,7 +35,9 @@ def _model(layers: int, hidden: int, inter: int, dropout: bool, seed: int = 0):
 
 
 # what --compare switches: the environment variable read when a step is captured, its (new, reference) values
-COMPARE = {"kernels": ("LABKIT_STEP_KERNELS", ("1", "0")), "attention": ("LABKIT_ATTENTION", ("varlen", "sdpa"))}
+COMPARE = {"kernels": ("LABKIT_STEP_KERNELS", ("1", "0")), "attention": ("LABKIT_ATTENTION", ("varlen", "sdpa")),
+           "compiled": ("LABKIT_STEP_COMPILE", ("1", "0"))}
+NAMES = {"kernels": ("step kernels", "torch"), "attention": ("varlen", "sdpa"), "compiled": ("compiled", "step kernels")}
 
 
 class _Step:
@@ -43,6 +48,7 @@ class _Step:
 
         env, values = COMPARE[compare]
         self.env, self.value = env, values[0] if on else values[1]
+        os.environ[self.env] = self.value  # the compiled step's choice is read here, the others' at capture
         params = [p for p in model.parameters() if p.requires_grad]
         self.step = train._graphed_step(model, params, 5e-4, 0.0, total, torch.device("cuda"), True, "bench", None)
 
@@ -89,9 +95,11 @@ def main(argv=None) -> int:
                         "attention_mask": mask.cuda(), "token_type_ids": torch.zeros(32, 256, dtype=torch.long).cuda(),
                         "labels": torch.randint(0, 2, (32,), generator=g).cuda()})
     what = {"kernels": "labkit.training.step_kernels on vs off (torch's modules)",
-            "attention": "attention as flash segments (LABKIT_ATTENTION=varlen) vs transformers' masked SDPA"}
+            "attention": "attention as flash segments (LABKIT_ATTENTION=varlen) vs transformers' masked SDPA",
+            "compiled": "forward and backward compiled by Inductor (LABKIT_STEP_COMPILE=1) vs the step kernels"}
     out = {"what": f"Lab 2 graphed training step: {what[args.compare]}", "compare": args.compare,
-           "padding": padding, "determinism": args.determinism, "batch": [32, 256], "steps": args.steps,
+           "padding": padding, "variants": dict(zip(("fast", "torch"), NAMES[args.compare])),
+           "determinism": args.determinism, "batch": [32, 256], "steps": args.steps,
            "rounds": args.rounds, "rows": [], "provenance": provenance()}
     # the kernels training runs: labkit.training.train steps inside determinism.deterministic (strict by default),
     # where attention's backward takes its deterministic path and cuDNN's attention is left out
@@ -99,7 +107,7 @@ def main(argv=None) -> int:
         for spec in args.archs.split(","):
             _arch(spec, args, batches, out)
             torch.cuda.empty_cache()  # the row's models and graphs are gone
-    write_json(args.out, out)
+            write_json(args.out, out)  # each row as it ends: a run cut short keeps what it measured
     return 0
 
 
@@ -117,9 +125,14 @@ def _arch(spec: str, args, batches: list[dict], out: dict) -> None:
     # timing: the Lab 2 model (dropout on), warmed up and captured, the two variants interleaved
     steppers = {on: _Step(_model(layers, hidden, inter, dropout=True), on, 10 + args.steps * args.rounds,
                           args.compare) for on in (True, False)}
+    first = {True: 0.0, False: 0.0}  # each variant's first three calls: two eager, the capture
     for i in range(10):
         for on in (True, False):
+            start = time.perf_counter()
             steppers[on](batches[i % 4])
+            if i < 3:
+                torch.cuda.synchronize()
+                first[on] += time.perf_counter() - start
     times = {True: [], False: []}
     for _ in range(args.rounds):
         for on in (True, False):
@@ -130,12 +143,14 @@ def _arch(spec: str, args, batches: list[dict], out: dict) -> None:
     fast, ref = statistics.median(times[True]), statistics.median(times[False])
     row = {"arch": spec, "ms_per_step_fast": fast, "ms_per_step_torch": ref, "torch_over_fast": ref / fast,
            "times_fast": times[True], "times_torch": times[False], "max_rel_loss_diff": rel,
+           "first_three_calls_s_fast": first[True], "first_three_calls_s_torch": first[False],
            "loss_first_last_fast": [curves[True][0], curves[True][-1]],
            "loss_first_last_torch": [curves[False][0], curves[False][-1]]}
     out["rows"].append(row)
-    names = {"kernels": ("step kernels", "torch"), "attention": ("varlen", "sdpa")}[args.compare]
+    names = NAMES[args.compare]
     print(f"{spec}: {names[0]} {fast:.3f} ms, {names[1]} {ref:.3f} ms ({ref / fast:.3f}x); losses differ by at most "
-          f"{rel:.2e} (relative) over {len(curves[True])} steps", flush=True)
+          f"{rel:.2e} (relative) over {len(curves[True])} steps; first three calls {first[True]:.1f} s against "
+          f"{first[False]:.1f} s", flush=True)
 
 
 if __name__ == "__main__":

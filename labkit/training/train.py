@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from . import batches, cuda_graphs, determinism, step_kernels, varlen_attention
+from . import batches, compiled_step, cuda_graphs, determinism, step_kernels, varlen_attention
 from . import progress as _progress
 
 
@@ -123,7 +123,18 @@ def step_key(device: str = "auto") -> str | None:
         return None
     graphed = cuda_graphs.wanted(dev, None)
     varlen = graphed and varlen_attention.choice() == "varlen"
+    if graphed and compiled_step.enabled():
+        _one_step_variant(varlen)
+        return compiled_step.CACHE_KEY
     return step_kernels.cache_key(graphed) + (f"+{varlen_attention.CACHE_KEY}" if varlen else "")
+
+
+def _one_step_variant(varlen: bool) -> None:
+    """The compiled step and varlen attention are not combined (varlen's segments are computed per step outside
+    what Inductor traces): asking for both is an error naming the two settings."""
+    if varlen:
+        raise ValueError(f"{compiled_step.ENV}=1 with {varlen_attention.ENV}=varlen: allowed are one or the other "
+                         f"({varlen_attention.ENV}=sdpa with the compiled step)")
 
 
 def warmup_steps(warmup: float, total: int) -> int:
@@ -213,6 +224,11 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
     """
     if not cuda_graphs.allowed(model, dev, graphs, desc):
         return None
+    compiled = compiled_step.enabled()
+    if compiled:
+        _one_step_variant(varlen_attention.choice() == "varlen")
+    dtype = torch.bfloat16 if mixed_precision else None  # autocast's on CUDA (the graphed step runs only there)
+    strict = torch.are_deterministic_algorithms_enabled()  # labkit's determinism, strict or warn
     lr_t = torch.tensor(float(lr), device=dev)
     opt = torch.optim.AdamW(params, lr=lr_t, weight_decay=weight_decay, fused=True, capturable=True)
     counter = torch.zeros((), device=dev)
@@ -221,8 +237,12 @@ def _graphed_step(model, params, lr, weight_decay, total, dev, mixed_precision, 
         # bias gradients as GEMVs and LayerNorm's backward in Triton (labkit.training.step_kernels;
         # LABKIT_STEP_KERNELS=0: torch's modules): a graphed step is bound by such small kernels;
         # LABKIT_ATTENTION=varlen: attention as unmasked flash segments (labkit.training.varlen_attention)
-        with autocast(dev, mixed_precision), step_kernels.fast_layers(model), varlen_attention.use(model):
-            loss = model(**batch).loss
+        # LABKIT_STEP_COMPILE=1: forward and backward compiled by Inductor instead (labkit.training.compiled_step)
+        if compiled:
+            loss = compiled_step.loss(model, batch, dtype, strict)
+        else:
+            with autocast(dev, mixed_precision), step_kernels.fast_layers(model), varlen_attention.use(model):
+                loss = model(**batch).loss
         loss.backward()
         # LambdaLR's schedule on the device: step i uses lr * lr_factor(i, total, warm)
         torch.mul(lr_factor_tensor(counter, total, warm), lr, out=lr_t)

@@ -1,0 +1,65 @@
+"""The training step's forward and backward compiled by TorchInductor (``LABKIT_STEP_COMPILE=1``), for the graphed step.
+
+Why: a graphed Lab 2 step is bound by the small kernels around its GEMMs (a 2 x 128 model on an H100: 1.6 ms of
+kernels a step, its GEMMs ~0.15 ms; benchmarks/training/lab2_trial_kernels.json). Inductor fuses those elementwise
+ops and reductions (casts, dropout, residual adds, LayerNorm, GELU, the mask) into fewer kernels. The compiled
+loss function is a function of the model (``loss(model, batch)``), so a process compiles once per architecture
+and every later model of that architecture (the search's next trial) reuses the code; Inductor's on-disk cache
+makes a later process's compile of a known architecture cheap.
+
+Kept reproducible: Inductor's ``deterministic`` mode (no on-device benchmarking that would pick kernels, and so
+rounding, by timing) whenever labkit's determinism is not ``off``, and a recompile limit that raises instead of
+silently running eagerly. The compiled step draws its dropout masks from Inductor's RNG, so its bits differ from
+the eager graphed step's: ``CACHE_KEY`` names it in the cache keys of trained results.
+
+``LABKIT_STEP_COMPILE`` = ``0`` (default: the graphed step of ``labkit.training.step_kernels``) | ``1``.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+ENV = "LABKIT_STEP_COMPILE"
+CACHE_KEY = "inductor-1"  # in place of step_kernels.VERSION in CUDA trials' cache keys (train.step_key)
+RECOMPILES = 64  # architectures one process may compile; the next one raises (never a silent eager fallback)
+_COMPILED = {}  # (autocast dtype or None, deterministic) -> the compiled loss function
+
+
+def enabled(env: dict | None = None) -> bool:
+    """``LABKIT_STEP_COMPILE`` (default off): 1/0; another value is an error naming the allowed ones."""
+    value = (os.environ if env is None else env).get(ENV, "0").strip() or "0"
+    if value not in ("0", "1"):
+        raise ValueError(f"{ENV}={value!r}: allowed values are 0 (the graphed step's kernels), 1 (compiled by Inductor)")
+    return value == "1"
+
+
+def _loss(model: torch.nn.Module, batch: dict, device_type: str, dtype):
+    if dtype is None:
+        return model(**batch).loss
+    with torch.autocast(device_type, dtype=dtype):
+        return model(**batch).loss
+
+
+def loss_function(deterministic: bool):
+    """``fn(model, batch, device_type, dtype) -> loss``: ``_loss`` compiled whole (``fullgraph``: a graph break is an
+    error, not a silent split) for static shapes; one per process and ``deterministic`` setting."""
+    key = bool(deterministic)
+    if key not in _COMPILED:
+        import torch._dynamo
+        import torch._inductor.config as inductor_config
+
+        if deterministic and not hasattr(inductor_config, "deterministic"):
+            raise RuntimeError(f"{ENV}=1 under labkit's determinism needs torch._inductor.config.deterministic "
+                               f"(torch {torch.__version__} lacks it); set {ENV}=0 or LABKIT_DETERMINISM=off")
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILES)
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
+        options = {"deterministic": True} if deterministic else {}
+        _COMPILED[key] = torch.compile(_loss, fullgraph=True, dynamic=False, options=options)
+    return _COMPILED[key]
+
+
+def loss(model: torch.nn.Module, batch: dict, dtype, deterministic: bool) -> torch.Tensor:
+    """The model's training loss on ``batch``, compiled; ``dtype``: autocast's (bf16) or None (fp32)."""
+    device_type = next(iter(batch.values())).device.type
+    return loss_function(deterministic)(model, batch, device_type, dtype)
