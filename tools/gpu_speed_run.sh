@@ -24,8 +24,9 @@ for step in $steps; do
     compiledtests) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/training/test_compiled_step.py \
              tests/training/test_cuda_graphs.py --durations=5 >"$OUT/pytest_compiled.log" 2>&1; rc=$?
              echo "compiledtests rc=$rc"; tail -12 "$OUT/pytest_compiled.log"; [[ $rc == 0 ]] || exit $rc ;;
-    stepcompiled) for d in strict off; do
+    stepcompiled) for d in ${STEPCOMPILED_DETERMINISM:-strict off}; do
                timeout 240 python3 benchmarks/training/lab2_step_kernels.py --compare compiled --determinism $d \
+                 ${STEPCOMPILED_ARGS:-} \
                  --out "$OUT/lab2_step_compiled_$d.json" 2>&1 | grep -v -i "warn" | tail -8
              done ;;
     stepattn) timeout 200 python3 benchmarks/training/lab2_step_kernels.py --compare attention \

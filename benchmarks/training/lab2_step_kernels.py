@@ -12,7 +12,7 @@ the two variants interleaved over ``--rounds``. Printed: ms per step, the ratio,
 difference between the two loss curves.
 
     python benchmarks/training/lab2_step_kernels.py [--compare kernels|attention|compiled] [--padding none|imdb]
-        [--archs 2x128x512,4x256x1024,8x512x2048] [--out FILE]
+        [--archs 2x128x512,4x256x1024,8x512x2048] [--kernels] [--out FILE]
 """
 from __future__ import annotations
 
@@ -68,6 +68,23 @@ def _mask(padding: str, g: torch.Generator) -> torch.Tensor:
     return (torch.arange(256)[None, :] < lengths[:, None]).long()
 
 
+def _top_kernels(stepper, batches: list[dict], steps: int, top: int = 12) -> list[dict]:
+    """torch.profiler over ``steps`` replays: the kernels with the most GPU time, in ms per step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(steps):
+            stepper(batches[i % 4])
+        torch.cuda.synchronize()
+    kernels = sorted((e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA),
+                     key=lambda e: e.self_device_time_total, reverse=True)
+    total = sum(e.self_device_time_total for e in kernels) / 1e3 / steps
+    return [{"kernel": "(all kernels)", "ms_per_step": total}] + [
+        {"kernel": e.key[:120], "calls_per_step": e.count / steps, "ms_per_step": e.self_device_time_total / 1e3 / steps}
+        for e in kernels[:top]]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--archs", default="2x128x512,4x256x1024,8x512x2048", help="layers x hidden x intermediate")
@@ -77,6 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--determinism", choices=("strict", "off"), default="strict",
                     help="strict: as labkit trains (rows before this option ran off)")
     ap.add_argument("--padding", choices=("none", "imdb"), default=None, help="default: imdb for attention, else none")
+    ap.add_argument("--kernels", action="store_true", help="also each variant's top kernels over 10 replays (profiler)")
     ap.add_argument("--out", default=None, help="default: benchmarks/training/lab2_step_<compare>.json")
     args = ap.parse_args(argv)
     padding = args.padding or ("imdb" if args.compare == "attention" else "none")
@@ -138,6 +156,7 @@ def _arch(spec: str, args, batches: list[dict], out: dict) -> None:
         for on in (True, False):
             block = time_call(lambda: [steppers[on](batches[i % 4]) for i in range(args.steps)], "cuda")
             times[on].append(1e3 * block / args.steps)
+    kernels = {on: _top_kernels(steppers[on], batches, 10) for on in (True, False)} if args.kernels else None
     curves = {on: [float(v) for v in losses[on]] for on in losses}
     rel = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(curves[True], curves[False]))
     fast, ref = statistics.median(times[True]), statistics.median(times[False])
@@ -145,7 +164,8 @@ def _arch(spec: str, args, batches: list[dict], out: dict) -> None:
            "times_fast": times[True], "times_torch": times[False], "max_rel_loss_diff": rel,
            "first_three_calls_s_fast": first[True], "first_three_calls_s_torch": first[False],
            "loss_first_last_fast": [curves[True][0], curves[True][-1]],
-           "loss_first_last_torch": [curves[False][0], curves[False][-1]]}
+           "loss_first_last_torch": [curves[False][0], curves[False][-1]],
+           **({"top_kernels_fast": kernels[True], "top_kernels_torch": kernels[False]} if kernels else {})}
     out["rows"].append(row)
     names = NAMES[args.compare]
     print(f"{spec}: {names[0]} {fast:.3f} ms, {names[1]} {ref:.3f} ms ({ref / fast:.3f}x); losses differ by at most "
