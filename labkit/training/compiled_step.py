@@ -16,12 +16,13 @@ the eager graphed step's: ``CACHE_KEY`` names it in the cache keys of trained re
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
 
 ENV = "LABKIT_STEP_COMPILE"
-CACHE_KEY = "inductor-1"  # in place of step_kernels.VERSION in CUDA trials' cache keys (train.step_key)
+CACHE_KEY = "inductor-2"  # in place of step_kernels.VERSION in CUDA trials' cache keys (train.step_key)
 RECOMPILES = 64  # architectures one process may compile; the next one raises (never a silent eager fallback)
 _COMPILED = {}  # (autocast dtype or None, deterministic) -> the compiled loss function
 
@@ -62,4 +63,67 @@ def loss_function(deterministic: bool):
 def loss(model: torch.nn.Module, batch: dict, dtype, deterministic: bool) -> torch.Tensor:
     """The model's training loss on ``batch``, compiled; ``dtype``: autocast's (bf16) or None (fp32)."""
     device_type = next(iter(batch.values())).device.type
-    return loss_function(deterministic)(model, batch, device_type, dtype)
+    with opaque_embeddings(model):
+        return loss_function(deterministic)(model, batch, device_type, dtype)
+
+
+# Embeddings as an op Inductor does not decompose. Inductor writes an embedding's backward as an accumulating
+# index_put, and under deterministic algorithms that falls back to a kernel which sums each row's duplicates one
+# after another: 3.8 ms a step of a 2 x 128 model's 4.8 (token types: 8,192 lookups of one row), against 0.1 ms for
+# torch's own embedding backward (sort-based, deterministic); benchmarks/training/lab2_step_compiled_strict.json.
+@torch.library.custom_op("labkit::embedding", mutates_args=())
+def embedding(weight: torch.Tensor, ids: torch.Tensor, padding_idx: int) -> torch.Tensor:
+    """``F.embedding(ids, weight, padding_idx)``; its backward is torch's ``embedding_dense_backward``."""
+    return torch.nn.functional.embedding(ids, weight, None if padding_idx < 0 else padding_idx)
+
+
+@embedding.register_fake
+def _(weight, ids, padding_idx):
+    return weight.new_empty((*ids.shape, weight.shape[1]))
+
+
+@torch.library.custom_op("labkit::embedding_backward", mutates_args=())
+def embedding_backward(grad: torch.Tensor, ids: torch.Tensor, rows: int, padding_idx: int) -> torch.Tensor:
+    return torch.ops.aten.embedding_dense_backward(grad, ids, rows, padding_idx, False)
+
+
+@embedding_backward.register_fake
+def _(grad, ids, rows, padding_idx):
+    return grad.new_empty((rows, grad.shape[-1]))
+
+
+def _setup(ctx, inputs, output):
+    weight, ids, padding_idx = inputs
+    ctx.save_for_backward(ids)
+    ctx.rows, ctx.padding_idx = weight.shape[0], padding_idx
+
+
+def _backward(ctx, grad):
+    (ids,) = ctx.saved_tensors
+    return embedding_backward(grad.contiguous(), ids, ctx.rows, ctx.padding_idx), None, None
+
+
+embedding.register_autograd(_backward, setup_context=_setup)
+
+
+class OpaqueEmbedding(torch.nn.Embedding):
+    """``nn.Embedding`` through ``labkit::embedding`` (a class swapped in by ``opaque_embeddings``, so the compiled
+    code's guard on the module's type holds from one call to the next)."""
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return embedding(self.weight, ids, -1 if self.padding_idx is None else self.padding_idx)
+
+
+@contextlib.contextmanager
+def opaque_embeddings(model: torch.nn.Module):
+    """Inside: the model's plain ``nn.Embedding`` modules (no max_norm, dense gradients, unscaled) are
+    ``OpaqueEmbedding``s; restored after."""
+    swapped = [m for m in model.modules() if type(m) is torch.nn.Embedding and m.max_norm is None
+               and not m.sparse and not m.scale_grad_by_freq]
+    for m in swapped:
+        m.__class__ = OpaqueEmbedding
+    try:
+        yield
+    finally:
+        for m in swapped:
+            m.__class__ = torch.nn.Embedding

@@ -111,3 +111,21 @@ def test_the_compiled_graphed_step_trains_as_the_eager_graphed_step(monkeypatch)
     # dropout off: the same function, rounded differently under bf16 autocast over 12 steps
     diff = max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(c["losses"], e["losses"]))
     assert diff < 2e-2, diff
+
+
+def test_the_opaque_embedding_gives_torchs_values_and_gradients_and_is_restored():
+    model = _model().train()
+    emb = model.bert.embeddings.word_embeddings
+    assert emb.padding_idx == 0
+    ids = torch.tensor([[0, 5, 5, 7], [3, 0, 5, 1]])
+    grad = torch.randn(2, 4, emb.embedding_dim, generator=torch.Generator().manual_seed(0))
+    ref = emb(ids)
+    (g_ref,) = torch.autograd.grad(ref, emb.weight, grad)
+    with cs.opaque_embeddings(model):
+        assert type(emb) is cs.OpaqueEmbedding
+        out = emb(ids)
+        (g,) = torch.autograd.grad(out, emb.weight, grad)
+    assert type(emb) is torch.nn.Embedding
+    assert torch.equal(out, ref) and torch.allclose(g, g_ref, rtol=0, atol=1e-6)
+    assert g[0].abs().sum() == 0 and g[5].abs().sum() > 0  # the padding row gets no gradient; repeats sum
+    torch.library.opcheck(cs.embedding, (emb.weight.detach().requires_grad_(), ids, 0))
