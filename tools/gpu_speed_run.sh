@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [compiledtests] [stepcompiled] [stepattn] [attnacc] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [compiledtests] [stepcompiled] [compiledtput] [stepattn] [attnacc] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
 # compiledtests (stops the call when they fail): LABKIT_STEP_COMPILE=1's tests with the CUDA-graph tests; stepcompiled:
-# the graphed step's time compiled by Inductor against the step kernels, determinism strict and off.
+# the graphed step's time compiled by Inductor against the step kernels, determinism strict and off; compiledtput: Lab 2's
+# search throughput with it and without (16 workers + MPS, the same call).
 # varlentests (stops the call when they fail): LABKIT_ATTENTION=varlen's CUDA tests and the CUDA-graph tests; stepattn:
 # the graphed step's time with it against the masked SDPA ($OUT/lab2_step_attention.json); attnacc: Lab 2's accuracy per
 # architecture with it and without, 3 training seeds, 16 workers + MPS, read paired per seed (--compare-accuracy).
@@ -28,6 +29,13 @@ for step in $steps; do
                timeout 240 python3 benchmarks/training/lab2_step_kernels.py --compare compiled --determinism $d \
                  ${STEPCOMPILED_ARGS:-} \
                  --out "$OUT/lab2_step_compiled_$d.json" 2>&1 | grep -v -i "warn" | tail -8
+             done ;;
+    compiledtput) # search throughput, 16 workers + MPS, the compiled step against the step kernels, the same call
+             [[ -f "$OUT/search_throughput.json" ]] || cp benchmarks/search/search_throughput.json "$OUT/"
+             for c in 1 0; do
+               LABKIT_STEP_COMPILE=$c LABKIT_BENCH_LABEL="(step compile $c, ${LABKIT_COMMIT:0:7})" timeout ${COMPILEDTPUT_TIMEOUT:-220} \
+                 python3 benchmarks/search/search_throughput.py --profile full --serial-trials 0 --workers= --mps 16 \
+                 --graphs on --per-worker 2 --resume --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -4
              done ;;
     stepattn) timeout 200 python3 benchmarks/training/lab2_step_kernels.py --compare attention \
              --out "$OUT/lab2_step_attention.json" 2>&1 | grep -v -i "warn" | tail -8 ;;
