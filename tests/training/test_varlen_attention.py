@@ -200,3 +200,66 @@ def test_autocast_casts_the_segments_inputs_as_it_casts_sdpas(monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out, weights = va.attention(None, q, q.bfloat16(), q, torch.ones(1, 4, dtype=torch.bool))
     assert seen == [(torch.bfloat16,) * 3] and out.shape == (1, 4, 2, 8) and weights is None
+
+
+def _dropout_probe(replays: int):
+    """Flash segments with dropout 0.1 where each value row is one-hot over its segment's positions (segments <= the
+    head size), so the output rows are the attention probabilities as dropped and rescaled (A). The backward must
+    then give dV = A^T G per segment and head: a backward that drew another dropout mask than its forward fails.
+    ``replays`` 0: eager; else forward and backward captured in one CUDA graph and replayed that often."""
+    lengths, heads, dim, p = [40, 24, 64, 9, 0], 2, 64, 0.1
+    bounds = [0]
+    for n in lengths:
+        bounds.append(bounds[-1] + n)
+    cu = torch.tensor(bounds, dtype=torch.int32, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, grad = (torch.randn(bounds[-1], heads, dim, device="cuda", generator=g).bfloat16() for _ in range(3))
+    v = torch.zeros(bounds[-1], heads, dim, device="cuda", dtype=torch.bfloat16)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        v[torch.arange(a, b), :, torch.arange(b - a)] = 1
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+
+    def step():
+        out = va._Varlen.apply(q, k, v, cu, max(lengths), p, dim ** -0.5)
+        return (out.detach(), *torch.autograd.grad(out, (q, k, v), grad))
+
+    if replays == 0:
+        results = [step()]
+    else:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static = step()
+        results = []
+        for _ in range(replays):
+            graph.replay()
+            results.append(tuple(t.clone() for t in static))
+    return bounds, grad, results
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("replays", [0, 3])
+def test_the_flash_backward_uses_its_forwards_dropout_mask(replays):
+    bounds, grad, results = _dropout_probe(replays)
+    masks = []
+    for out, dq, dk, dv in results:
+        dropped = kept = 0
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if b == a:
+                continue
+            A = out[a:b, :, :b - a].float().transpose(0, 1)  # [heads, queries, keys]: dropped, rescaled probabilities
+            dropped, kept = dropped + int((A == 0).sum()), kept + int((A > 0).sum())
+            ref = torch.einsum("hqk,qhd->khd", A, grad[a:b].float())
+            scale = ref.abs().max()
+            # A is the bf16 rounding of what the kernel used: 2^-8 relative, summed over <= 64 queries
+            assert (dv[a:b].float() - ref).abs().max() <= 2e-2 * scale, (a, b)
+        share = dropped / (dropped + kept)
+        assert 0.08 < share < 0.12, share  # dropout 0.1 over 12,706 probabilities: SE 0.003
+        masks.append(out)
+    if len(masks) > 1:  # every replay draws a new mask
+        assert not torch.equal(masks[0], masks[1])
