@@ -202,64 +202,104 @@ def test_autocast_casts_the_segments_inputs_as_it_casts_sdpas(monkeypatch):
     assert seen == [(torch.bfloat16,) * 3] and out.shape == (1, 4, 2, 8) and weights is None
 
 
-def _dropout_probe(replays: int):
-    """Flash segments with dropout 0.1 where each value row is one-hot over its segment's positions (segments <= the
-    head size), so the output rows are the attention probabilities as dropped and rescaled (A). The backward must
-    then give dV = A^T G per segment and head: a backward that drew another dropout mask than its forward fails.
-    ``replays`` 0: eager; else forward and backward captured in one CUDA graph and replayed that often."""
-    lengths, heads, dim, p = [40, 24, 64, 9, 0], 2, 64, 0.1
-    bounds = [0]
-    for n in lengths:
-        bounds.append(bounds[-1] + n)
-    cu = torch.tensor(bounds, dtype=torch.int32, device="cuda")
+
+
+PROBE = ([40, 24, 64, 9], 2, 64, 0.1)  # segment lengths (<= the head size), heads, head size, dropout
+
+
+def _probe_inputs(kind: str):
+    """q, k, v (leaves) and the output gradient; v one-hot over each segment's key positions. varlen: [tokens, heads,
+    dim] with segment bounds; sdpa: a padded batch [rows, heads, 64, dim] with BERT's boolean padding mask."""
+    lengths, heads, dim, _ = PROBE
     g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, grad = (torch.randn(bounds[-1], heads, dim, device="cuda", generator=g).bfloat16() for _ in range(3))
-    v = torch.zeros(bounds[-1], heads, dim, device="cuda", dtype=torch.bfloat16)
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        v[torch.arange(a, b), :, torch.arange(b - a)] = 1
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-
-    def step():
-        out = va._Varlen.apply(q, k, v, cu, max(lengths), p, dim ** -0.5)
-        return (out.detach(), *torch.autograd.grad(out, (q, k, v), grad))
-
-    if replays == 0:
-        results = [step()]
+    if kind == "varlen":
+        shape = (sum(lengths), heads, dim)
     else:
+        shape = (len(lengths), heads, 64, dim)
+    q, k, grad = (torch.randn(shape, device="cuda", generator=g).bfloat16() for _ in range(3))
+    v = torch.zeros(shape, device="cuda", dtype=torch.bfloat16)
+    start = 0
+    for r, n in enumerate(lengths):
+        if kind == "varlen":
+            v[torch.arange(start, start + n), :, torch.arange(n)] = 1
+        else:
+            v[r, :, torch.arange(n), torch.arange(n)] = 1
+        start += n
+    return [t.requires_grad_() for t in (q, k, v)], grad
+
+
+def _probe_step(kind: str, q, k, v, grad):
+    """Forward and backward: (out, dv). varlen: labkit's flash segments; sdpa: memory-efficient attention with the
+    padding mask, as the graphed step trains under strict determinism."""
+    lengths, _, dim, p = PROBE
+    if kind == "varlen":
+        bounds = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+        out = va._Varlen.apply(q, k, v, bounds, max(lengths), p, dim ** -0.5)
+    else:
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        mask = (torch.arange(64, device="cuda")[None, :] < torch.tensor(lengths, device="cuda")[:, None])
+        with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :], dropout_p=p)
+    return out.detach(), torch.autograd.grad(out, v, grad)[0]
+
+
+def _segments_of_probe(kind: str, out, dv, grad):
+    """Per segment: A [heads, queries, keys] (the dropped, rescaled probabilities), the output gradient [heads,
+    queries, dim] and dV [heads, keys, dim]."""
+    lengths = PROBE[0]
+    start = 0
+    for r, n in enumerate(lengths):
+        if n:
+            if kind == "varlen":
+                o, g, d = (t[start:start + n].transpose(0, 1).float() for t in (out, grad, dv))
+            else:
+                o, g, d = out[r].float(), grad[r].float(), dv[r, :, :n].float()  # every query, real keys
+            yield o[:, :, :n], g, d
+        start += n
+
+
+def _dropout_probe(kind: str, replays: int):
+    """``replays`` 0: one eager step; else the step captured in one CUDA graph and replayed that often (strict
+    determinism, as labkit trains). Returns each run's (out, dv) and the output gradient."""
+    from labkit.training import determinism
+
+    (q, k, v), grad = _probe_inputs(kind)
+    with determinism.deterministic(torch.device("cuda"), "strict"):
+        if replays == 0:
+            return [_probe_step(kind, q, k, v, grad)], grad
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            step()
+            _probe_step(kind, q, k, v, grad)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            static = step()
-        results = []
+            static = _probe_step(kind, q, k, v, grad)
+        runs = []
         for _ in range(replays):
             graph.replay()
-            results.append(tuple(t.clone() for t in static))
-    return bounds, grad, results
+            runs.append(tuple(t.clone() for t in static))
+        return runs, grad
 
 
 @pytest.mark.cuda
 @needs_cuda
+@pytest.mark.parametrize("kind", ["varlen", "sdpa"])
 @pytest.mark.parametrize("replays", [0, 3])
-def test_the_flash_backward_uses_its_forwards_dropout_mask(replays):
-    bounds, grad, results = _dropout_probe(replays)
-    masks = []
-    for out, dq, dk, dv in results:
+def test_attentions_backward_uses_its_forwards_dropout_mask(kind, replays):
+    """One-hot values expose the dropped probabilities A in the output; the backward must then give dV = A^T G: a
+    backward that drew another dropout mask than its forward fails. Both the flash segments and the masked SDPA."""
+    runs, grad = _dropout_probe(kind, replays)
+    for out, dv in runs:
         dropped = kept = 0
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            if b == a:
-                continue
-            A = out[a:b, :, :b - a].float().transpose(0, 1)  # [heads, queries, keys]: dropped, rescaled probabilities
+        for A, g, d in _segments_of_probe(kind, out, dv, grad):
             dropped, kept = dropped + int((A == 0).sum()), kept + int((A > 0).sum())
-            ref = torch.einsum("hqk,qhd->khd", A, grad[a:b].float())
-            scale = ref.abs().max()
+            ref = torch.einsum("hqk,hqd->hkd", A, g)
             # A is the bf16 rounding of what the kernel used: 2^-8 relative, summed over <= 64 queries
-            assert (dv[a:b].float() - ref).abs().max() <= 2e-2 * scale, (a, b)
+            assert (d - ref).abs().max() <= 2e-2 * ref.abs().max()
         share = dropped / (dropped + kept)
-        assert 0.08 < share < 0.12, share  # dropout 0.1 over 12,706 probabilities: SE 0.003
-        masks.append(out)
-    if len(masks) > 1:  # every replay draws a new mask
-        assert not torch.equal(masks[0], masks[1])
+        assert 0.08 < share < 0.12, share  # dropout 0.1 over >= 12,706 probabilities: SE <= 0.003
+    if len(runs) > 1:  # every replay draws a new mask
+        assert not torch.equal(runs[0][0], runs[1][0])
