@@ -228,20 +228,26 @@ def _probe_inputs(kind: str):
     return [t.requires_grad_() for t in (q, k, v)], grad
 
 
-def _probe_step(kind: str, q, k, v, grad):
+def _probe_layout(kind: str) -> torch.Tensor:
+    """varlen: the segments' int32 bounds; sdpa: BERT's boolean padding mask [rows, 1, 1, 64] (made before a capture)."""
+    lengths = torch.tensor(PROBE[0])
+    if kind == "varlen":
+        return torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]).to("cuda", torch.int32)
+    return (torch.arange(64)[None, :] < lengths[:, None])[:, None, None, :].cuda()
+
+
+def _probe_step(kind: str, q, k, v, grad, layout):
     """Forward and backward: (out, dv). varlen: labkit's flash segments; sdpa: memory-efficient attention with the
     padding mask, as the graphed step trains under strict determinism."""
     lengths, _, dim, p = PROBE
     if kind == "varlen":
-        bounds = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
-        out = va._Varlen.apply(q, k, v, bounds, max(lengths), p, dim ** -0.5)
+        out = va._Varlen.apply(q, k, v, layout, max(lengths), p, dim ** -0.5)
     else:
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        mask = (torch.arange(64, device="cuda")[None, :] < torch.tensor(lengths, device="cuda")[:, None])
         with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :], dropout_p=p)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=layout, dropout_p=p)
     return out.detach(), torch.autograd.grad(out, v, grad)[0]
 
 
@@ -266,17 +272,18 @@ def _dropout_probe(kind: str, replays: int):
     from labkit.training import determinism
 
     (q, k, v), grad = _probe_inputs(kind)
+    layout = _probe_layout(kind)
     with determinism.deterministic(torch.device("cuda"), "strict"):
         if replays == 0:
-            return [_probe_step(kind, q, k, v, grad)], grad
+            return [_probe_step(kind, q, k, v, grad, layout)], grad
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            _probe_step(kind, q, k, v, grad)
+            _probe_step(kind, q, k, v, grad, layout)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            static = _probe_step(kind, q, k, v, grad)
+            static = _probe_step(kind, q, k, v, grad, layout)
         runs = []
         for _ in range(replays):
             graph.replay()
