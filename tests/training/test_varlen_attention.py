@@ -310,3 +310,18 @@ def test_attentions_backward_uses_its_forwards_dropout_mask(kind, replays):
         assert 0.08 < share < 0.12, share  # dropout 0.1 over >= 12,706 probabilities: SE <= 0.003
     if len(runs) > 1:  # every replay draws a new mask
         assert not torch.equal(runs[0][0], runs[1][0])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("kind", ["varlen", "sdpa"])
+def test_attention_dropout_masks_are_independent_across_heads_and_rows(kind):
+    """Two heads of one row, and two rows at the same positions, drop the same probability together at 0.1 x 0.1 = 1%
+    of the time if their masks are independent (10% if the kernel repeated one mask)."""
+    (runs, grad) = _dropout_probe(kind, 0)
+    out, dv = runs[0]
+    segments = [A == 0 for A, _, _ in _segments_of_probe(kind, out, dv, grad)]  # [heads, queries, keys] each
+    heads = torch.cat([(m[0] & m[1]).flatten() for m in segments]).float().mean()
+    first, other = segments[0], segments[2]  # 40 and 64 tokens: the first 40 x 40 positions of each
+    rows = (first[:, :40, :40] & other[:, :40, :40]).float().mean()
+    assert heads < 0.03 and rows < 0.03, (float(heads), float(rows))
