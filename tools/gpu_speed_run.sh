@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The search's speed on a GPU machine, one call: the CUDA-graph tests, Lab 2 search throughput and the Lab 3 trial
 # benchmark. Outputs under $OUT (logs + JSON). Carry .gpu-kit.
-#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [compiledtests] [stepcompiled] [compiledtput] [stepattn] [attnacc] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
+#   LABKIT_COMMIT=$(git rev-parse HEAD) bash tools/gpu_speed_run.sh [tests] [varlentests] [compiledtests] [stepcompiled] [compiledtput] [smshare] [stepattn] [attnacc] [signtests] [fqtests] [prunetests] [throughput] [profile] [task2] [task2wall] [lab3]
 # compiledtests (stops the call when they fail): LABKIT_STEP_COMPILE=1's tests with the CUDA-graph tests; stepcompiled:
 # the graphed step's time compiled by Inductor against the step kernels, determinism strict and off; compiledtput: Lab 2's
-# search throughput with it and without (16 workers + MPS, the same call).
+# search throughput with it and without (16 workers + MPS, the same call). smshare: one trial's weights without MPS, under
+# MPS at 100% and 25% of the SMs, and after another trial (benchmarks/training/sm_share_bits.py).
 # varlentests (stops the call when they fail): LABKIT_ATTENTION=varlen's CUDA tests and the CUDA-graph tests; stepattn:
 # the graphed step's time with it against the masked SDPA ($OUT/lab2_step_attention.json); attnacc: Lab 2's accuracy per
 # architecture with it and without, 3 training seeds, 16 workers + MPS, read paired per seed (--compare-accuracy).
@@ -37,6 +38,8 @@ for step in $steps; do
                  python3 benchmarks/search/search_throughput.py --profile full --serial-trials 0 --workers= --mps 16 \
                  --graphs on --per-worker 2 --resume --out "$OUT/search_throughput.json" 2>&1 | grep -v -i "warn" | tail -4
              done ;;
+    smshare) timeout ${SMSHARE_TIMEOUT:-300} python3 benchmarks/training/sm_share_bits.py ${SMSHARE_ARGS:-} \
+             --out "$OUT/sm_share_bits.json" 2>&1 | grep -v -i "warn" | tail -8 ;;
     stepattn) timeout 200 python3 benchmarks/training/lab2_step_kernels.py --compare attention \
              --out "$OUT/lab2_step_attention.json" 2>&1 | grep -v -i "warn" | tail -8 ;;
     attnacc) # accuracy per architecture, sdpa against varlen, 3 training seeds each, paired per seed
