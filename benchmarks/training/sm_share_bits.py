@@ -5,7 +5,7 @@ search's workers get), and without MPS after another architecture trained first 
 
 Why: the same architecture and seed trained 0.80148 in a single process without MPS (H200,
 ``lab2_attention_accuracy.json``) and 0.80348 in the search's 16 workers under MPS at 25%
-(``search/search_throughput.json``, 13286a8). Under an MPS share the device reports fewer multiprocessors, and
+(``search/search_throughput.json``, its seeded rows). Under an MPS share the device reports fewer multiprocessors, and
 kernel heuristics (cuBLAS's, attention's) choose by that count, so the rounding, and so the trained weights, may
 follow the share. Printed: each run's SM count, weight digest, last losses and accuracy, and which runs equal the first.
 
