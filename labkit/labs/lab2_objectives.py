@@ -152,6 +152,9 @@ class NASObjective:
         trial.set_user_attr("trial_seconds", time.perf_counter() - start)
         if cuda:
             trial.set_user_attr("gpu_peak_gib", torch.cuda.max_memory_reserved() / 2**30)
+            # the multiprocessors this process saw (fewer under an MPS share): kernels' heuristics choose by it
+            trial.set_user_attr("gpu_sm_count", torch.cuda.get_device_properties(torch.cuda.current_device())
+                                .multi_processor_count)
         self._save_if_best(trial, value, arch, model)
         return value
 
