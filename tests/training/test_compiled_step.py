@@ -79,19 +79,11 @@ def test_the_compiled_loss_and_gradients_equal_the_models_and_a_second_model_reu
 # --- on a GPU: the compiled step inside the CUDA graph ----------------------------------------------------
 
 def _fit(monkeypatch, compiled: bool, dropout: float):
-    from labkit.training import batches
+    from _padded_batches import padded_batches
 
     monkeypatch.setenv(cs.ENV, "1" if compiled else "0")
-    g = torch.Generator().manual_seed(2)
-    lengths = torch.randint(8, 65, (96,), generator=g)
-    lengths[::3] = 64
-    mask = (torch.arange(64)[None, :] < lengths[:, None]).long()
-    ids = torch.randint(1000, 2000, (96, 64), generator=g) * mask
-    packed = batches.Packed({"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)},
-                            torch.randint(0, 2, (96,), generator=g), lengths).to("cuda")
     model = _model(dropout=dropout)
-    fit = train.train(model, batches.TensorBatches(packed, 32, shuffle=True, seed=3), epochs=4, lr=1e-3,
-                      device="cuda", progress=False)
+    fit = train.train(model, padded_batches(), epochs=4, lr=1e-3, device="cuda", progress=False)
     return fit, [p.detach().clone() for p in model.parameters()]
 
 

@@ -159,21 +159,13 @@ def test_flash_segments_match_masked_sdpa_on_the_gpu():
 @pytest.mark.cuda
 @needs_cuda
 def test_graphed_varlen_training_is_captured_and_repeats_bit_for_bit(monkeypatch):
-    from labkit.training import batches
+    from _padded_batches import padded_batches
 
     monkeypatch.setenv(va.ENV, "varlen")
-    g = torch.Generator().manual_seed(2)
-    lengths = torch.randint(8, 65, (96,), generator=g)
-    lengths[::3] = 64
-    mask = (torch.arange(64)[None, :] < lengths[:, None]).long()
-    ids = torch.randint(1000, 2000, (96, 64), generator=g) * mask
-    packed = batches.Packed({"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)},
-                            torch.randint(0, 2, (96,), generator=g), lengths).to("cuda")
     runs = []
     for _ in range(2):
         model = _model(dropout=0.1)
-        fit = train.train(model, batches.TensorBatches(packed, 32, shuffle=True, seed=3), epochs=4, lr=1e-3,
-                          device="cuda", progress=False)
+        fit = train.train(model, padded_batches(), epochs=4, lr=1e-3, device="cuda", progress=False)
         runs.append((fit, [p.detach().clone() for p in model.parameters()]))
     (a, wa), (b, wb) = runs
     assert a["graph_failure"] is None and a["graph_replays"] > 0
