@@ -15,7 +15,7 @@ the eager graphed step's: ``CACHE_KEY`` names it in the cache keys of trained re
 Measured (H200, benchmarks/training/lab2_step_compiled_strict.json): a step 1.12-1.20x faster than the step kernels'
 for 2 x 128 to 8 x 512 models, 6-15 s to compile an architecture. A Lab 2 trial is nearly always a new graph (its
 Identity choices), so the search lost by it: 25.8 trials/min against 36.8 (benchmarks/search/search_throughput.json).
-Hence off by default; it pays where one architecture trains long.
+Hence off by default; it could pay where one architecture trains long (not measured there).
 
 ``LABKIT_STEP_COMPILE`` = ``0`` (default: the graphed step of ``labkit.training.step_kernels``) | ``1``.
 """
