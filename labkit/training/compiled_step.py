@@ -52,14 +52,11 @@ def loss_function(deterministic: bool):
     error, not a silent split) for static shapes; one per process and ``deterministic`` setting."""
     key = bool(deterministic)
     if key not in _COMPILED:
-        import torch._dynamo
         import torch._inductor.config as inductor_config
 
         if deterministic and not hasattr(inductor_config, "deterministic"):
             raise RuntimeError(f"{ENV}=1 under labkit's determinism needs torch._inductor.config.deterministic "
                                f"(torch {torch.__version__} lacks it); set {ENV}=0 or LABKIT_DETERMINISM=off")
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILES)
-        torch._dynamo.config.fail_on_recompile_limit_hit = True
         options = {"deterministic": True} if deterministic else {}
         _COMPILED[key] = torch.compile(_loss, fullgraph=True, dynamic=False, options=options)
     return _COMPILED[key]
@@ -67,9 +64,14 @@ def loss_function(deterministic: bool):
 
 def loss(model: torch.nn.Module, batch: dict, dtype, deterministic: bool) -> torch.Tensor:
     """The model's training loss on ``batch``, compiled; ``dtype``: autocast's (bf16) or None (fp32)."""
+    import torch._dynamo
+
     device_type = next(iter(batch.values())).device.type
-    with opaque_embeddings(model):
-        return loss_function(deterministic)(model, batch, device_type, dtype)
+    fn = loss_function(deterministic)
+    # dynamo's limits for these calls only (a graph replay calls nothing): other compiled code keeps its own
+    limits = torch._dynamo.config.patch(recompile_limit=RECOMPILES, fail_on_recompile_limit_hit=True)
+    with opaque_embeddings(model), limits:
+        return fn(model, batch, device_type, dtype)
 
 
 # Embeddings as an op Inductor does not decompose. Inductor writes an embedding's backward as an accumulating

@@ -121,3 +121,14 @@ def test_the_opaque_embedding_gives_torchs_values_and_gradients_and_is_restored(
     assert torch.equal(out, ref) and torch.allclose(g, g_ref, rtol=0, atol=1e-6)
     assert g[0].abs().sum() == 0 and g[5].abs().sum() > 0  # the padding row gets no gradient; repeats sum
     torch.library.opcheck(cs.embedding, (emb.weight.detach().requires_grad_(), ids, 0))
+
+
+def test_past_the_recompile_limit_the_compiled_step_raises_instead_of_running_eagerly(monkeypatch):
+    import torch._dynamo
+
+    monkeypatch.setattr(cs, "RECOMPILES", 1)
+    batch = _batch()
+    with pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
+        for hidden in (48, 40):  # two new architectures: the second at the latest is past a limit of one
+            _loss_and_grads(_model(hidden=hidden).train(), batch, True)
+    assert torch._dynamo.config.fail_on_recompile_limit_hit is False  # the limits were these calls' only
