@@ -5,7 +5,7 @@ kernels a step, its GEMMs ~0.15 ms; benchmarks/training/lab2_trial_kernels.json)
 ops and reductions (casts, dropout, residual adds, LayerNorm, GELU, the mask) into fewer kernels. The compiled
 loss function is a function of the model (``loss(model, batch)``), so a process compiles once per architecture
 and every later model of that architecture (the search's next trial) reuses the code; Inductor's on-disk cache
-makes a later process's compile of a known architecture cheap.
+makes a later process's compile of a known architecture cheaper.
 
 Kept reproducible: Inductor's ``deterministic`` mode (no on-device benchmarking that would pick kernels, and so
 rounding, by timing) whenever labkit's determinism is not ``off``, and a recompile limit that raises instead of
@@ -29,7 +29,7 @@ import torch
 ENV = "LABKIT_STEP_COMPILE"
 CACHE_KEY = "inductor-2"  # in place of step_kernels.VERSION in CUDA trials' cache keys (train.step_key)
 RECOMPILES = 64  # architectures one process may compile; the next one raises (never a silent eager fallback)
-_COMPILED = {}  # (autocast dtype or None, deterministic) -> the compiled loss function
+_COMPILED = {}  # deterministic (True/False) -> the compiled loss function
 
 
 def enabled(env: dict | None = None) -> bool:
