@@ -32,14 +32,14 @@ def main(argv=None) -> int:
     import optuna
 
     from labkit import recipes
+    from labkit.labs.lab2_objectives import NASObjective
     from labkit.labs.lab2_space import build_model, sample_architecture
     from labkit.results import provenance, write_json
     from labkit.run.profiles import lab_settings
-    from labkit.training import precision, train, varlen_attention
+    from labkit.training import varlen_attention
 
     s = lab_settings("lab2_search", "full")
     params = json.load(open("benchmarks/search/search_throughput.json"))["archs"]
-    dl = recipes.loaders(s)
     out = {"what": "Lab 2 accuracy per architecture and training seed, attention sdpa vs varlen, attention dropout "
                    "on and off", "settings": {k: s[k] for k in ("epochs", "lr", "batch_size", "seed")},
            "rows": [], "provenance": provenance()}
@@ -48,13 +48,13 @@ def main(argv=None) -> int:
         for p in map(float, args.attn_dropout.split(",")):
             acc = {"sdpa": [], "varlen": []}
             for k in range(args.seeds):
-                seed = s["seed"] + k
+                seeded = {**s, "seed": s["seed"] + k}  # a trial's training seed, as the search's seeded studies set it
+                trial = NASObjective(recipes.shared_loaders(seeded), seeded, use_cache=False)
                 for attention in acc:
                     os.environ[varlen_attention.ENV] = attention
-                    model = build_model(arch, seed=seed, attention_probs_dropout_prob=p)
-                    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], **precision.on(s), seed=seed,
-                                      progress=False, warmup=s.get("warmup", 0.0))
-                    acc[attention].append(train.evaluate(model, dl.test, **precision.on(s), progress=False)["accuracy"])
+                    model = build_model(arch, seed=seeded["seed"], attention_probs_dropout_prob=p)
+                    fit = trial.fit(model)
+                    acc[attention].append(trial.accuracy(model))
                     assert fit.get("graph_failure") is None, fit.get("graph_failure")
             diffs = [a - b for a, b in zip(acc["varlen"], acc["sdpa"])]
             row = {"arch": index, "config": arch["config"], "attention_dropout": p, "accuracy": acc,

@@ -31,31 +31,28 @@ def child(arch_index: int, before: int | None, seed: int) -> dict:
     import optuna
 
     from labkit import recipes
+    from labkit.labs.lab2_objectives import NASObjective
     from labkit.labs.lab2_space import build_model, sample_architecture
     from labkit.run.profiles import lab_settings
-    from labkit.training import precision, train
 
     s = {**lab_settings("lab2_search", "full"), "seed": seed}
     params = json.load(open("benchmarks/search/search_throughput.json"))["archs"]
-    dl = recipes.loaders(s)
+    trial = NASObjective(recipes.shared_loaders(s), s, use_cache=False)  # trains and evaluates as a trial does
 
     def run(index):
-        arch = sample_architecture(optuna.trial.FixedTrial(params[index]), True, s["space"])
-        model = build_model(arch, seed=seed)
-        fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], **precision.on(s), seed=seed,
-                          progress=False, warmup=s.get("warmup", 0.0))
-        return model, fit
+        model = build_model(sample_architecture(optuna.trial.FixedTrial(params[index]), True, s["space"]), seed=seed)
+        return model, trial.fit(model)
 
     if before is not None:
         run(before)
     model, fit = run(arch_index)
-    ev = train.evaluate(model, dl.test, **precision.on(s), progress=False)
     digest = hashlib.sha256()
     for p in model.parameters():
         digest.update(p.detach().float().cpu().numpy().tobytes())
     return {"sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
             "mps_share": os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "weights_sha256": digest.hexdigest(),
-            "loss_last": fit["train_loss_last"], "accuracy": ev["accuracy"], "graph_failure": fit.get("graph_failure")}
+            "loss_last": fit["train_loss_last"], "accuracy": trial.accuracy(model),
+            "graph_failure": fit.get("graph_failure")}
 
 
 def _spawn(args, env: dict, before: int | None) -> dict:

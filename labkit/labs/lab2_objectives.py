@@ -101,11 +101,20 @@ class NASObjective:
                           **({"compressed_path": compressed_path(self.s)} if self.mode != "none" else {})})
         return cached_or_run(trial, self.cache if self.use_cache else None, key, lambda: self._run(trial, arch))
 
+    def fit(self, model: torch.nn.Module) -> dict:
+        """Train ``model`` as a trial trains it (epochs, schedule, precision, seed, CUDA graphs): its metrics."""
+        s = self.s
+        # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
+        # launch-bound there (benchmarks/training/lab2_trial_profile.json)
+        return train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], **precision.on(s), seed=s["seed"],
+                           progress=False, graphs=None, warmup=s.get("warmup", 0.0))
+
+    def accuracy(self, model: torch.nn.Module) -> float:
+        """Test accuracy as a trial reads it."""
+        return train.evaluate(model, self.dl.test, **precision.on(self.s), progress=False)["accuracy"]
+
     def _run(self, trial: optuna.Trial, arch: dict) -> float:
         s = self.s
-
-        def accuracy(m):
-            return train.evaluate(m, self.dl.test, **precision.on(s), progress=False)["accuracy"]
 
         def post_train(m):  # the compressed model's extra training, and its control's: the same length and batches
             return train.train(m, self.dl.train, epochs=s["post_epochs"], lr=s["post_lr"], **precision.on(s),
@@ -119,11 +128,8 @@ class NASObjective:
         cuda = train.pick_device(s["device"]).type == "cuda"
         if cuda:  # the peak this trial's tensors reserve: what sizes the record's worker_gib
             torch.cuda.reset_peak_memory_stats()
-        # graphs=None: CUDA graphs on a GPU (LABKIT_CUDA_GRAPHS=0 for the eager loop); a trial's steps are
-        # launch-bound there (benchmarks/training/lab2_trial_profile.json)
-        fit = train.train(model, self.dl.train, epochs=s["epochs"], lr=s["lr"], **precision.on(s),
-                          seed=s["seed"], progress=False, graphs=None, warmup=s.get("warmup", 0.0))
-        acc = accuracy(model)
+        fit = self.fit(model)
+        acc = self.accuracy(model)
         trial.set_user_attr("accuracy_trained", acc)
         trial.set_user_attr("train_seconds", fit["train_seconds"])
         if "graph_replays" in fit:  # what ran: CUDA graph replays or eager steps (labkit.training.cuda_graphs)
@@ -134,11 +140,11 @@ class NASObjective:
             control = copy.deepcopy(model).cpu() if self.mode == "compress+train" else None
             model = compress(model.cpu(), quant=self.quant, prune=self.prune, qat_matmul=qat_matmul(s),
                              compile=QAT_COMPILE).model
-            value = accuracy(model)
+            value = self.accuracy(model)
             trial.set_user_attr("accuracy_compressed", value)
             if self.mode == "compress+train":
                 more = post_train(model)
-                value = accuracy(model)
+                value = self.accuracy(model)
                 trial.set_user_attr("accuracy_post_trained", value)
                 if "graph_replays" in more:
                     trial.set_user_attr("post_train_graphs", {k: more[k] for k in cuda_graphs.RAN})
@@ -146,7 +152,7 @@ class NASObjective:
                 # the same post-training without compression, so the gain above can be read against what the
                 # extra training does on its own
                 ctl = post_train(control)
-                trial.set_user_attr("accuracy_control", accuracy(control))
+                trial.set_user_attr("accuracy_control", self.accuracy(control))
                 trial.set_user_attr("control_seconds", ctl["train_seconds"])
                 del control
         trial.set_user_attr("trial_seconds", time.perf_counter() - start)
