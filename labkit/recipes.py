@@ -106,9 +106,9 @@ def train_seeds(s: dict) -> list[int]:
 
 
 def _sft_key(s: dict, seed: int) -> dict:
-    step = train.step_key(s.get("device", "auto"))  # graphed and eager steps train other bits; CPU keys carry none
+    # graphed and eager steps, and other cards or shares of one, train other bits; CPU keys carry none
     return {**{k: s[k] for k in SFT_KEYS}, "train_seed": seed, "version": SFT_VERSION, **precision.cache_key(s),
-            **({"train_step": step} if step else {})}
+            **train.device_key(s.get("device", "auto"))}
 
 
 def checkpoint_path(s: dict, seed: int | None = None):

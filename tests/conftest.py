@@ -61,6 +61,17 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+@pytest.fixture()
+def fake_cuda(monkeypatch):
+    """Cache keys as a CUDA machine builds them, on one without CUDA: ``auto`` and ``cuda`` pick a CUDA device
+    (``train.pick_device``), the card an H100 with all its SMs (``determinism.gpu_identity``)."""
+    from labkit.training import determinism, train
+
+    monkeypatch.setattr(train, "pick_device", lambda device="auto": torch.device("cpu" if device == "cpu" else "cuda"))
+    monkeypatch.setattr(determinism, "gpu_identity", lambda device=None: {"gpu": "NVIDIA H100 80GB HBM3",
+                                                                          "gpu_sm_count": 132})
+
+
 @pytest.fixture(scope="session")
 def tiny_bert():
     """A small random BERT classifier (fast, offline) for graph/LoRA tests."""

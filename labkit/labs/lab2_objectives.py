@@ -42,7 +42,7 @@ def trial_settings(s: dict) -> dict:
     out.update(precision.cache_key(s))  # the CPU's precision as it resolved here, where it is bf16
     if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
         out["eval_sdpa"] = train.EVAL_SDPA
-        out["train_step"] = train.step_key("cuda")
+        out.update(train.device_key("cuda"))  # the step, and the card and this process's share of it
         # post-training and its control are graphed as well: not the bits of results stored without this key
         out["graphed_loops"] = "all" if cuda_graphs.wanted(torch.device("cuda"), None) else "none"
         # strict determinism switches attention's backward to its deterministic kernels: other weights
@@ -159,8 +159,7 @@ class NASObjective:
         if cuda:
             trial.set_user_attr("gpu_peak_gib", torch.cuda.max_memory_reserved() / 2**30)
             # the multiprocessors this process saw (fewer under an MPS share): kernels' heuristics choose by it
-            trial.set_user_attr("gpu_sm_count", torch.cuda.get_device_properties(torch.cuda.current_device())
-                                .multi_processor_count)
+            trial.set_user_attr("gpu_sm_count", determinism.gpu_identity()["gpu_sm_count"])
         self._save_if_best(trial, value, arch, model)
         return value
 

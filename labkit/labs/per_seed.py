@@ -42,10 +42,9 @@ EXTRA: dict[str, str] = {}
 
 def _key(lab: str, name: str, settings: dict, seed: int, commit: str) -> str:
     shown = {k: v for k, v in settings.items() if k != "seeds"}
-    step = train.step_key(settings.get("device", "auto"))  # a GPU's step kernels, graphs and attention (env)
     what = {"lab": lab, "name": name, "settings": shown, "seed": seed, "commit": commit,
             **precision.cache_key(settings),  # "auto" as it resolved on this CPU
-            **({"train_step": step} if step else {})}
+            **train.device_key(settings.get("device", "auto"))}  # a GPU's step (env), the card and its share
     if EXTRA:
         what["extra"] = dict(EXTRA)
     blob = json.dumps(what, sort_keys=True, default=str)

@@ -61,6 +61,17 @@ def init_rng(seed: int):
         yield
 
 
+def gpu_identity(device=None) -> dict:
+    """What, beside the code and the settings, decides a CUDA run's bits: the card, and how many multiprocessors
+    this process may use. Under an MPS share the device reports fewer, and kernels' heuristics choose by that
+    count: one Lab 2 trial trained other weights at 25% of an H200's SMs than with all of them, or at 100% under
+    MPS (benchmarks/training/sm_share_bits.json). For cache keys of results trained on CUDA."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device() if device is None else device)
+    return {"gpu": props.name, "gpu_sm_count": props.multi_processor_count}
+
+
 def attention_backends(device) -> list:
     """The SDPA backends allowed while training deterministically on ``device`` (CUDA: flash, memory-efficient
     and math; cuDNN's attention has no deterministic backward to switch to)."""

@@ -129,6 +129,13 @@ def step_key(device: str = "auto") -> str | None:
     return step_kernels.cache_key(graphed) + (f"+{varlen_attention.CACHE_KEY}" if varlen else "")
 
 
+def device_key(device: str = "auto") -> dict:
+    """What a trained result's cache key holds of where it trained: nothing on CPU; on CUDA the step that ran
+    (``step_key``) and the card with this process's share of it (``determinism.gpu_identity``)."""
+    step = step_key(device)
+    return {"train_step": step, **determinism.gpu_identity()} if step else {}
+
+
 def _one_step_variant(varlen: bool) -> None:
     """The compiled step and varlen attention are not combined (varlen's segments are computed per step outside
     what Inductor traces): asking for both is an error naming the two settings."""

@@ -34,15 +34,19 @@ def test_a_stopped_run_resumes_after_its_last_finished_seed(runs, monkeypatch):
     assert calls[-1] == 1 and len(calls) == 6
 
 
-def test_a_seed_trained_by_another_gpu_step_is_not_reused(runs, monkeypatch):
+def test_a_seed_trained_by_another_gpu_step_card_or_share_is_not_reused(runs, monkeypatch):
     """Same settings and commit, but another training step on a GPU (e.g. LABKIT_ATTENTION or LABKIT_CUDA_GRAPHS
-    set otherwise in the next call): computed again, not mixed in."""
+    set otherwise in the next call), another card, or another MPS share of it: computed again, not mixed in."""
     monkeypatch.setattr(results, "git_commit", lambda: "a" * 40)
     calls = []
-    for step in ("kernels", "kernels", "kernels+varlen-attn"):
+    for i, (step, gpu, sms) in enumerate((("kernels", "H100", 132), ("kernels", "H100", 132),
+                                          ("kernels+varlen-attn", "H100", 132), ("kernels", "H200", 132),
+                                          ("kernels", "H100", 32))):
         monkeypatch.setattr(per_seed.train, "step_key", lambda device="auto", step=step: step)
-        per_seed.run("lab1", "x", {"a": 1}, [0], lambda s: calls.append(s) or {"v": 1.0})
-    assert calls == [0, 0]
+        monkeypatch.setattr(per_seed.train.determinism, "gpu_identity",
+                            lambda device=None, gpu=gpu, sms=sms: {"gpu": gpu, "gpu_sm_count": sms})
+        per_seed.run("lab1", "x", {"a": 1}, [0], lambda s, i=i: calls.append(i) or {"v": 1.0})
+    assert calls == [0, 2, 3, 4]
 
 
 def test_a_tree_with_uncommitted_changes_never_reuses_a_seed(runs, monkeypatch):

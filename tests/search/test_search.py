@@ -255,7 +255,7 @@ def test_the_trial_cache_key_holds_warmup(monkeypatch):
     assert _config_key(s, "compress") != _config_key({**s, "warmup": 0.0}, "compress")
 
 
-def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch):
+def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch, fake_cuda):
     """The compressed model's matmul path and activation-mask path change a compressed trial's bits, so they key
     it (a CPU autocasts nothing: the matmul path only on CUDA); an uncompressed trial keeps its key."""
     from labkit.prune import mask_kernel
@@ -268,7 +268,6 @@ def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch):
     for mode in ("none", "compress"):  # on a CPU nothing autocasts: the same key either way
         assert _config_key(s, mode) == _config_key({**s, "qat_matmul": "fp32"}, mode)
     assert lab2_objectives.compressed_path(s) == {"activation_mask": mask_kernel.CPU_VERSION}
-    monkeypatch.setattr(train, "pick_device", lambda d: torch.device("cuda"))
     cuda = {**s, "device": "cuda"}
     assert _config_key(cuda, "none") == _config_key({**cuda, "qat_matmul": "fp32"}, "none")
     assert _config_key(cuda, "compress") != _config_key({**cuda, "qat_matmul": "fp32"}, "compress")

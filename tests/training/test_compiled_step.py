@@ -38,9 +38,8 @@ def test_the_setting_is_checked_and_defaults_to_off(monkeypatch):
         cs.enabled({cs.ENV: "yes"})
 
 
-def test_the_cache_key_names_the_compiled_step_and_refuses_varlen_with_it(monkeypatch):
+def test_the_cache_key_names_the_compiled_step_and_refuses_varlen_with_it(monkeypatch, fake_cuda):
     monkeypatch.setattr(train.cuda_graphs, "wanted", lambda dev, graphs: True)
-    monkeypatch.setattr(train, "pick_device", lambda device="auto": torch.device("cuda"))
     monkeypatch.delenv(va.ENV, raising=False)
     monkeypatch.delenv(cs.ENV, raising=False)
     plain = train.step_key()

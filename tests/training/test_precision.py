@@ -79,8 +79,7 @@ def test_cache_keys_name_the_cpu_precision_only_where_it_is_bf16(native):
     assert lab2_objectives.trial_settings(quick) == lab2_objectives.trial_settings(smoke)
 
 
-def test_on_cuda_the_setting_changes_nothing(monkeypatch):
-    monkeypatch.setattr(train, "pick_device", lambda device="auto": torch.device("cuda"))
+def test_on_cuda_the_setting_changes_nothing(fake_cuda):
     s = {"device": "cuda", "cpu_autocast": "bf16"}
     assert precision.cache_key(s) == {} and precision.on(s)["mixed_precision"] is True
     assert precision.describe(s) == "bf16 autocast on CUDA"

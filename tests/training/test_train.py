@@ -163,14 +163,30 @@ def test_evaluation_attention_leaves_out_cudnn_on_cuda_only():
         assert torch.backends.cuda.cudnn_sdp_enabled() == before
 
 
-def test_cuda_trials_key_the_evaluation_attention(monkeypatch):
-    from labkit.training import train
+def test_cuda_trials_key_the_evaluation_attention(fake_cuda):
     from labkit.labs.lab2_objectives import trial_settings
 
     s = {"device": "cuda", "seed": 0}
-    monkeypatch.setattr(train, "pick_device", lambda d: torch.device(d))
     assert trial_settings(s)["eval_sdpa"] == train.EVAL_SDPA
     assert "eval_sdpa" not in trial_settings({**s, "device": "cpu"})  # CPU caches keep their keys
+
+
+def test_cuda_results_key_the_card_and_the_processs_share_of_it(monkeypatch, fake_cuda):
+    """Under an MPS share a process sees fewer SMs and trains other bits (sm_share_bits.json): a trial, an SFT
+    checkpoint keyed on one card or share are not found under another (per-seed results: test_per_seed)."""
+    import json
+
+    from labkit.labs.lab2_objectives import trial_settings
+
+    s = {**profiles.lab_settings("lab2_search", "smoke"), "device": "cuda"}
+    seen = {}
+    for gpu, sms in (("NVIDIA H100 80GB HBM3", 132), ("NVIDIA H100 80GB HBM3", 32), ("NVIDIA H200", 132)):
+        monkeypatch.setattr(train.determinism, "gpu_identity", lambda device=None, g=gpu, n=sms:
+                            {"gpu": g, "gpu_sm_count": n})
+        seen[gpu, sms] = (json.dumps(trial_settings(s), sort_keys=True), recipes.checkpoint_path(s))
+        assert trial_settings(s)["gpu_sm_count"] == sms and train.device_key("cuda")["gpu"] == gpu
+    assert len({k for k, _ in seen.values()}) == len({p for _, p in seen.values()}) == 3
+    assert train.device_key("cpu") == {}  # CPU keys carry none of it
 
 
 def _eager_lrs(total, warmup, lr=1e-3):

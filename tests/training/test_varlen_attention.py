@@ -131,9 +131,8 @@ def test_attention_weights_and_cross_attention_are_refused():
         va.attention(None, q, torch.zeros(1, 2, 5, 8), torch.zeros(1, 2, 5, 8), None)
 
 
-def test_the_graphed_steps_cache_key_names_the_attention(monkeypatch):
+def test_the_graphed_steps_cache_key_names_the_attention(monkeypatch, fake_cuda):
     monkeypatch.setattr(train.cuda_graphs, "wanted", lambda dev, graphs: True)
-    monkeypatch.setattr(train, "pick_device", lambda device="auto": torch.device("cuda"))
     monkeypatch.delenv(va.ENV, raising=False)
     plain = train.step_key()
     monkeypatch.setenv(va.ENV, "varlen")
