@@ -106,9 +106,11 @@ def train_seeds(s: dict) -> list[int]:
 
 
 def _sft_key(s: dict, seed: int) -> dict:
-    # graphed and eager steps, and other cards or shares of one, train other bits; CPU keys carry none
+    step = train.step_key(s.get("device", "auto"))  # graphed and eager steps train other bits; CPU keys carry none
+    # not the card or SM share (train.device_key): processes of other shares load the checkpoint (Lab 3's search
+    # workers under MPS); its digest, in the results and regenerate's record, says which weights they used
     return {**{k: s[k] for k in SFT_KEYS}, "train_seed": seed, "version": SFT_VERSION, **precision.cache_key(s),
-            **train.device_key(s.get("device", "auto"))}
+            **({"train_step": step} if step else {})}
 
 
 def checkpoint_path(s: dict, seed: int | None = None):

@@ -172,8 +172,9 @@ def test_cuda_trials_key_the_evaluation_attention(fake_cuda):
 
 
 def test_cuda_results_key_the_card_and_the_processs_share_of_it(monkeypatch, fake_cuda):
-    """Under an MPS share a process sees fewer SMs and trains other bits (sm_share_bits.json): a trial, an SFT
-    checkpoint keyed on one card or share are not found under another (per-seed results: test_per_seed)."""
+    """Under an MPS share a process sees fewer SMs and trains other bits (sm_share_bits.json): a trial keyed on one
+    card or share is not found under another (per-seed results: test_per_seed). An SFT checkpoint is: the search's
+    workers under MPS load the one the notebook trained with every SM."""
     import json
 
     from labkit.labs.lab2_objectives import trial_settings
@@ -185,7 +186,7 @@ def test_cuda_results_key_the_card_and_the_processs_share_of_it(monkeypatch, fak
                             {"gpu": g, "gpu_sm_count": n})
         seen[gpu, sms] = (json.dumps(trial_settings(s), sort_keys=True), recipes.checkpoint_path(s))
         assert trial_settings(s)["gpu_sm_count"] == sms and train.device_key("cuda")["gpu"] == gpu
-    assert len({k for k, _ in seen.values()}) == len({p for _, p in seen.values()}) == 3
+    assert len({k for k, _ in seen.values()}) == 3 and len({p for _, p in seen.values()}) == 1
     assert train.device_key("cpu") == {}  # CPU keys carry none of it
 
 
