@@ -284,3 +284,16 @@ def test_the_first_batch_of_a_seed_does_not_depend_on_the_loaders_past(tiny_load
         differs = (lambda x, y: any(x[k].shape != y[k].shape or not torch.equal(x[k], y[k]) for k in x))
         assert differs(plain, a)  # what next(iter(...)) gave after those epochs: another batch
         assert differs(batches.first_batch(used, 1), a)  # another seed, another batch
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_key_names_the_card_and_the_sms_this_process_sees():
+    from labkit.labs.lab2_objectives import trial_settings
+    from labkit.training import determinism
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    assert determinism.gpu_identity() == {"gpu": props.name, "gpu_sm_count": props.multi_processor_count}
+    s = {**profiles.lab_settings("lab2_search", "smoke"), "device": "cuda"}
+    assert trial_settings(s)["gpu_sm_count"] == props.multi_processor_count > 0
+    assert train.device_key("cuda")["train_step"] == train.step_key("cuda")
