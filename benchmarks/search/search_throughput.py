@@ -216,6 +216,8 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
             "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
             "gpu_busy": busy.busy(), "cpu_busy": busy.cpu, "trial_seconds_by_arch": per_arch,
             "gpu_peak_gib_max": max((t.user_attrs.get("gpu_peak_gib", 0.0) for t in done), default=None),
+            # the SMs each worker saw (fewer under an MPS share): its kernels, and so its bits, follow that count
+            "gpu_sm_counts": sorted({t.user_attrs["gpu_sm_count"] for t in done if "gpu_sm_count" in t.user_attrs}),
             "accuracy_by_arch": {str(queue.index(t.params) % len(archs)): t.value for t in by_seed[s["seed"]]},
             **({"accuracy_by_arch_seed": {str(a): {str(k): next(t.value for t in ts
                                                                  if queue.index(t.params) % len(archs) == a)

@@ -13,6 +13,8 @@ Each client may use ``SM_PERCENT`` of the multiprocessors (``CUDA_MPS_ACTIVE_THR
 every SM while the others' small kernels wait, and more workers share the GPU. Measured (same benchmark
 and JSON, 4 trials per worker): 8 workers 32.5 trials/min with all SMs (6 per worker), 34.8 at 25%, 36.2 at 50%;
 12 workers at 25% 38.1, 16 at 25% 38.4; so under MPS the launcher starts ``run.WORKERS_PER_GPU_MPS``.
+The share changes a trial's bits (a process sees fewer SMs, and kernels' heuristics choose by that count; at 100%
+the bits equal a process's without MPS), so CUDA trials' cache keys name the SM count (docs/usage.md).
 """
 from __future__ import annotations
 
