@@ -64,7 +64,7 @@ def init_rng(seed: int):
 def gpu_identity(device=None) -> dict:
     """What, beside the code and the settings, decides a CUDA run's bits: the card, and how many multiprocessors
     this process may use. Under an MPS share the device reports fewer, and kernels' heuristics choose by that
-    count: one Lab 2 trial trained other weights at 25% of an H200's SMs than with all of them, or at 100% under
+    count: one Lab 2 trial trained other weights at 25% of an H200's SMs than with all of them, with or without
     MPS (benchmarks/training/sm_share_bits.json). For cache keys of results trained on CUDA."""
     import torch
 
