@@ -260,7 +260,6 @@ def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch, fake_c
     it (a CPU autocasts nothing: the matmul path only on CUDA); an uncompressed trial keeps its key."""
     from labkit.prune import mask_kernel
     from labkit.run import profiles
-    from labkit.training import train
 
     monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])
     s = profiles.lab_settings("lab2_search", "smoke", device="cpu")
