@@ -6,7 +6,8 @@ Every configuration trains the same architectures (a fixed random sample of the 
 order; a configuration with W workers runs the list ceil(per_worker * W / len) times so every worker has
 work), with the result cache off. ``--graphs on,off``: the training and evaluation steps as CUDA graphs
 (labkit.training.cuda_graphs, labels "graphs, W worker(s)") and/or the eager loop (labels "lean, W worker(s)"). Rates: ``sustained`` = trials / (last finish - first start), i.e. with workers warm;
-``wall`` also counts worker start-up (imports, data loading). The serial baseline is timed on the first
+``wall`` also counts worker start-up (imports, data loading); ``steady`` only the window where every worker is busy
+(``steady_rate``), the rate a long search runs at. The serial baseline is timed on the first
 ``--serial-trials`` architectures and compared with the 1-worker lean loop on the same ones.
 
     python benchmarks/search/search_throughput.py [--profile full|quick] [--workers 1,2,4,8] [--mps 8]
@@ -46,6 +47,7 @@ from labkit.training import cuda_graphs, train
 from labkit.run.profiles import lab_settings
 from labkit.results import provenance, write_json
 from labkit.search import StudyPlan, run_studies
+from labkit.search.storage import WORKER_ATTR
 from labkit.labs.lab2_space import build_model, sample_architecture
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -178,6 +180,26 @@ def _arch(params: dict) -> dict:
     return {"config": sizes, "linears": {k: v for k, v in params.items() if "." in k}}
 
 
+def steady_rate(runs: list[tuple]) -> dict:
+    """Trials per minute while every worker is busy: ``runs`` = (worker, start, end) per trial (seconds or
+    datetimes). The window opens when the last worker starts its first trial and closes when the first worker
+    ends its last one; the rate counts the trials that end inside it. ``sustained`` also counts the ramps at
+    either end, where workers are still starting or already done: a run of few trials per worker reads low there.
+    None where the window holds fewer trials than there are workers (too short to read)."""
+    first, last = {}, {}
+    for worker, start, end in runs:
+        first[worker] = min(first.get(worker, start), start)
+        last[worker] = max(last.get(worker, end), end)
+    if not runs:
+        return {"trials_per_min_steady": None, "steady_seconds": 0.0, "steady_trials": 0}
+    opens, closes = max(first.values()), min(last.values())
+    span = closes - opens
+    seconds = span.total_seconds() if hasattr(span, "total_seconds") else float(span)
+    inside = sum(1 for _, _, end in runs if opens < end <= closes)
+    rate = 60 * inside / seconds if seconds > 0 and inside >= len(first) else None
+    return {"trials_per_min_steady": rate, "steady_seconds": max(seconds, 0.0), "steady_trials": inside}
+
+
 def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Path, graphs: bool = True,
                 per_worker: int = 2, seeds: int = 1) -> dict:
     """One configuration's row. ``seeds`` > 1: the architectures train with that many training seeds (settings'
@@ -214,6 +236,8 @@ def lean_config(s: dict, archs: list[dict], workers: int, mps: bool, folder: Pat
             "trial_phases_median": {k: statistics.median(v) for k, v in phases.items()},
             "graph_failures": failures, "trials": len(done), "wall_seconds": wall, "sustained_seconds": sustained,
             "trials_per_min_sustained": 60 * len(done) / sustained, "trials_per_min_wall": 60 * len(done) / wall,
+            **steady_rate([((t.user_attrs.get(WORKER_ATTR) or {}).get("worker"), t.datetime_start, t.datetime_complete)
+                           for t in done]),
             "gpu_busy": busy.busy(), "cpu_busy": busy.cpu, "trial_seconds_by_arch": per_arch,
             "gpu_peak_gib_max": max((t.user_attrs.get("gpu_peak_gib", 0.0) for t in done), default=None),
             # the SMs each worker saw (fewer under an MPS share): its kernels, and so its bits, follow that count
@@ -344,6 +368,8 @@ def main(argv=None) -> int:
         write_json(out, report)
         print(f"{result['config']}: {result['trials_per_min_sustained']:.2f} trials/min sustained"
               + (f", {result['trials_per_min_wall']:.2f} with start-up" if "trials_per_min_wall" in result else "")
+              + (f", {result['trials_per_min_steady']:.2f} steady (every worker busy, {result['steady_seconds']:.0f} s)"
+                 if result.get("trials_per_min_steady") else "")
               + (f", GPU busy {result['gpu_busy']:.0%}" if result.get("gpu_busy") is not None else "")
               + (f", CPU busy {result['cpu_busy']:.0%}" if result.get("cpu_busy") is not None else "")
               + (f", peak {result['gpu_peak_gib_max']:.2f} GiB reserved by a trial" if result.get("gpu_peak_gib_max")

@@ -287,6 +287,20 @@ def _search_benchmark(name: str):
     return module
 
 
+def test_steady_rate_counts_only_the_window_where_every_worker_is_busy():
+    """Worked by hand: worker a starts at 0 and ends trials at 10, 20, 30, 40; worker b starts late, at 12 (its
+    start-up), and ends at 22, 32 and 42. The window runs from 12 (b's first start) to 40 (a's last end): the
+    trials ending at 20, 22, 30, 32 and 40 are inside, 5 in 28 s. Over the whole run (first start 0, last end 42)
+    7 trials read 10 a minute."""
+    rate = _search_benchmark("search_throughput").steady_rate
+    runs = [("a", s, s + 10) for s in (0, 10, 20, 30)] + [("b", s, s + 10) for s in (12, 22, 32)]
+    got = rate(runs)
+    assert got["steady_trials"] == 5 and got["steady_seconds"] == 28
+    assert got["trials_per_min_steady"] == pytest.approx(60 * 5 / 28)
+    assert rate([("a", 0, 10), ("b", 9, 19)])["trials_per_min_steady"] is None  # one trial inside: too short
+    assert rate([])["trials_per_min_steady"] is None
+
+
 def test_task2_schedule_simulation_gives_the_known_makespans():
     """benchmarks/search/task2_schedule.py's simulation on a case worked by hand: 3 workers, four 1 s trials
     without compression and two 4 s post-training trials. Even shares start the second long trial at 2 s
