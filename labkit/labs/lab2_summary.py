@@ -70,6 +70,10 @@ def how_trials_ran(prov: dict) -> str:
     text += "; devices: " + ", ".join(devices)
     if prov["unclaimed"]:
         text += f"; {_plural(prov['unclaimed'], 'trial')} recorded no worker"
+    if prov.get("sm_counts"):  # an MPS share shows a process fewer SMs, and its kernels, so its bits, follow that
+        seen = ", ".join(f"{k} ({_plural(c, 'trial')})" for k, c in prov["sm_counts"].items())
+        text += (f"; the GPU's multiprocessors each trial's process saw: {seen} (fewer under an MPS share, which "
+                 "changes a trial's bits: the same search at another share trains other weights)")
     return text + "."
 
 

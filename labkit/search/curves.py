@@ -44,10 +44,11 @@ def trial_provenance(studies) -> dict:
     can mix them), and their per-trial wall time: the figure's own provenance names only the process that
     drew it. ``processes``: distinct (host, boot, pid) of the trials' worker records; ``boots``: distinct
     (host, boot) (fresh machines may share a host name); ``worker_ids``: the distinct worker ids;
-    ``unclaimed``: trials without a worker record."""
+    ``unclaimed``: trials without a worker record; ``sm_counts``: how many trials saw each count of the GPU's
+    multiprocessors (an MPS share shows fewer, and a trial's bits follow it), where trials recorded one."""
     from .storage import WORKER_ATTR
 
-    commits, hosts, devices, seconds = {}, {}, {}, []
+    commits, hosts, devices, sm_counts, seconds = {}, {}, {}, {}, []
     processes, worker_ids, unclaimed = set(), set(), 0
     for study in studies:
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
@@ -60,9 +61,11 @@ def trial_provenance(studies) -> dict:
                 unclaimed += 1
             if who.get("worker") is not None:
                 worker_ids.add(who["worker"])
+            if t.user_attrs.get("gpu_sm_count") is not None:
+                sm_counts[t.user_attrs["gpu_sm_count"]] = sm_counts.get(t.user_attrs["gpu_sm_count"], 0) + 1
             if t.datetime_start and t.datetime_complete:
                 seconds.append((t.datetime_complete - t.datetime_start).total_seconds())
     return {"commits": commits, "hosts": hosts, "devices": devices, "trials": len(seconds),
             "processes": len(processes), "boots": len({(h, b) for h, b, _ in processes}),
-            "worker_ids": sorted(worker_ids), "unclaimed": unclaimed,
+            "worker_ids": sorted(worker_ids), "unclaimed": unclaimed, "sm_counts": dict(sorted(sm_counts.items())),
             "trial_seconds_mean": float(np.mean(seconds)) if seconds else None}

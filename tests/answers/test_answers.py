@@ -49,13 +49,15 @@ def test_drawn_from_names_commits_and_devices_or_says_they_were_not_recorded():
     assert "hosts h (2) (device not recorded" in text
 
 
-def _study_with_workers(records: list[dict | None]):
-    """An in-memory study with one completed trial per worker record (None: a trial that recorded none)."""
+def _study_with_workers(records: list[dict | None], sm_counts: list[int] | None = None):
+    """An in-memory study with one completed trial per worker record (None: a trial that recorded none), each with
+    the SM count of ``sm_counts`` where given."""
     import optuna
     from labkit.search.storage import WORKER_ATTR
     study = optuna.create_study(direction="maximize")
     for i, who in enumerate(records):
-        study.add_trial(optuna.trial.create_trial(value=0.5 + i / 100, user_attrs={WORKER_ATTR: who} if who else {}))
+        attrs = ({WORKER_ATTR: who} if who else {}) | ({"gpu_sm_count": sm_counts[i]} if sm_counts else {})
+        study.add_trial(optuna.trial.create_trial(value=0.5 + i / 100, user_attrs=attrs))
     return study
 
 
@@ -74,6 +76,17 @@ def test_how_trials_ran_counts_worker_processes_hosts_and_devices_from_the_trial
                            "(gpu-a: 17 trials, gpu-b: 1 trial, over 3 boots)"), text
     assert "devices: NVIDIA H100 (16 trials), device not recorded (3 trials)" in text
     assert text.endswith("; 1 trial recorded no worker.")
+
+
+def test_how_trials_ran_names_the_sms_each_trial_saw_where_trials_recorded_them():
+    from labkit.search import trial_provenance
+    records = [{"host": "h", "boot": "b", "pid": 7 + w, "worker": w, "device": "NVIDIA H200"} for w in range(3)]
+    prov = trial_provenance([_study_with_workers(records, [32, 32, 132])])
+    assert prov["sm_counts"] == {32: 2, 132: 1}
+    text = lab2.how_trials_ran(prov)
+    assert "each trial's process saw: 32 (2 trials), 132 (1 trial) (fewer under an MPS share" in text
+    assert text.endswith("trains other weights).")
+    assert "multiprocessors" not in lab2.how_trials_ran(trial_provenance([_study_with_workers(records)]))
 
 
 def test_how_trials_ran_in_one_process_and_with_no_records():
