@@ -186,12 +186,12 @@ def steady_rate(runs: list[tuple]) -> dict:
     ends its last one; the rate counts the trials that end inside it. ``sustained`` also counts the ramps at
     either end, where workers are still starting or already done: a run of few trials per worker reads low there.
     None where the window holds fewer trials than there are workers (too short to read)."""
+    if not runs:
+        return {"trials_per_min_steady": None, "steady_seconds": 0.0, "steady_trials": 0}
     first, last = {}, {}
     for worker, start, end in runs:
         first[worker] = min(first.get(worker, start), start)
         last[worker] = max(last.get(worker, end), end)
-    if not runs:
-        return {"trials_per_min_steady": None, "steady_seconds": 0.0, "steady_trials": 0}
     opens, closes = max(first.values()), min(last.values())
     span = closes - opens
     seconds = span.total_seconds() if hasattr(span, "total_seconds") else float(span)

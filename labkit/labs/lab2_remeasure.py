@@ -12,8 +12,8 @@ Both sides train with the same seed (same initialisation draw and batch order), 
 seed (``labkit.readings.lab2_search``). The settings, trials and parameters come from the stored results
 (``samplers.json``, ``compression_aware.json``; the Task 2 trials' parameters from the studies' storage where the
 JSON does not hold them), so a retrain is the search's trial with the seed replaced, though not with its bits: the
-search's workers ran at an MPS share of the SMs, the retrains by default with every SM, and the share changes the weights
-(``determinism.gpu_identity``). Both sides of a comparison retrain alike. Saved as
+search's workers ran at an MPS share of the SMs, the retrains by default with every SM, and the share changes the
+weights (``determinism.gpu_identity``). Both sides of a comparison retrain alike. Saved as
 ``figures/lab2[/profile]/remeasured.json``.
 
     python -m labkit.labs.lab2_remeasure --profile full --seeds 3
