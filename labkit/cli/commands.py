@@ -175,7 +175,7 @@ def _cmd_redraw(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from ..exercises import grade, self_test
+    from ..exercises import headless, self_test
 
     if args.list:
         from ..exercises import registry
@@ -188,6 +188,9 @@ def _cmd_check(args) -> int:
             print(f"| `{ex.id}`: {cell(ex.title)} | {ex.notebook} | {cell(ex.task)} | {ex.points} | "
                   f"{len(ex.cases())} | {cell('; '.join(ex.mutants))} |")
         return 0
+    if args.hidden is not None and not args.self_test:
+        raise UsageError("check --hidden: hidden cases are the staff's and never reach a student's kernel; grade "
+                         "with them by `labkit grade SUBMISSIONS --out DIR --hidden-seed SEED`")
     if args.self_test:
         if args.paths:
             raise UsageError("check --self-test checks labkit's own exercises; give it no notebooks")
@@ -202,17 +205,32 @@ def _cmd_check(args) -> int:
         raise UsageError("check: name notebooks or folders of notebooks (e.g. labkit check my-labs/), or "
                          "pass --self-test")
     try:
-        books = grade.notebooks_in(args.paths)
+        books = headless.notebooks_in(args.paths)
     except ValueError as err:
         raise UsageError(f"check: {_message(err)}") from err
-    reports = grade.run(books, args.profile, args.hidden, args.out)
-    for line in grade.describe(reports):
+    reports = headless.run(books, args.profile, None, args.out)
+    for line in headless.describe(reports):
         print(line)
-    grade.write_json(reports, args.json, args.profile, args.hidden)
+    headless.write_json(reports, args.json, args.profile, None)
     bad = [r.notebook for r in reports if not r.ok]
     print(f"labkit check: {len(reports) - len(bad)} of {len(reports)} notebooks with every exercise passing"
           + (f"; still to do: {', '.join(bad)}" if bad else "") + f" (report: {args.json})")
     return 1 if bad else 0
+
+
+def _cmd_grade(args) -> int:
+    from ..grading import run
+    from ..grading.runtime import Limits
+
+    limits = Limits(timeout=args.timeout, memory=int(args.memory * 2 ** 20))
+    try:
+        grades = run.grade(args.submissions, args.out, args.hidden_seed, args.jobs, limits)
+    except (ValueError, FileNotFoundError) as err:
+        raise UsageError(f"grade: {_message(err)}") from err
+    flagged = sum(bool(g.flags) for s in grades for g in s.exercises)
+    print(f"labkit grade: {len(grades)} students; {flagged} exercises flagged (see the flag columns of "
+          f"{args.out}/grades.csv); written answers for manual marking: {args.out}/answers.csv")
+    return 0
 
 
 def _cmd_student_init(args) -> int:
@@ -344,7 +362,8 @@ def main(argv=None) -> int:
     chk.add_argument("--profile", default="smoke", choices=["smoke", "quick"],
                      help="the profile the notebooks run under (default smoke: seconds per notebook)")
     chk.add_argument("--hidden", type=int, metavar="SEED",
-                     help="teaching staff: add fresh random cases drawn from SEED to every check")
+                     help="with --self-test: the seed of the hidden cases the references must pass (grading with "
+                          "hidden cases is `labkit grade`)")
     chk.add_argument("--self-test", action="store_true",
                      help="every exercise: the reference passes, a stub is 'not attempted', every mutant fails")
     chk.add_argument("--list", action="store_true", help="list every exercise: notebook, sheet task, points, "
@@ -353,6 +372,18 @@ def main(argv=None) -> int:
     chk.add_argument("--json", type=Path, default=Path("check.json"), help="the report (default ./check.json)")
     chk.add_argument("--out", type=Path, help="folder for the executed notebooks (default: a temporary one)")
     chk.set_defaults(func=_cmd_check)
+
+    grd = sub.add_parser("grade", help="teaching staff: grade a folder of submissions (one sub-folder per student) "
+                         "into a gradebook; each exercise runs alone in a limited process")
+    grd.add_argument("submissions", type=Path, help="a folder with one sub-folder per student, named by their id")
+    grd.add_argument("--out", type=Path, required=True, help="the gradebook's folder (grades.csv, answers.csv, "
+                     "students/<id>/results.json and feedback.md, grading.json)")
+    grd.add_argument("--hidden-seed", type=int, help="the seed of the hidden cases (default: a fresh one, kept "
+                     "in grading.json)")
+    grd.add_argument("--jobs", type=int, default=2, help="graded processes at a time (default 2)")
+    grd.add_argument("--timeout", type=float, default=60.0, help="seconds (wall and CPU) per exercise (default 60)")
+    grd.add_argument("--memory", type=float, default=2048.0, help="MB of memory per exercise (default 2048)")
+    grd.set_defaults(func=_cmd_grade)
 
     stu = sub.add_parser("student", help="the student edition").add_subparsers(dest="action", required=True)
     init = stu.add_parser("init", help="copy the student edition into DIR, check the kernel and the data")

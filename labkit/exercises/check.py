@@ -2,12 +2,13 @@
 
 ``check(id, fn)`` prints one line per public case (ok / FAIL, the input, and on a failure what was expected,
 what came back and a hint) and a summary "N of M public cases pass"; it never says "all tests passed": the
-staff may hold further cases (``labkit check --hidden SEED``). It returns a ``CheckResult`` whose ``fn`` is
-what the rest of the notebook uses: the student's function once every case passes, labkit's otherwise (a
-one-line note says which).
+staff grade with further cases (``labkit grade``, in processes of their own). It returns a ``CheckResult``
+whose ``fn`` is what the rest of the notebook uses: the student's function once every case passes, labkit's
+otherwise (a one-line note says which). A failed case whose result equals a registered mutant's says which
+mistake that is.
 
-Under ``labkit check`` each result is also appended to the JSON-lines file ``$LABKIT_CHECK_LOG``, and
-``$LABKIT_CHECK_HIDDEN`` (a seed) adds that many fresh random cases.
+Under ``labkit check`` each result is also appended to the JSON-lines file ``$LABKIT_CHECK_LOG``: formative
+feedback, which grading never reads.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ..labs import per_seed
 from .catalog import get, registry
 from .core import Case, Exercise
 
-LOG_ENV, HIDDEN_ENV = "LABKIT_CHECK_LOG", "LABKIT_CHECK_HIDDEN"
+LOG_ENV = "LABKIT_CHECK_LOG"
 PASS, FAIL, NOT_ATTEMPTED = "pass", "fail", "not attempted"
 
 
@@ -37,6 +38,7 @@ class CaseResult:
     why: str = ""
     hint: str = ""
     hidden: bool = False
+    mistake: str = ""                 # the registered mutant whose result this equals
 
 
 @dataclass
@@ -111,17 +113,12 @@ def _where(err: BaseException) -> str:
     return f"in {Path(last.filename).name}, line {last.lineno}"
 
 
-def _run_case(ex: Exercise, fn: Callable, case: Case, expected, hidden: bool) -> CaseResult:
-    shown = case.shown()
-    try:
-        got = ex.call(fn, case)
-    except NotImplementedError:
-        raise
-    except Exception as err:  # a student's bug is a failed case, shown, never a crashed notebook
-        return CaseResult(case.name, False, shown, f"raised {type(err).__name__}: {err} ({_where(err)})",
-                          case.hint or ex.hint, hidden)
-    why = ex.differs(expected, got)
-    return CaseResult(case.name, why is None, shown, why or "", "" if why is None else (case.hint or ex.hint), hidden)
+def case_result(ex: Exercise, case: Case, expected: dict, got: dict, hidden: bool) -> CaseResult:
+    """One case's line from the reference's outcome and the function's."""
+    why = ex.judge(case, expected, got)
+    if why is None:
+        return CaseResult(case.name, True, case.shown(), hidden=hidden)
+    return CaseResult(case.name, False, case.shown(), why, case.hint or ex.hint, hidden, ex.mistake(case, got) or "")
 
 
 def hidden_cases(ex: Exercise, seed: int) -> list[Case]:
@@ -138,12 +135,12 @@ def evaluate(exercise_id: str, fn: Callable, hidden_seed: int | None = None) -> 
         cases += [(c, True) for c in hidden_cases(ex, hidden_seed)]
     results = []
     for case, hidden in cases:
-        expected = ex.call(ex.reference, case)
-        try:
-            results.append(_run_case(ex, fn, case, expected, hidden))
-        except NotImplementedError:
+        expected = ex.outcome(ex.reference, case)
+        got = ex.outcome(fn, case, where=_where)
+        if got.get("not_attempted"):
             public = sum(1 for _, h in cases if not h)
             return CheckResult(ex.id, NOT_ATTEMPTED, 0, public, 0, len(cases) - public, [], ex.reference)
+        results.append(case_result(ex, case, expected, got, hidden))
     pub = [r for r in results if not r.hidden]
     hid = [r for r in results if r.hidden]
     ok = all(r.ok for r in results)
@@ -151,29 +148,26 @@ def evaluate(exercise_id: str, fn: Callable, hidden_seed: int | None = None) -> 
                        len(hid), results, fn if ok else ex.reference)
 
 
-def _hidden_seed() -> int | None:
-    text = os.environ.get(HIDDEN_ENV)
-    if not text:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"${HIDDEN_ENV}={text!r}: must be an integer seed") from None
+def case_lines(r: CaseResult) -> str:
+    """A case as the check prints it: ok / FAIL, its input, and on a failure why, the hint and the mistake."""
+    tag = ("ok  " if r.ok else "FAIL") + (" (hidden)" if r.hidden else "")
+    line = f"  {tag}  {r.name}: {r.shown}"
+    if not r.ok:
+        line += f"\n        {r.why}\n        hint: {r.hint}"
+        if r.mistake:
+            line += f"\n        this is the known mistake: {r.mistake}"
+    return line
 
 
 def check(exercise_id: str, fn: Callable, quiet: bool = False) -> CheckResult:
     """Check ``fn`` for exercise ``exercise_id``, print the case lines and the summary, and return the result
     (its ``fn``: the student's function if every case passed, else labkit's)."""
-    result = evaluate(exercise_id, fn, _hidden_seed())
+    result = evaluate(exercise_id, fn)
     ex = get(exercise_id)
     if not quiet:
         print(f"[{ex.id}] {ex.title} ({ex.points} pts); tolerance: {ex.tolerance}")
         for r in result.cases:
-            tag = ("ok  " if r.ok else "FAIL") + (" (hidden)" if r.hidden else "")
-            line = f"  {tag}  {r.name}: {r.shown}"
-            if not r.ok:
-                line += f"\n        {r.why}\n        hint: {r.hint}"
-            print(line)
+            print(case_lines(r))
         print(result.summary())
         ref = ex.install.replace(":", ".") if ex.install else f"{ex.reference.__module__}.{ex.reference.__name__}"
         if result.ok:

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..sandbox import codec, harness
+
 REGISTRY: dict[str, "Exercise"] = {}
 LABS = ("lab0", "lab1", "lab2", "lab3", "lab4")
 
@@ -41,12 +43,15 @@ class Exercise:
     """A sheet task the student implements.
 
     ``reference``: labkit's function with the student's signature (the oracle). ``cases()``: the public cases.
-    ``hidden(rng)``: random cases for staff checks (``rng``: a ``random.Random``). ``mutants``: name -> a
+    ``hidden(rng)``: random cases for the staff's grading (``rng``: a ``random.Random``). ``mutants``: name -> a
     plausible wrong implementation; each must fail at least one public case (``labkit check --self-test``).
-    ``run(fn, case)``: how one case calls a function (default ``fn(*args, **kwargs)``); ``compare(expected,
-    got)`` returns ``None`` when they agree, else what differs (default: exact, or within ``atol``/``rtol``).
-    ``install``: ``"module:attribute"`` the rest of the lab calls, replaced by the student's function once its
-    check passes (``CheckResult.installed``)."""
+    ``runner``: how one case calls a function (``labkit.sandbox.harness.RUNNERS``: the same in a notebook and in a
+    graded process, returning plain values); ``expect_raises``: exception class names that are results (the value
+    ``"raises ValueError"``); ``finish(case, value)``: what the staff side makes of the plain value before
+    comparing (default: the value); ``compare(expected, got)`` returns ``None`` when they agree, else what
+    differs (default: exact, or within ``atol``/``rtol``). A function that changes a tensor, list or dict it was
+    given fails the case unless ``may_change_inputs``. ``install``: ``"module:attribute"`` the rest of the lab
+    calls, replaced by the student's function once its check passes (``CheckResult.installed``)."""
 
     id: str
     notebook: str
@@ -58,10 +63,13 @@ class Exercise:
     mutants: dict[str, Callable]
     hint: str
     hidden: Callable[[Any], list[Case]] | None = None
-    run: Callable[[Callable, Case], Any] | None = None
+    runner: str = "call"
+    expect_raises: tuple[str, ...] = ()
+    finish: Callable[[Case, Any], Any] | None = None
     compare: Callable[[Any, Any], str | None] | None = None
     atol: float = 0.0
     rtol: float = 0.0
+    may_change_inputs: bool = False
     install: str | None = None
 
     @property
@@ -76,16 +84,54 @@ class Exercise:
             return "exact (bit for bit)"
         return f"|got - expected| <= {self.atol:g} + {self.rtol:g} * |expected|"
 
-    def call(self, fn: Callable, case: Case):
+    def outcome(self, fn: Callable, case: Case, where: Callable[[BaseException], str] | None = None) -> dict:
+        """``fn`` on a copy of ``case`` as the harness runs it, its value as the staff side receives it."""
         case = copy.deepcopy(case)
-        if self.run is not None:
-            return self.run(fn, case)
-        return fn(*case.args, **case.kwargs)
+        out = harness.outcome(self.runner, fn, case.args, case.kwargs, self.expect_raises, where)
+        if "value" in out:
+            out["value"] = codec.roundtrip(out["value"])
+        return out
+
+    def call(self, fn: Callable, case: Case):
+        """What ``fn`` gives for ``case``, finished for comparison; an unexpected exception propagates."""
+        out = self.outcome(fn, case)
+        if "value" not in out:
+            raise RuntimeError(f"{self.id}, case {case.name!r}: {out}")
+        return self.finished(case, out["value"])
+
+    def finished(self, case: Case, value):
+        return self.finish(case, value) if self.finish is not None else value
 
     def differs(self, expected, got) -> str | None:
         if self.compare is not None:
             return self.compare(expected, got)
         return differs(expected, got, self.atol, self.rtol)
+
+    def judge(self, case: Case, expected: dict, got: dict) -> str | None:
+        """``None`` when ``got`` (an outcome) agrees with ``expected`` (the reference's), else why not: an
+        exception, an input changed in place, or what differs. A value the staff side cannot read fails."""
+        if "raised" in got:
+            where = f" ({got['where']})" if got.get("where") else ""
+            return f"raised {got['raised']}: {got.get('message', '')}{where}"
+        if "value" not in got:
+            return "no result came back for this case"
+        if got.get("changed") and not self.may_change_inputs:
+            return (f"your function changed its input in place ({', '.join(map(str, got['changed']))}); leave "
+                    "what it is given as it was and return a new value")
+        try:
+            return self.differs(self.finished(case, expected["value"]), self.finished(case, got["value"]))
+        except Exception as err:  # noqa: BLE001 (a value of the wrong shape for this exercise's comparison)
+            return f"what your function returned cannot be compared: {type(err).__name__}: {err}"
+
+    def mistake(self, case: Case, got: dict) -> str | None:
+        """The registered mutant whose result ``got`` equals on this case, if one does: which mistake it is."""
+        if "value" not in got:
+            return None
+        for name, mutant in self.mutants.items():
+            out = self.outcome(mutant, case)
+            if "value" in out and self.judge(case, out, got) is None:
+                return name
+        return None
 
 
 def exercise(**fields) -> Callable[[Callable], Exercise]:

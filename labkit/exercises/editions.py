@@ -10,8 +10,11 @@ Cell roles, given as tags in a cell's header line of the source:
 - ``answer-key`` (either): the rendered answers or the committed results read as the answer; the student
   edition drops the cell.
 
-Both editions carry nbgrader-compatible cell metadata (``metadata.nbgrader``, schema 3); the student edition
-opens with a task map: every sheet task's exercise or question, its points and its cell.
+Both editions carry nbgrader-compatible cell metadata (``metadata.nbgrader``, schema 3: ids, locked cells, the
+written answers' points) and name their notebook and edition (``metadata.labkit``), which ``labkit grade`` reads
+to recognise a renamed file; a check cell is locked but not an nbgrader grade cell, since it never fails (grading
+is ``labkit grade``'s). The student edition opens with a task map: every sheet task's exercise or question, its
+points and its cell.
 """
 from __future__ import annotations
 
@@ -32,8 +35,8 @@ ANSWER_KEY_CALLS = ("labkit.answers", "save_answers", "answers.render", "render_
                     "redraw.write_answers", "redraw.render_answers", "redraw.store_readings")
 
 
-def parse(text: str) -> nbformat.NotebookNode:
-    """The solution edition: every cell of the source, roles in ``metadata.tags``."""
+def parse(text: str, stem: str | None = None) -> nbformat.NotebookNode:
+    """The solution edition: every cell of the source, roles in ``metadata.tags``; ``stem`` names the notebook."""
     cells, head, lines = [], None, []
 
     def flush():
@@ -68,7 +71,7 @@ def parse(text: str) -> nbformat.NotebookNode:
             lines.append(line)
     flush()
     _grade_metadata(cells)
-    return _notebook(cells)
+    return _notebook(cells, {"notebook": stem, "edition": "solution"} if stem else None)
 
 
 def code_lines(nb: nbformat.NotebookNode) -> int:
@@ -88,10 +91,12 @@ def code_lines(nb: nbformat.NotebookNode) -> int:
     return count
 
 
-def _notebook(cells) -> nbformat.NotebookNode:
+def _notebook(cells, labkit: dict | None = None) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
+    if labkit:
+        nb.metadata["labkit"] = labkit
     for i, cell in enumerate(nb.cells):  # stable ids keep diffs quiet
         cell["id"] = f"cell-{i}"
     return nb
@@ -121,8 +126,9 @@ def _grade_metadata(cells) -> None:
             if pending is None:
                 raise ValueError(f"check cell for {ex.id} has no exercise cell before it")
             pending.metadata["nbgrader"] = _nbgrader(ex.id, solution=True)
-            cell.metadata["nbgrader"] = _nbgrader(f"{ex.id}.check", grade=True, locked=True, points=ex.points)
+            cell.metadata["nbgrader"] = _nbgrader(f"{ex.id}.check", locked=True)
             cell.metadata["exercise"] = ex.id
+            cell.metadata["points"] = ex.points
             pending.metadata["exercise"] = ex.id
             pending = None
         elif r == "answer":
@@ -214,7 +220,8 @@ def student(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
             "headlessly.")
         task_map.metadata["tags"] = ["task-map"]
         cells.insert(1, task_map)
-    return _notebook(cells)
+    stem = solution.metadata.get("labkit", {}).get("notebook")
+    return _notebook(cells, {"notebook": stem, "edition": "student"} if stem else None)
 
 
 def _cell(text: str) -> str:

@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..graph.passes import CountDropout as _CountDropout, is_dropout as _is_dropout
+from ..graph.passes import DROPOUT_TARGETS, CountDropout as _CountDropout, is_dropout as _is_dropout
 from ..graph.passes import remove_dropout_nodes as _remove_dropout_nodes
+from ..sandbox import harness
 from .core import Case, differs, exercise
 
 # --- toy graphs ----------------------------------------------------------------------------------------
@@ -243,27 +244,26 @@ def count_dropout(gm: torch.fx.GraphModule) -> int:
 # --- lab0.remove_dropout -------------------------------------------------------------------------------
 
 
-def _remove_run(fn, case: Case) -> dict:
-    """Run the pass on (a copy of) the case's graph, then read what it left: the returned graph module, its
-    dropout nodes, ``graph.lint()``, the other nodes, and its output on a fixed input in training mode
-    (seed 0: any dropout still in the generated code changes it)."""
-    gm, x = case.args[0], case.kwargs["x"]
-    out = fn(gm)
-    if not isinstance(out, torch.fx.GraphModule):
-        return {"returned": type(out).__name__}
-    try:
-        out.graph.lint()
-        lint = "ok"
-    except Exception as err:  # what lint found, shown as the difference
-        lint = f"{type(err).__name__}: {err}"
-    out.train()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        y = out(x)
-    return {"returned": "GraphModule", "graph.lint()": lint,
-            "dropout nodes left": sum(_is_dropout(n, out) for n in out.graph.nodes),
-            "other nodes": [f"{n.op} {n.target}" for n in out.graph.nodes if not _is_dropout(n, out)],
-            "output": y}
+DROPOUT_NAMES = {harness.target_name(t) for t in DROPOUT_TARGETS}
+
+
+def _described_dropout(node) -> bool:
+    op, target, classes = node
+    return (op == "call_function" and target in DROPOUT_NAMES) or (
+        op == "call_module" and "torch.nn.modules.dropout.Dropout" in (classes or []))
+
+
+def _remove_finish(case: Case, raw: dict) -> dict:
+    """What the pass left, from the harness's description of the graph module it returned (``fx_pass``): its
+    dropout nodes, ``graph.lint()``, the other nodes, and its output on a fixed input in training mode."""
+    if raw.get("returned") != "GraphModule":
+        return {"returned": raw.get("returned")}
+    nodes = [tuple(n) for n in raw["nodes"]]
+    return {"returned": "GraphModule", "graph.lint()": raw["graph.lint()"],
+            "dropout nodes left": sum(_described_dropout(n) for n in nodes),
+            "other nodes": [f"{op} {target}" for op, target, classes in nodes
+                            if not _described_dropout((op, target, classes))],
+            "output": raw["output"]}
 
 
 def _remove_compare(expected: dict, got: dict) -> str | None:
@@ -353,7 +353,7 @@ def _no_recompile(gm):
     id="lab0.remove_dropout", notebook="lab0_graphs_lora", points=3,
     title="a transform pass: remove every dropout node of an FX graph",
     task="Lab 0, tutorial 1: write a transform pass that removes dropout from the captured graph",
-    cases=_remove_cases, hidden=_remove_hidden, run=_remove_run, compare=_remove_compare,
+    cases=_remove_cases, hidden=_remove_hidden, runner="fx_pass", finish=_remove_finish, compare=_remove_compare,
     mutants={"skips replace_all_uses_with": _no_rewire, "removes only the first dropout": _first_only,
              "forgets recompile": _no_recompile},
     hint="for each dropout node (iterate over a list copy): node.replace_all_uses_with(node.args[0]), "
@@ -367,24 +367,7 @@ def remove_dropout(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 # --- lab0.merge_lora -----------------------------------------------------------------------------------
 
 
-def _merge_run(fn, case: Case):
-    """The merged weight, and whether ``W`` (the caller's base weight) was left as it was."""
-    W = case.args[0]
-    before = W.clone()
-    out = fn(*case.args)
-    return out, bool(torch.equal(W, before))
-
-
 ATOL, RTOL = 1e-6, 1e-5
-
-
-def _merge_compare(expected, got) -> str | None:
-    if not got[1]:
-        return "your function changed W in place; leave the caller's weight alone and return a new tensor"
-    return differs(expected[0], got[0], ATOL, RTOL)
-
-
-_merge_compare.tolerance = f"|got - expected| <= {ATOL:g} + {RTOL:g} * |expected| (W itself unchanged)"
 
 
 def _lora_tensors(out_f, in_f, r, seed, dtype=torch.float32, zero_b=False):
@@ -450,7 +433,7 @@ def _alpha_times_rank(W, A, B, alpha, rank):
     id="lab0.merge_lora", notebook="lab0_graphs_lora", points=2,
     title="merge a LoRA adapter into its Linear's weight",
     task="Lab 0, tutorial 2: merge the trained LoRA adapters into the model's weights",
-    cases=_merge_cases, hidden=_merge_hidden, run=_merge_run, compare=_merge_compare,
+    cases=_merge_cases, hidden=_merge_hidden, atol=ATOL, rtol=RTOL,
     mutants={"no scaling": _no_scaling, "transposed update (A^T B^T)": _transposed,
              "scales by alpha * rank": _alpha_times_rank},
     hint="W_merged = W + (alpha / rank) * (B @ A), with B (out x r) and A (r x in), as peft's merge does",

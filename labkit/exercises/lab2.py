@@ -1,8 +1,8 @@
 """Lab 2's exercises: the search space as a define-by-run sampler, the best-so-far curve of a study, and the
 compression-aware objective's control flow (every step injected, so its cases run in microseconds).
 
-``trace_objective`` runs an objective with stand-in steps that log what they are given; the exercise's cases use
-it, and the notebook replays stored trials through the student's objective with it.
+``labkit.sandbox.harness.trace_objective`` runs an objective with stand-in steps that log what they are given; the
+exercise's cases use it, and the notebook replays stored trials through the student's objective with it.
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import copy
 import math
 from collections import Counter
 from types import SimpleNamespace
-from typing import Callable
 
 import optuna
 import torch
@@ -23,30 +22,6 @@ from .core import Case, differs, exercise
 
 # ---------------------------------------------------------------------------------------------------------------
 # lab2.search_space
-
-
-class LooseTrial(optuna.trial.FixedTrial):
-    """A ``FixedTrial`` that hands back its fixed value even where it is not one of the choices (FixedTrial
-    refuses it): how an edited or narrower space could give a combination the lab's grid never holds."""
-
-    def suggest_categorical(self, name, choices):
-        if name in self._params:
-            self._suggested_params[name] = self._params[name]
-            return self._params[name]
-        return super().suggest_categorical(name, choices)
-
-
-PRUNED = "raised optuna.TrialPruned"
-
-
-def _run_space(fn: Callable, case: Case):
-    """Call ``fn`` with a FixedTrial of the case's params; a pruned trial reads as ``PRUNED``."""
-    params = case.kwargs["params"]
-    trial = LooseTrial(params) if case.kwargs.get("loose") else optuna.trial.FixedTrial(params)
-    try:
-        return fn(trial)
-    except optuna.TrialPruned:
-        return PRUNED
 
 
 def _layers(n: int, identity: set[str] = frozenset()) -> dict:
@@ -148,7 +123,7 @@ def _space_swapped(trial):
     title="the architecture space, sampled define-by-run",
     task="Lab 2, Task 1: the search space (depth, heads, hidden and intermediate sizes, each square Linear "
          "kept or made Identity)",
-    cases=_space_cases, hidden=_space_hidden, run=_run_space,
+    cases=_space_cases, hidden=_space_hidden, runner="fixed_trial",
     mutants={"a misnamed parameter": _space_misnamed, "ignores the Identity choices": _space_no_identity,
              "hidden and intermediate swapped": _space_swapped},
     hint="suggest the four sizes by their BertConfig names, prune an invalid head count, then one "
@@ -267,19 +242,6 @@ def best_so_far(values: list, limit: int | None = None) -> list[float]:
 # lab2.compression_objective
 
 
-class StandIn:
-    """A stand-in model: the steps applied to it so far (``copy.deepcopy`` gives an independent one)."""
-
-    def __init__(self, steps):
-        self.steps = list(steps)
-
-    def cpu(self):  # labkit moves a model to the CPU before compressing it
-        return self
-
-    def __repr__(self):
-        return "+".join(self.steps)
-
-
 TRAINED, COMPRESSED = "built+trained", "built+trained+compressed"
 POST_TRAINED, CONTROL = "built+trained+compressed+post-trained", "built+trained+post-trained"
 LABELS = {TRAINED: "trained", COMPRESSED: "compressed", POST_TRAINED: "post-trained", CONTROL: "control"}
@@ -290,47 +252,6 @@ def accuracies_of(user_attrs: dict) -> dict:
     """A stored trial's recorded accuracies as ``trace_objective``'s table: each model state -> its accuracy."""
     return {state: user_attrs[key] for state, key in zip((TRAINED, COMPRESSED, POST_TRAINED, CONTROL), RECORDED)
             if key in user_attrs}
-
-
-def trace_objective(fn: Callable, arch, mode: str, accuracies: dict) -> dict:
-    """Run ``fn(arch, mode, build, train, compress, evaluate, post_train, record)`` with stand-in steps:
-    ``build`` gives a ``StandIn``, ``train`` and ``post_train`` add a step to it in place, ``compress`` returns a
-    new one (labkit's compresses a copy), ``evaluate`` returns ``accuracies[str(model)]`` (a model's steps
-    joined by "+", e.g. ``"built+trained+compressed"``; 0.5 for a model not in it). Returns the value, every
-    call (named by the model's steps) and what was recorded."""
-    calls, recorded = [], {}
-
-    def build(a):
-        calls.append(f"build({'arch' if a is arch else repr(a)[:40]})")
-        return StandIn(["built"])
-
-    def step(name):
-        def run(model):
-            if not isinstance(model, StandIn):
-                raise TypeError(f"{name} was given {type(model).__name__}, not the model")
-            calls.append(f"{name}({model})")
-            model.steps.append({"train": "trained", "post_train": "post-trained"}[name])
-            return {"train_seconds": 0.0}
-        return run
-
-    def compress(model):
-        if not isinstance(model, StandIn):
-            raise TypeError(f"compress was given {type(model).__name__}, not the model")
-        calls.append(f"compress({model})")
-        return StandIn(model.steps + ["compressed"])
-
-    def evaluate(model):
-        if not isinstance(model, StandIn):
-            raise TypeError(f"evaluate was given {type(model).__name__}, not the model")
-        acc = accuracies.get(str(model), 0.5)
-        calls.append(f"evaluate({model}) -> {acc:g}")
-        return acc
-
-    def record(key, value):
-        recorded[key] = value
-
-    value = fn(arch, mode, build, step("train"), compress, evaluate, step("post_train"), record)
-    return {"value": value, "calls": calls, "recorded": recorded}
 
 
 @contextlib.contextmanager
@@ -355,10 +276,6 @@ def _injected(build, train, compress, evaluate, post_train):
     finally:
         for k, v in before.items():
             setattr(mod, k, v)
-
-
-def _run_objective(fn: Callable, case: Case):
-    return trace_objective(fn, case.args[0], case.args[1], case.kwargs["accuracies"])
 
 
 def _compare_objective(expected: dict, got: dict) -> str | None:
@@ -471,7 +388,7 @@ def _objective_no_post_training(arch, mode, build, train, compress, evaluate, po
     title="the compression-aware objective's steps",
     task="Lab 2, Task 2: the compression-aware objective (train, compress, optionally post-train, with the "
          "equal-training control)",
-    cases=_objective_cases, hidden=_objective_hidden, run=_run_objective, compare=_compare_objective,
+    cases=_objective_cases, hidden=_objective_hidden, runner="objective", compare=_compare_objective,
     mutants={"evaluates before compressing": _objective_eval_first,
              "post-trains the uncompressed model": _objective_post_trains_uncompressed,
              "ignores post-training": _objective_no_post_training},

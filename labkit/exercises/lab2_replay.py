@@ -10,7 +10,8 @@ import optuna
 from ..labs import lab2
 from ..labs.lab2_space import build_model
 from ..models import count_parameters
-from .lab2 import accuracies_of, trace_objective, trial_values
+from ..sandbox.harness import trace_objective
+from .lab2 import accuracies_of, trial_values
 
 
 def _completed(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

@@ -18,44 +18,6 @@ from .core import Case, differs, exercise
 # ------------------------------------------------------------------------------------------------
 
 
-class FakeDevice:
-    """A device that runs work asynchronously, on a clock that only moves when it is told to.
-
-    ``work()`` is the function being timed: each call takes the next scripted duration, of which only
-    ``launch`` seconds pass at once (the host enqueues it); the rest completes at the next ``sync()``, as CUDA
-    kernels do. ``clock()`` reads the time (it starts at 1000 s, not 0). Durations are exact binary fractions,
-    so a correct timer gets them back exactly.
-    """
-
-    def __init__(self, durations, launch: float = 0.0, start: float = 1000.0):
-        self.durations, self.launch = list(durations), launch
-        self.now, self.pending, self.calls = start, 0.0, 0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sync(self) -> None:
-        self.now += self.pending
-        self.pending = 0.0
-
-    def work(self) -> None:
-        if self.calls >= len(self.durations):
-            raise RuntimeError(f"fn was called more than 1 + warmup + repeats = {len(self.durations)} times")
-        d = self.durations[self.calls]
-        self.calls += 1
-        self.now += min(self.launch, d)
-        self.pending += d - min(self.launch, d)
-
-
-def _run_timer(fn, case: Case):
-    durations, repeats, warmup = case.args
-    dev = FakeDevice(durations, **case.kwargs)
-    out = fn(dev.work, repeats, warmup, dev.clock, dev.sync)
-    if dev.calls != len(durations):
-        raise RuntimeError(f"fn was called {dev.calls} times; 1 + warmup + repeats = {len(durations)} expected")
-    return out
-
-
 def _timer_case(name, durations, repeats, warmup, hint, **kw) -> Case:
     extra = f", {kw['launch']:g} s of each on the host at the call" if kw.get("launch") else ""
     return Case(name, (list(durations), repeats, warmup), kw, hint=hint,
@@ -120,7 +82,7 @@ def _timer_warmup_in_median(fn, repeats, warmup, clock, sync):
     id="lab4.timer", notebook="lab4_perf", points=3,
     title="an honest timer (first call apart, warm-up out, median, synchronize before the clock)",
     task="Lab 4, part 1: time torch.compile on ResNet-18 (the sheet averages 5 calls with no warm-up)",
-    cases=_timer_cases, hidden=_timer_hidden, run=_run_timer,
+    cases=_timer_cases, hidden=_timer_hidden, runner="fake_device",
     mutants={"first call counted in the median": _timer_first_in_median, "mean instead of median": _timer_mean,
              "clock read without sync": _timer_no_sync, "warm-up calls in the median": _timer_warmup_in_median},
     hint="make 1 + warmup + repeats calls; per call: sync(), t0 = clock(), fn(), sync(), clock() - t0; "

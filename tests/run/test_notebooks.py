@@ -9,7 +9,7 @@ import pytest
 
 from _executions import EXECUTED, Execution
 from labkit.run import runner
-from labkit.exercises import editions, for_notebook, grade
+from labkit.exercises import editions, for_notebook, headless
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("lab*_*.ipynb"))
@@ -75,7 +75,7 @@ def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):  # conftes
     exercises = {ex.id for ex in for_notebook(path.stem)}
     assert {r["id"] for r in run.checks} == exercises
     assert all(r["status"] == "pass" and r["passed"] == r["total"] for r in run.checks), run.checks
-    student = grade.run([ROOT / "notebooks" / "student" / path.name], "smoke", out_dir=tmp_path / "student",
+    student = headless.run([ROOT / "notebooks" / "student" / path.name], "smoke", out_dir=tmp_path / "student",
                         log=lambda line: None)[0]
     assert student.error is None, student.error
     assert {i: e["status"] for i, e in student.exercises.items()} == {i: "not attempted" for i in exercises}

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import settings as _settings
-from .check import FAIL, HIDDEN_ENV, LOG_ENV, NOT_ATTEMPTED, PASS
+from .check import FAIL, LOG_ENV, NOT_ATTEMPTED, PASS
 from .catalog import for_notebook, registry
 
 NOT_RUN = "not run"
@@ -65,7 +65,7 @@ def run(paths: list[Path], profile: str = "smoke", hidden: int | None = None, ou
             log_path = f.name
         error, executed = None, None
         # the kernel papermill starts inherits them
-        with _settings.environ({LOG_ENV: log_path, HIDDEN_ENV: None if hidden is None else str(hidden)}):
+        with _settings.environ({LOG_ENV: log_path}):
             try:
                 executed = str(runner.run_notebook(path, profile, output_dir=out_dir, progress=False))
             except runner.NotebookError as err:
