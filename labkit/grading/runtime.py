@@ -25,8 +25,8 @@ from pathlib import Path
 from ..sandbox import child
 
 SANDBOX_SOURCE = Path(__file__).resolve().parents[1] / "sandbox"
-BOOT = ("import json, sys; cfg = json.loads(sys.stdin.readline()); sys.path[:0] = cfg['path']; "
-        "from sandbox.child import main; main(cfg['reads'], cfg['preload'])")
+BOOT = ("import json, sys; cfg = json.loads(sys.stdin.readline()); sys.path[:0] = cfg['first']; "
+        "sys.path += cfg['last']; from sandbox.child import main; main(cfg['reads'], cfg['preload'])")
 LABKIT_ENTRY = ("labkit", "labkit-", "labkit_", "__editable__.labkit", "__editable___labkit")
 PRELOAD = ("torch", "torch.fx", "torch.nn.functional", "optuna", "numpy", "math", "copy", "statistics")
 
@@ -102,12 +102,10 @@ class Runtime:
         links = _entries_to_link(sorted(installed))
         for name, target in links.items():
             (self.site / name).symlink_to(target)
-        self.stdlib = sorted({paths["stdlib"], paths["platstdlib"], str(Path(paths["stdlib"]) / "lib-dynload")})
-        base_lib = Path(sys.base_prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-        self.stdlib = sorted(set(self.stdlib) | {str(base_lib), str(base_lib / "lib-dynload")})
+        stdlib = Path(os.__file__).resolve().parent  # the base interpreter's, never a venv's
+        self.stdlib = [str(stdlib), *([str(stdlib / "lib-dynload")] if (stdlib / "lib-dynload").is_dir() else [])]
         self.reads = [*self.stdlib, str(self.root / "runtime"), str(self.site),
                       *sorted({str(t.resolve()) for t in links.values()})]
-        self.path = [str(self.root / "runtime"), *[p for p in self.stdlib if Path(p).is_dir()], str(self.site)]
         self.python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
         self.prefix, self.isolation = isolation_prefix()
         (self.root / "home").mkdir()
@@ -144,7 +142,8 @@ class Sandbox:
         self.proc = subprocess.Popen([*runtime.prefix, runtime.python, "-I", "-S", "-B", "-c", BOOT],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log.open("wb"),
                                      env=runtime.env(), cwd=runtime.root / "home", text=True, bufsize=1)
-        self._send({"path": runtime.path, "reads": runtime.reads, "preload": list(preload)})
+        self._send({"first": [str(runtime.root / "runtime")], "last": [str(runtime.site)], "reads": runtime.reads,
+                    "preload": list(preload)})
         self.ready = self._receive()
         if not self.ready.get("ready"):
             raise SandboxDied(f"the grading interpreter did not start: {self.ready}")

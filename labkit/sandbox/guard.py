@@ -40,23 +40,32 @@ def _names_labkit(path: str) -> bool:
 
 class Tripwire:
     """Where labkit would be (``sys.modules["labkit"]``, a name the notebook's imports bind to labkit): any
-    attribute or call of it ends the process as "uses labkit's implementation"."""
+    attribute of it (``__dict__`` and ``__spec__`` included), a call or an assignment ends the process as
+    "uses labkit's implementation". Only ``__class__`` answers, so ``isinstance`` stays quiet."""
 
     def __init__(self, name: str, trip):
-        object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_trip", trip)
+        object.__setattr__(self, "_tripwire", (name, trip))
 
-    def __getattr__(self, attr):
-        object.__getattribute__(self, "_trip")(f"{object.__getattribute__(self, '_name')}.{attr}")
+    def _fire(self, what: str):
+        name, trip = object.__getattribute__(self, "_tripwire")
+        trip(f"{name}{what}")
+
+    def __getattribute__(self, attr):
+        if attr == "__class__":
+            return type(self)
+        Tripwire._fire(self, f".{attr}")
 
     def __call__(self, *args, **kwargs):
-        object.__getattribute__(self, "_trip")(f"{object.__getattribute__(self, '_name')}(...)")
+        Tripwire._fire(self, "(...)")
 
     def __setattr__(self, attr, value):
-        object.__getattribute__(self, "_trip")(f"{object.__getattribute__(self, '_name')}.{attr} = ...")
+        Tripwire._fire(self, f".{attr} = ...")
+
+    def __delattr__(self, attr):
+        Tripwire._fire(self, f"del .{attr}")
 
     def __repr__(self):
-        return f"<labkit name {object.__getattribute__(self, '_name')!r}: not available while grading>"
+        return f"<labkit name {object.__getattribute__(self, '_tripwire')[0]!r}: not available while grading>"
 
 
 class Guard:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from labkit.exercises import check, editions, evaluate, get, registry, self_test
-from labkit.exercises.check import HIDDEN_ENV, hidden_cases
+from labkit.exercises.check import hidden_cases
 from labkit.exercises.core import differs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,8 @@ def test_every_exercise_has_one_exercise_and_check_cell_in_its_notebook():
         checks = [c for c in nb.cells if editions.role(c) == "check" and c.metadata.get("exercise") == ex.id]
         solutions = [c for c in nb.cells if editions.role(c) == "exercise" and c.metadata.get("exercise") == ex.id]
         assert len(checks) == 1 and len(solutions) == 1, ex.id
-        assert checks[0].metadata["nbgrader"]["points"] == ex.points
+        assert checks[0].metadata["points"] == ex.points and checks[0].metadata["nbgrader"]["locked"]
+        assert not checks[0].metadata["nbgrader"]["grade"]  # a check cell never fails: not an nbgrader test
 
 
 def test_hidden_cases_are_fresh_per_seed_and_repeatable():
@@ -82,14 +83,42 @@ def test_a_crashing_function_is_a_failed_case_not_a_crash(capsys):
     assert r.status == "fail" and r.passed == 0 and "raised AttributeError" in out
 
 
-def test_hidden_cases_join_when_the_staff_seed_is_set(monkeypatch, capsys):
-    monkeypatch.setenv(HIDDEN_ENV, "7")
+def test_no_hidden_seed_reaches_the_students_kernel(monkeypatch, capsys):
+    monkeypatch.setenv("LABKIT_CHECK_HIDDEN", "7")  # the variable check() used to read: ignored now
     r = check("lab1.fixed_point", get("lab1.fixed_point").reference)
-    assert r.ok and r.hidden_total >= 3 and r.hidden_passed == r.hidden_total
-    assert "hidden cases pass" in capsys.readouterr().out
-    monkeypatch.setenv(HIDDEN_ENV, "seven")
-    with pytest.raises(ValueError, match=HIDDEN_ENV):
-        check("lab1.fixed_point", get("lab1.fixed_point").reference)
+    assert r.ok and r.hidden_total == 0 and "hidden" not in capsys.readouterr().out
+
+
+def test_a_failed_case_that_matches_a_mutant_names_the_mistake(capsys):
+    ex = get("lab1.fixed_point")
+    r = check("lab1.fixed_point", ex.mutants["no clamp"])
+    failed = [c for c in r.cases if not c.ok]
+    assert failed and all(c.mistake == "no clamp" for c in failed)
+    assert "this is the known mistake: no clamp" in capsys.readouterr().out
+
+
+def test_exit_and_interrupt_in_a_students_function_fail_the_case(capsys):
+    import sys
+
+    def exits(x, width, frac_width):
+        sys.exit(3)
+
+    def interrupted(x, width, frac_width):
+        raise KeyboardInterrupt
+
+    for fn, name in ((exits, "SystemExit"), (interrupted, "KeyboardInterrupt")):
+        r = check("lab1.fixed_point", fn)
+        assert r.status == "fail" and r.passed == 0 and f"raised {name}" in capsys.readouterr().out
+
+
+def test_a_function_that_changes_its_input_in_place_fails():
+    def in_place(x, width, frac_width):
+        s = 2.0 ** frac_width
+        return x.mul_(s).round_().clamp_(-(2 ** (width - 1)), 2 ** (width - 1) - 1).div_(s)
+
+    r = evaluate("lab1.fixed_point", in_place)
+    changed = [c for c in r.cases if "changed its input in place" in c.why]
+    assert r.status == "fail" and changed, [c.why for c in r.cases]
 
 
 def test_check_log_records_each_result(monkeypatch, tmp_path):

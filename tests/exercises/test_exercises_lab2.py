@@ -14,6 +14,7 @@ from labkit.exercises import evaluate, get
 from labkit.exercises import lab2 as ex2
 from labkit.exercises.editions import parse
 from labkit.labs import lab2_objectives, lab2_space
+from labkit.sandbox import harness
 from labkit.search import curves
 
 SOURCE = Path(__file__).resolve().parents[2] / "notebooks" / "src" / "lab2_search.py"
@@ -47,7 +48,7 @@ def test_a_fixed_trial_of_a_studys_params_gives_the_architecture_the_study_drew(
 def test_the_objective_oracle_is_labkits_trial_code_and_puts_it_back():
     before = {k: getattr(lab2_objectives, k) for k in ("build_model", "compress", "train", "count_parameters")}
     case = next(c for c in get("lab2.compression_objective").cases() if c.args[1] == "compress+train")
-    got = ex2.trace_objective(ex2.compression_objective.reference, *case.args, case.kwargs["accuracies"])
+    got = harness.trace_objective(ex2.compression_objective.reference, *case.args, case.kwargs["accuracies"])
     assert got["recorded"]["accuracy_control"] == case.kwargs["accuracies"][ex2.CONTROL]
     assert "post_train(built+trained)" in got["calls"]  # the control, as NASObjective._run trains it
 
@@ -55,7 +56,7 @@ def test_the_objective_oracle_is_labkits_trial_code_and_puts_it_back():
         raise RuntimeError("a step failed")
 
     with pytest.raises(RuntimeError):
-        ex2.compression_objective.reference({}, "compress", lambda a: ex2.StandIn(["built"]), boom, boom, boom, boom,
+        ex2.compression_objective.reference({}, "compress", lambda a: harness.StandIn(["built"]), boom, boom, boom, boom,
                                   lambda k, v: None)
     assert {k: getattr(lab2_objectives, k) for k in before} == before
 
