@@ -206,12 +206,18 @@ def _cmd_check(args) -> int:
                          "pass --self-test")
     try:
         books = headless.notebooks_in(args.paths)
+        headless.check_outputs(books, args.json, args.out)
     except ValueError as err:
         raise UsageError(f"check: {_message(err)}") from err
-    reports = headless.run(books, args.profile, None, args.out)
-    for line in headless.describe(reports):
-        print(line)
-    headless.write_json(reports, args.json, args.profile, None)
+    if args.cell_timeout <= 0:
+        raise UsageError(f"check --cell-timeout {args.cell_timeout}: seconds > 0")
+    reports = []
+    try:
+        headless.run(books, args.profile, args.out, cell_timeout=args.cell_timeout, into=reports)
+    finally:
+        for line in headless.describe(reports):
+            print(line)
+        headless.write_json(reports, args.json, args.profile)
     bad = [r.notebook for r in reports if not r.ok]
     print(f"labkit check: {len(reports) - len(bad)} of {len(reports)} notebooks with every exercise passing"
           + (f"; still to do: {', '.join(bad)}" if bad else "") + f" (report: {args.json})")
@@ -370,7 +376,9 @@ def main(argv=None) -> int:
                      "cases, mutants (a Markdown table)")
     chk.add_argument("--verbose", action="store_true", help="with --self-test: which case caught each mutant")
     chk.add_argument("--json", type=Path, default=Path("check.json"), help="the report (default ./check.json)")
-    chk.add_argument("--out", type=Path, help="folder for the executed notebooks (default: a temporary one)")
+    chk.add_argument("--out", type=Path, help="keep the executed notebooks in this folder (default: none kept)")
+    chk.add_argument("--cell-timeout", type=int, default=300, help="seconds a cell may run before its notebook is "
+                     "stopped (default 300)")
     chk.set_defaults(func=_cmd_check)
 
     grd = sub.add_parser("grade", help="teaching staff: grade a folder of submissions (one sub-folder per student) "

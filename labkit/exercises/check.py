@@ -17,6 +17,8 @@ import importlib
 import json
 import os
 import random
+import signal
+import threading
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +29,41 @@ from .catalog import get, registry
 from .core import Case, Exercise
 
 LOG_ENV = "LABKIT_CHECK_LOG"
+CASE_SECONDS_ENV = "LABKIT_CHECK_CASE_SECONDS"
+CASE_SECONDS = 10.0
+
+
+class CaseTimeout(BaseException):
+    """A student's function ran past the check's limit for one case (an endless loop?). A ``BaseException``, so an
+    ``except Exception`` in the student's loop does not swallow it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise ``CaseTimeout`` in the block after ``seconds`` (and every half second after, should the student's
+    code catch it), where a timer signal can reach this thread; elsewhere, no limit."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CaseTimeout(f"ran past {seconds:g} s on this case and was stopped (an endless loop?)")
+
+    before = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def case_seconds() -> float:
+    text = os.environ.get(CASE_SECONDS_ENV)
+    try:
+        return float(text) if text else CASE_SECONDS
+    except ValueError:
+        raise ValueError(f"${CASE_SECONDS_ENV}={text!r}: seconds per case, a number") from None
 PASS, FAIL, NOT_ATTEMPTED = "pass", "fail", "not attempted"
 
 
@@ -133,10 +170,20 @@ def evaluate(exercise_id: str, fn: Callable, hidden_seed: int | None = None) -> 
     cases = [(c, False) for c in ex.cases()]
     if hidden_seed is not None:
         cases += [(c, True) for c in hidden_cases(ex, hidden_seed)]
-    results = []
+    results, timed_out = [], None
     for case, hidden in cases:
+        if timed_out:  # one endless loop is enough to wait for
+            results.append(CaseResult(case.name, False, case.shown(), f"not run: case '{timed_out}' ran past the "
+                                      "limit", case.hint or ex.hint, hidden))
+            continue
         expected = ex.outcome(ex.reference, case)
-        got = ex.outcome(fn, case, where=_where)
+        try:
+            with time_limit(case_seconds()):
+                got = ex.outcome(fn, case, where=_where)
+        except CaseTimeout as err:  # fired again after the harness caught the first one
+            got = {"raised": "CaseTimeout", "message": str(err), "where": ""}
+        if got.get("raised") == "CaseTimeout":
+            timed_out = case.name
         if got.get("not_attempted"):
             public = sum(1 for _, h in cases if not h)
             return CheckResult(ex.id, NOT_ATTEMPTED, 0, public, 0, len(cases) - public, [], ex.reference)

@@ -75,7 +75,12 @@ class _LabkitLines(io.TextIOBase):
 
 def run_notebook(path: Path, profile: str, overrides: dict | None = None, output_dir: Path | None = None,
                  progress: bool = True, timeout: int | None = None) -> Path:
+    """Execute ``path`` under ``profile`` into ``output_dir``; ``timeout``: seconds a cell may run. A cell that
+    raises is a ``NotebookError``; a cell past its time (``nbclient``'s ``CellTimeoutError``) or a kernel that
+    died (``DeadKernelError``) propagates with ``labkit_cell``, the index of the cell that was running."""
     import papermill
+
+    from . import engine
 
     check_parameters_cell(path)
     profile = resolve_profile(profile)
@@ -95,10 +100,12 @@ def run_notebook(path: Path, profile: str, overrides: dict | None = None, output
     try:
         papermill.execute_notebook(str(path), str(out), parameters=params, kernel_name="python3",
                                    progress_bar=progress, cwd=str(path.parent), execution_timeout=timeout,
-                                   stdout_file=_LabkitLines())
+                                   stdout_file=_LabkitLines(), engine_name=engine.NAME)
     except papermill.PapermillExecutionError as err:
-        raise NotebookError(f"{path.name} failed in cell [{err.exec_count}]: {err.ename}: {err.evalue}; the "
-                            f"executed copy, traceback included: {out}") from err
+        error = NotebookError(f"{path.name} failed in cell [{err.exec_count}]: {err.ename}: {err.evalue}; the "
+                              f"executed copy, traceback included: {out}")
+        error.labkit_cell = err.cell_index
+        raise error from err
     return out
 
 
