@@ -186,7 +186,7 @@ def _cmd_check(args) -> int:
 
         for ex in registry().values():
             print(f"| `{ex.id}`: {cell(ex.title)} | {ex.notebook} | {cell(ex.task)} | {ex.points} | "
-                  f"{len(ex.cases())} | {cell('; '.join(ex.mutants))} |")
+                  f"{len(ex.public())} | {cell('; '.join(ex.mutants))} |")
         return 0
     if args.hidden is not None and not args.self_test:
         raise UsageError("check --hidden: hidden cases are the staff's and never reach a student's kernel; grade "

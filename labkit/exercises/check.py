@@ -158,6 +158,15 @@ def case_result(ex: Exercise, case: Case, expected: dict, got: dict, hidden: boo
     return CaseResult(case.name, False, case.shown(), why, case.hint or ex.hint, hidden, ex.mistake(case, got) or "")
 
 
+def tie_device_cases(cases: list[Case], results: list[CaseResult]) -> None:
+    """A device case (``Case.on_meta``) checks only where the result's tensors are, so it passes only when the
+    case it repeats (the first) passes on the CPU: a function that returns the right shapes earns nothing."""
+    for case, r in zip(cases, results):
+        if case.on_meta and r.ok and not results[0].ok:
+            r.ok, r.why = False, f"counted once case '{results[0].name}' passes on the CPU"
+            r.hint = "get the values right first"
+
+
 def hidden_cases(ex: Exercise, seed: int) -> list[Case]:
     if ex.hidden is None:
         return []
@@ -167,7 +176,7 @@ def hidden_cases(ex: Exercise, seed: int) -> list[Case]:
 def evaluate(exercise_id: str, fn: Callable, hidden_seed: int | None = None) -> CheckResult:
     """Run every public case (and, with ``hidden_seed``, that seed's hidden cases); nothing printed."""
     ex = get(exercise_id)
-    cases = [(c, False) for c in ex.cases()]
+    cases = [(c, False) for c in ex.public()]
     if hidden_seed is not None:
         cases += [(c, True) for c in hidden_cases(ex, hidden_seed)]
     results, timed_out = [], None
@@ -188,6 +197,7 @@ def evaluate(exercise_id: str, fn: Callable, hidden_seed: int | None = None) -> 
             public = sum(1 for _, h in cases if not h)
             return CheckResult(ex.id, NOT_ATTEMPTED, 0, public, 0, len(cases) - public, [], ex.reference)
         results.append(case_result(ex, case, expected, got, hidden))
+    tie_device_cases([c for c, _ in cases], results)
     pub = [r for r in results if not r.hidden]
     hid = [r for r in results if r.hidden]
     ok = all(r.ok for r in results)

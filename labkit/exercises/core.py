@@ -16,6 +16,8 @@ import torch
 from ..sandbox import codec, harness
 
 REGISTRY: dict[str, "Exercise"] = {}
+DEVICE_HINT = ("make every new tensor on the input's device (device=x.device, torch.zeros_like(x)); NumPy, .cpu() "
+               "and a tensor made without device= are on the CPU, and the lab's tensors on a GPU are not")
 LABS = ("lab0", "lab1", "lab2", "lab3", "lab4")
 
 
@@ -30,6 +32,7 @@ class Case:
     kwargs: dict = field(default_factory=dict)
     show: str | None = None
     hint: str | None = None
+    on_meta: bool = False             # its tensors go in on the meta device, as a GPU's would (harness.outcome)
 
     def shown(self) -> str:
         if self.show is not None:
@@ -51,7 +54,9 @@ class Exercise:
     comparing (default: the value); ``compare(expected, got)`` returns ``None`` when they agree, else what
     differs (default: exact, or within ``atol``/``rtol``). A function that changes a tensor, list or dict it was
     given fails the case unless ``may_change_inputs``. ``install``: ``"module:attribute"`` the rest of the lab
-    calls, replaced by the student's function once its check passes (``CheckResult.installed``)."""
+    calls, replaced by the student's function once its check passes (``CheckResult.installed``). ``on_device``:
+    the public cases end with the first case again, its tensors on the meta device (the lab passes CUDA
+    tensors on a GPU): every tensor the function returns must be on its inputs' device."""
 
     id: str
     notebook: str
@@ -70,6 +75,7 @@ class Exercise:
     atol: float = 0.0
     rtol: float = 0.0
     may_change_inputs: bool = False
+    on_device: bool = False
     install: str | None = None
 
     @property
@@ -84,10 +90,19 @@ class Exercise:
             return "exact (bit for bit)"
         return f"|got - expected| <= {self.atol:g} + {self.rtol:g} * |expected|"
 
+    def public(self) -> list[Case]:
+        """The public cases: ``cases()``, then the device case where ``on_device``."""
+        cases = self.cases()
+        if self.on_device and cases:
+            first = cases[0]
+            cases.append(Case(f"on the lab's device (a GPU's tensors are not on the CPU): {first.name}", first.args,
+                              first.kwargs, first.show, DEVICE_HINT, on_meta=True))
+        return cases
+
     def outcome(self, fn: Callable, case: Case, where: Callable[[BaseException], str] | None = None) -> dict:
         """``fn`` on a copy of ``case`` as the harness runs it, its value as the staff side receives it."""
         case = copy.deepcopy(case)
-        out = harness.outcome(self.runner, fn, case.args, case.kwargs, self.expect_raises, where)
+        out = harness.outcome(self.runner, fn, case.args, case.kwargs, self.expect_raises, where, case.on_meta)
         if "value" in out:
             out["value"] = codec.roundtrip(out["value"])
         return out
@@ -118,6 +133,11 @@ class Exercise:
         if got.get("changed") and not self.may_change_inputs:
             return (f"your function changed its input in place ({', '.join(map(str, got['changed']))}); leave "
                     "what it is given as it was and return a new value")
+        if case.on_meta:  # where each result tensor is, not its values
+            if got["value"] == harness.DATA_DEPENDENT:
+                return None
+            why = differs(expected["value"], got["value"])
+            return why and f"with the inputs off the CPU (the meta device), what came back differs: {why}"
         try:
             return self.differs(self.finished(case, expected["value"]), self.finished(case, got["value"]))
         except Exception as err:  # noqa: BLE001 (a value of the wrong shape for this exercise's comparison)

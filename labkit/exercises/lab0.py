@@ -430,7 +430,7 @@ def _alpha_times_rank(W, A, B, alpha, rank):
 
 
 @exercise(
-    id="lab0.merge_lora", notebook="lab0_graphs_lora", points=2,
+    id="lab0.merge_lora", on_device=True, notebook="lab0_graphs_lora", points=2,
     title="merge a LoRA adapter into its Linear's weight",
     task="Lab 0, tutorial 2: merge the trained LoRA adapters into the model's weights",
     cases=_merge_cases, hidden=_merge_hidden, atol=ATOL, rtol=RTOL,

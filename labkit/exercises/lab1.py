@@ -24,6 +24,10 @@ def _fixed_cases() -> list[Case]:
              hint="two's complement: the lowest integer is -2^(width-1), one below -(2^(width-1) - 1)"),
         Case("negative fractional width: a coarser grid", (t([5.0, 6.0, -10.0, 3.0]), 8, -2),
              hint="2^frac_width with a negative frac_width is a step of 4: round(x / 4) * 4"),
+        Case("frac_width above width: Lab 1's calibration gives up to 14 at width 4",
+             (t([1e-4, -3e-4, 5e-4, 1.0]), 4, 14),
+             hint="nothing special: the grid step is 2^-14 and the integer still saturates at [-8, 7]; do not "
+                  "refuse or clip frac_width"),
         Case("zeros stay zero", (t([0.0, -0.0]), 8, 4)),
         Case("empty input", (torch.zeros(0), 8, 4), hint="an empty tensor in, an empty tensor out"),
         Case("a 2-D float64 tensor (a tie at -1.5 steps too) keeps its shape and dtype",
@@ -62,7 +66,7 @@ def _symmetric_clamp(x, width, frac_width):
 
 
 @exercise(
-    id="lab1.fixed_point", notebook="lab1_quantize", points=3,
+    id="lab1.fixed_point", on_device=True, notebook="lab1_quantize", points=3,
     title="a fixed-point quantizer (round half to even, saturation)",
     task="Lab 1, quantization: quantize every Linear's input, weight and bias to signed fixed point "
          "(width, frac_width)",
@@ -181,7 +185,7 @@ def _l1_signed(weight, sparsity):
 
 
 @exercise(
-    id="lab1.l1_mask", notebook="lab1_prune", points=3,
+    id="lab1.l1_mask", on_device=True, notebook="lab1_prune", points=3,
     title="the L1-norm weight mask (exactly round(sparsity * numel) smallest-magnitude weights pruned)",
     task="Lab 1, pruning: prune each Linear's weights by L1 norm (magnitude) to the requested sparsity",
     cases=_l1_cases, hidden=_l1_hidden, expect_raises=("ValueError",), finish=_l1_finish, compare=_same_up_to_ties,

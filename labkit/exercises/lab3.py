@@ -119,7 +119,7 @@ def _as_sheet(x, width, exponent_width, *, implicit=False, clamp_e=True, away=Fa
 
 
 @exercise(
-    id="lab3.minifloat_denorm", notebook="lab3_formats", points=3,
+    id="lab3.minifloat_denorm", on_device=True, notebook="lab3_formats", points=3,
     title="the denorm minifloat (no implicit bit, exponent clamp, saturation)",
     task="Lab 3, formats: minifloat denorm, E exponent bits, M = w-E-1 mantissa bits, no implicit bit",
     cases=_denorm_cases, hidden=_denorm_hidden,
@@ -200,7 +200,7 @@ def _log_wrong(x, width, bias, *, floor=False, clamp=True, zero_to_smallest=Fals
 
 
 @exercise(
-    id="lab3.log", notebook="lab3_formats", points=3,
+    id="lab3.log", on_device=True, notebook="lab3_formats", points=3,
     title="the log format (signed powers of two, log-domain rounding, a zero code)",
     task="Lab 3, formats: log, sign + (w-1) exponent bits, q = sign * 2^clamp(round(log2|x|), ..)",
     cases=_log_cases, hidden=_log_hidden,
@@ -289,7 +289,7 @@ def _block_wrong(x, width, block_size, exponent_width=8, *, whole=False, first=F
 
 
 @exercise(
-    id="lab3.block_fp", notebook="lab3_formats", points=3,
+    id="lab3.block_fp", on_device=True, notebook="lab3_formats", points=3,
     title="block floating point (a shared exponent per block of the last dimension)",
     task="Lab 3, formats: block FP, one shared exponent per block from the block max, mantissas of w-1 bits plus sign",
     cases=_block_cases, hidden=_block_hidden,

@@ -189,7 +189,7 @@ def _attn_unstable(q, k, v, is_causal=False):
 
 
 @exercise(
-    id="lab4.naive_attention", notebook="lab4_perf", points=3,
+    id="lab4.naive_attention", on_device=True, notebook="lab4_perf", points=3,
     title="naive attention: softmax(Q K^T / sqrt(d)) V, optionally causal",
     task="Lab 4, part 2: naive attention vs F.scaled_dot_product_attention",
     cases=_attention_cases, hidden=_attention_hidden, atol=1e-6, rtol=1e-5,
@@ -286,7 +286,7 @@ def _q_log2(w, group_size):
 
 
 @exercise(
-    id="lab4.mxint8_quantize", notebook="lab4_mxint8", points=3,
+    id="lab4.mxint8_quantize", on_device=True, notebook="lab4_mxint8", points=3,
     title="the MXINT8 quantizer (shared exponent, round half to even, saturate at 127)",
     task="Lab 4, part 3: quantize a weight to MXINT8 (int8 mantissas, one uint8 exponent per group)",
     cases=_quantize_cases, hidden=_quantize_hidden,
@@ -391,7 +391,7 @@ def _dec_no_sign(mantissa, exponent, group_size):
 
 
 @exercise(
-    id="lab4.mxint8_decode", notebook="lab4_mxint8", points=3,
+    id="lab4.mxint8_decode", on_device=True, notebook="lab4_mxint8", points=3,
     title="decode MXINT8 to bf16 by the sheet's bit assembly",
     task="Lab 4, part 3 (3b): the kernel's decode of (mantissa, exponent) to bf16 by bit assembly",
     cases=_decode_cases, hidden=_decode_hidden, compare=_bf16_bits_equal,

@@ -23,7 +23,7 @@ from queue import Queue
 import torch
 
 from ..exercises import catalog
-from ..exercises.check import CaseResult, case_result, hidden_cases
+from ..exercises.check import CaseResult, case_result, hidden_cases, tie_device_cases
 from ..exercises.core import Case, Exercise
 from ..sandbox import codec, guard
 from . import submissions
@@ -60,13 +60,13 @@ def keys(hidden_seed: int) -> dict[str, Key]:
     try:
         out = {}
         for ex in catalog.registry().values():
-            public, extra = ex.cases(), hidden_cases(ex, hidden_seed)
+            public, extra = ex.public(), hidden_cases(ex, hidden_seed)
             cases, hidden = public + extra, [False] * len(public) + [True] * len(extra)
             expected = [ex.outcome(ex.reference, c) for c in cases]
             bad = [c.name for c, e in zip(cases, expected) if "value" not in e]
             if bad:
                 raise RuntimeError(f"{ex.id}: labkit's reference gives no value on {bad}")
-            payload = pickle.dumps([(c.args, c.kwargs) for c in cases], protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps([(c.args, c.kwargs, c.on_meta) for c in cases], protocol=pickle.HIGHEST_PROTOCOL)
             out[ex.id] = Key(ex, cases, hidden, expected, payload)
         return out
     finally:
@@ -201,6 +201,7 @@ def grade_exercise(sandbox: Sandbox, key: Key, rel: submissions.ReleasedExercise
                                       c.hint or ex.hint, key.hidden[i]))
         else:
             results.append(key.result(i, got))
+    tie_device_cases(key.cases, results)
     score = round(ex.points * sum(r.ok for r in results) / len(results), 4)
     detail = "; ".join(x for x in (seen["cell_error"] and f"your cell raised after defining "
                                    f"{rel.function}: {seen['cell_error']}", what, note) if x)

@@ -133,9 +133,9 @@ def _graded(work: str, job: dict, reads: list[str]) -> None:
     write({"defined": fn is not None, "cell_error": cell_error})
     if fn is None:
         return
-    for i, (args, kwargs) in enumerate(cases):
+    for i, (args, kwargs, on_meta) in enumerate(cases):
         result = harness.outcome(spec["runner"], fn, args, kwargs, tuple(spec["expect_raises"]),
-                                 where=lambda err: harness.last_line(err, CELL))
+                                 where=lambda err: harness.last_line(err, CELL), on_meta=on_meta)
         sys.stdout.flush()
         write({"case": i, "outcome": codec.plain(result)})
         if result.get("not_attempted"):

@@ -219,17 +219,58 @@ def _snapshot(args, kwargs) -> dict:
     return out
 
 
+# --- the lab's device: a case's tensors moved to the meta device (data-free, not the CPU) ---------------------
+
+DATA_DEPENDENT = "reads tensor values: not checked on the meta device"
+_NO_DATA = ("cannot be called on meta tensors", "Cannot copy out of meta tensor", "data-independent",
+            "no data")
+
+
+def to_meta(value):
+    """Every tensor of ``value`` (in lists, tuples, dicts) on the meta device: shapes and dtypes, no data."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("meta")
+    if type(value) in (list, tuple):
+        return type(value)(to_meta(v) for v in value)
+    if type(value) is dict:
+        return {k: to_meta(v) for k, v in value.items()}
+    return value
+
+
+def devices(value):
+    """What a result is, without its values: each tensor's device, shape and dtype."""
+    if isinstance(value, torch.Tensor):
+        return {"device": value.device.type, "shape": list(value.shape), "dtype": str(value.dtype)}
+    if type(value) in (list, tuple):
+        return [devices(v) for v in value]
+    if type(value) is dict:
+        return {k: devices(v) for k, v in value.items()}
+    return value
+
+
 def outcome(runner: str, fn: Callable, args: tuple, kwargs: dict, expect_raises: tuple = (),
-            where: Callable[[BaseException], str] | None = None) -> dict:
+            where: Callable[[BaseException], str] | None = None, on_meta: bool = False) -> dict:
     """``fn`` on one case through ``RUNNERS[runner]``. An exception whose class (or a base of it) is named in
     ``expect_raises`` is a result: the value ``"raises <name>"``. Any other exception, ``SystemExit`` and
-    ``KeyboardInterrupt`` included, is ``{"raised": ...}`` with ``where(err)`` saying where."""
+    ``KeyboardInterrupt`` included, is ``{"raised": ...}`` with ``where(err)`` saying where.
+
+    ``on_meta``: the tensors go in on the meta device, as a GPU's would (not the CPU), and the value is where each
+    result tensor is (``devices``); a function whose code needs the tensors' values (``.item()``, an ``if`` on a
+    tensor) cannot run there and is not judged on it (``DATA_DEPENDENT``)."""
+    if on_meta:
+        args, kwargs = to_meta(args), to_meta(kwargs)
     before = _snapshot(args, kwargs)
     try:
         value = RUNNERS[runner](fn, args, kwargs)
-    except NotImplementedError:
+        if on_meta:
+            value = devices(value)
+    except NotImplementedError as err:
+        if on_meta and any(m in message(err) for m in _NO_DATA):
+            return {"value": DATA_DEPENDENT, "changed": []}
         return {"not_attempted": True}
     except BaseException as err:  # noqa: BLE001 (a student's sys.exit or Ctrl-C in one case fails that case)
+        if on_meta and isinstance(err, Exception) and any(m in message(err) for m in _NO_DATA):
+            return {"value": DATA_DEPENDENT, "changed": []}
         named = next((c.__name__ for c in type(err).__mro__ if c.__name__ in expect_raises), None)
         if named is None:
             return {"raised": type(err).__name__, "message": message(err),

@@ -25,7 +25,7 @@ def _by_position(weight, sparsity, reverse=False):
     scores = weight.abs().flatten()
     n, k = scores.numel(), round(sparsity * weight.numel())
     order = torch.argsort(scores.flip(0) if reverse else scores, stable=True)[:k]
-    keep = torch.ones(n, dtype=torch.bool)
+    keep = torch.ones(n, dtype=torch.bool, device=weight.device)
     keep[n - 1 - order if reverse else order] = False
     return keep.view_as(weight)
 

@@ -211,7 +211,7 @@ def test_no_graded_process_sees_the_seed_or_a_staff_path(tmp_path, monkeypatch):
               "    return [own, repr(dict(os.environ)), repr(sys.argv), repr(sys.path), os.getcwd(),\n"
               "            repr(sys.orig_argv), repr(sys.executable)]\n")
     spec = {"source": source, "function": "probe", "preamble": [], "labkit_names": [], "runner": "call",
-            "expect_raises": [], "cases": [((), {})]}
+            "expect_raises": [], "cases": [((), {}, False)]}
     runtime = Runtime(Limits(timeout=TIMEOUT))
     try:
         box = Sandbox(runtime)
