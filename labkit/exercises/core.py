@@ -56,7 +56,8 @@ class Exercise:
     given fails the case unless ``may_change_inputs``. ``install``: ``"module:attribute"`` the rest of the lab
     calls, replaced by the student's function once its check passes (``CheckResult.installed``). ``on_device``:
     the public cases end with the first case again, its tensors on the meta device (the lab passes CUDA
-    tensors on a GPU): every tensor the function returns must be on its inputs' device."""
+    tensors on a GPU): every tensor the function returns must be on its inputs' device. ``spans``: the parameters
+    whose values the cases must span, against what the lab feeds (``labkit.exercises.inputs``; None: all)."""
 
     id: str
     notebook: str
@@ -76,6 +77,7 @@ class Exercise:
     rtol: float = 0.0
     may_change_inputs: bool = False
     on_device: bool = False
+    spans: tuple[str, ...] | None = None
     install: str | None = None
 
     @property

@@ -350,7 +350,7 @@ def _no_recompile(gm):
 
 
 @exercise(
-    id="lab0.remove_dropout", notebook="lab0_graphs_lora", points=3,
+    id="lab0.remove_dropout", spans=(), notebook="lab0_graphs_lora", points=3,
     title="a transform pass: remove every dropout node of an FX graph",
     task="Lab 0, tutorial 1: write a transform pass that removes dropout from the captured graph",
     cases=_remove_cases, hidden=_remove_hidden, runner="fx_pass", finish=_remove_finish, compare=_remove_compare,

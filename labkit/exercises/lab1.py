@@ -28,6 +28,11 @@ def _fixed_cases() -> list[Case]:
              (t([1e-4, -3e-4, 5e-4, 1.0]), 4, 14),
              hint="nothing special: the grid step is 2^-14 and the integer still saturates at [-8, 7]; do not "
                   "refuse or clip frac_width"),
+        Case("a 3-D activation (batch, tokens, features) at width 16, frac_width 26 (calibrated to tiny values)",
+             (t([[[3e-5, -1e-6], [4.8e-4, -5e-4]], [[0.0, 2 ** -26], [-3 * 2 ** -27, 1e-3]]]), 16, 26),
+             hint="the same rule on any shape; 2^-26 steps, saturating at +-2^15 steps (+-0.000488...)"),
+        Case("width 32, the sweep's widest (frac_width 20)", (t([1000.5, -2047.999, 3.0e-7, 4096.0]), 32, 20),
+             hint="2^31 - 1 steps at the top: compute the clamp bounds as numbers (2 ** (width - 1)), not in int32"),
         Case("zeros stay zero", (t([0.0, -0.0]), 8, 4)),
         Case("empty input", (torch.zeros(0), 8, 4), hint="an empty tensor in, an empty tensor out"),
         Case("a 2-D float64 tensor (a tie at -1.5 steps too) keeps its shape and dtype",
@@ -39,8 +44,8 @@ def _fixed_cases() -> list[Case]:
 def _fixed_hidden(rng) -> list[Case]:
     cases = []
     for i in range(6):
-        width = rng.randint(2, 16)
-        frac = rng.randint(-2, width)
+        width = rng.randint(2, 32)
+        frac = rng.randint(-2, width + 12)  # calibration gives frac_width above width to small tensors
         n = rng.randint(1, 12)
         # half-steps of the grid (ties) and values beyond both ends
         ks = [rng.randint(-2 ** width, 2 ** width) / 2 for _ in range(n)]

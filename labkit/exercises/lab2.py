@@ -119,7 +119,7 @@ def _space_swapped(trial):
 
 
 @exercise(
-    id="lab2.search_space", notebook="lab2_search", points=3,
+    id="lab2.search_space", spans=(), notebook="lab2_search", points=3,
     title="the architecture space, sampled define-by-run",
     task="Lab 2, Task 1: the search space (depth, heads, hidden and intermediate sizes, each square Linear "
          "kept or made Identity)",
@@ -384,7 +384,7 @@ def _objective_no_post_training(arch, mode, build, train, compress, evaluate, po
 
 
 @exercise(
-    id="lab2.compression_objective", notebook="lab2_search", points=3,
+    id="lab2.compression_objective", spans=("mode",), notebook="lab2_search", points=3,
     title="the compression-aware objective's steps",
     task="Lab 2, Task 2: the compression-aware objective (train, compress, optionally post-train, with the "
          "equal-training control)",

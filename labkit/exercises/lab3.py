@@ -349,6 +349,10 @@ def _cost_cases() -> list[Case]:
              hint="an unquantized tensor counts 32 bits; cost = accuracy - lam * bits (the price lowers it)"),
         Case("lambda 0: the cost is the accuracy", (0.6, [_T((4, 4), 8, 8, 32)], 0.0),
              hint="lam = 0 prices bits at nothing; a block of 32 over 4 elements is one (ragged) block per row"),
+        Case("the lab's sizes: a 384 x 1536 FFN weight in blocks of 1536 and its transpose's in blocks of 384",
+             (0.56, [_T((384, 1536), 4, 8, 1536), _T((1536, 384), 3, 8, 384), _T((1536,), 5, 64),
+                     _T((384,), 32)], 0.01),
+             hint="one block per row when block_size is the row's length: shared_bits / last dim per element"),
         Case("no tensors: ValueError", (0.5, [], 0.01),
              hint="with nothing to count there is no average: raise ValueError (not ZeroDivisionError)"),
     ]

@@ -40,6 +40,8 @@ def _timer_cases() -> list[Case]:
                     "a median ignores one slow call (a page fault, a busy core); a mean would not"),
         _timer_case("slow warm-up calls are not steady calls", [9.0, 6.0, 5.0, 4.0, 1.0, 1.5, 1.0], 3, 3,
                     "the warm-up calls settle caches and autotuners: leave calls 1..warmup out of the median"),
+        _timer_case("the lab's 20 repeats after 2 warm-up calls", [7.0, 2.0, 1.5] + [1.0, 0.5] * 10, 20, 2,
+                    "the median of the last `repeats` calls: with 20 of them, the mean of the 10th and 11th smallest"),
         _timer_case("the work finishes only at sync (an asynchronous device)", [3.0, 1.5, 0.75, 0.5, 0.75], 3, 1,
                     "call sync() after fn() and before reading the clock; otherwise only the launch is timed",
                     launch=0.25),
@@ -49,7 +51,7 @@ def _timer_cases() -> list[Case]:
 def _timer_hidden(rng) -> list[Case]:
     cases = []
     for i in range(6):
-        warmup, repeats = rng.randint(0, 3), rng.randint(1, 8)
+        warmup, repeats = rng.randint(0, 3), rng.randint(1, 24)
         durations = [rng.randint(40, 400) / 8] + [rng.randint(1, 64) / 16 for _ in range(warmup + repeats)]
         launch = rng.choice([0.0, 0.0, 1 / 16])
         extra = {"launch": launch} if launch else {}
@@ -79,7 +81,7 @@ def _timer_warmup_in_median(fn, repeats, warmup, clock, sync):
 
 
 @exercise(
-    id="lab4.timer", notebook="lab4_perf", points=3,
+    id="lab4.timer", spans=("repeats", "warmup"), notebook="lab4_perf", points=3,
     title="an honest timer (first call apart, warm-up out, median, synchronize before the clock)",
     task="Lab 4, part 1: time torch.compile on ResNet-18 (the sheet averages 5 calls with no warm-up)",
     cases=_timer_cases, hidden=_timer_hidden, runner="fake_device",
@@ -230,6 +232,9 @@ def _quantize_cases() -> list[Case]:
                                                                    [1e-3, 0.0, 0.0, 0.0, -3.0, 3.0, 0.75, -0.125]]), 4),
              hint="groups are consecutive runs of group_size along the last dim; exponent has shape "
                   "(*w.shape[:-1], K // group_size)"),
+        Case("the lab's group of 128 (one exponent for a whole row here)",
+             (torch.linspace(-3.0, 2.0, 256).reshape(2, 128) * torch.tensor([[1.0], [1e-3]]), 128),
+             hint="the exponent has one entry per group: shape (*w.shape[:-1], K // 128)"),
         Case("group_size 1: an exponent per element", (t([3.0, -0.1, 0.0, 1e-3, 6.5e4]), 1),
              hint="with group_size 1 each element is its own group: |m| is 64..127 unless w is 0"),
     ]
@@ -238,7 +243,7 @@ def _quantize_cases() -> list[Case]:
 def _quantize_hidden(rng) -> list[Case]:
     cases = []
     for i in range(6):
-        g = rng.choice([1, 2, 4, 8, 16, 32])
+        g = rng.choice([1, 2, 4, 8, 16, 32, 128])
         rows, groups = rng.randint(1, 3), rng.randint(1, 4)
         w = _randn((rows, groups * g), rng.getrandbits(31), scale=10.0 ** rng.randint(-6, 6))
         if rng.random() < 0.5:   # an all-zero group
@@ -340,6 +345,15 @@ def _decode_cases() -> list[Case]:
              hint="out - bias can be a bf16 subnormal here; subtract in float32 and convert to bf16 once"),
         Case("an all-zero group (E = 0) beside another group", (*_pair([0, 0, 0, 0, 3, -100, 64, 127], [0, 127]), 4),
              hint="each group of group_size mantissas uses its own exponent (repeat_interleave along the last dim)"),
+        Case("group_size 1: an exponent per mantissa (128 of them)", (*_pair(
+                 [[(7 * i) % 255 - 127 for i in range(128)]], [[120 + i % 9 for i in range(128)]]), 1),
+             hint="with group_size 1 each mantissa has its own exponent: repeat_interleave(1) changes nothing"),
+        Case("the lab's groups of 32: four of them in a row", (*_pair(
+                 [[(5 * i) % 255 - 127 for i in range(128)]], [[125, 131, 127, 3]]), 32),
+             hint="exponent[..., j] scales mantissas j * group_size .. (j + 1) * group_size - 1"),
+        Case("the lab's groups of 128: two of them", (*_pair(
+                 [[(3 * i) % 255 - 127 for i in range(256)]], [[129, 118]]), 128),
+             hint="exponent has shape (*mantissa.shape[:-1], K // group_size): here (1, 2)"),
         Case("several groups of a 2-D tensor", (*_pair([[1, -2, 100, -128 + 1, 64, 0, 5, -64],
                                                         [33, -33, 127, 0, -7, 90, 12, 1]], [[120, 135], [127, 3]]), 4),
              hint="exponent has shape (*mantissa.shape[:-1], K // group_size); return bf16 of mantissa's shape"),
@@ -349,7 +363,7 @@ def _decode_cases() -> list[Case]:
 def _decode_hidden(rng) -> list[Case]:
     cases = []
     for i in range(6):
-        g = rng.choice([1, 2, 4, 8, 16])
+        g = rng.choice([1, 2, 4, 8, 16, 32, 128])
         rows, groups = rng.randint(1, 3), rng.randint(1, 4)
         m = [[rng.randint(-127, 127) for _ in range(groups * g)] for _ in range(rows)]
         e = [[rng.randint(1, 254) for _ in range(groups)] for _ in range(rows)]

@@ -11,6 +11,7 @@ waits for it (killing its process group at the deadline) and answers one JSON li
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -32,7 +33,7 @@ def main(reads: list[str], preload: list[str]) -> None:
     torch.set_num_threads(1)
     for name in preload:
         try:
-            __import__(name)
+            importlib.import_module(name)
         except Exception:  # noqa: BLE001 (a module the preamble names but this interpreter lacks: the cell says so)
             pass
     _reply({"ready": True, "pid": os.getpid()})

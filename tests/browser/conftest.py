@@ -111,7 +111,7 @@ class Lab:
         self.base = f"http://127.0.0.1:{self.port}"
         self.checks = work / "checks.jsonl"  # every exercise check the notebooks run (labkit.exercises)
         self.env = dict(os.environ, LABKIT_FIGURES_DIR=str(self.figures), LABKIT_RUNS_DIR=str(self.runs),
-                        LABKIT_CHECK_LOG=str(self.checks),
+                        LABKIT_CHECK_LOG=str(self.checks), LABKIT_RECORD_INPUTS=str(work / "inputs.jsonl"),
                         JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"))
         self.env.pop("LABKIT_PROGRESS", None)  # labkit lab sets widgets; the runner's "lines" must not leak in
 

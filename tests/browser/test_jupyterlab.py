@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 import jupyterlab_ui as ui
-from _executions import EXECUTED, Execution
+from _executions import EXECUTED, Execution, read_inputs
 from conftest import NOTEBOOKS
 
 pytestmark = pytest.mark.browser  # in conftest's "notebooks" process group (make test)
@@ -35,7 +35,9 @@ def test_notebook_runs_clean_in_jupyterlab(page, lab, name, screenshots):
     assert saved and all(r["settings"]["profile"] == "smoke" for r in saved), \
         "the edited parameters cell did not select the smoke profile"
     # the notebook's smoke test (tests/run) checks this run rather than running the notebook again
-    EXECUTED[name.removesuffix(".ipynb")] = Execution(nb, lab.checks_since(logged), saved, lab.runs)
+    stem = name.removesuffix(".ipynb")
+    EXECUTED[stem] = Execution(nb, lab.checks_since(logged), saved, lab.runs,
+                               read_inputs(lab.work / "inputs.jsonl", stem))
 
 
 BROKEN = {

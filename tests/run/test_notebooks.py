@@ -7,9 +7,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _executions import EXECUTED, Execution
+from _executions import EXECUTED, Execution, read_inputs
 from labkit.run import runner
 from labkit.exercises import editions, for_notebook, headless
+from labkit.exercises.inputs import uncovered
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("lab*_*.ipynb"))
@@ -75,6 +76,10 @@ def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):  # conftes
     exercises = {ex.id for ex in for_notebook(path.stem)}
     assert {r["id"] for r in run.checks} == exercises
     assert all(r["status"] == "pass" and r["passed"] == r["total"] for r in run.checks), run.checks
+    for ex in for_notebook(path.stem):  # the cases span what the lab feeds each function
+        calls = [r["call"] for r in run.inputs if r["id"] == ex.id]
+        assert calls, f"{ex.id}: the lab never called the function its check hands back"
+        assert not uncovered(ex, calls), (ex.id, uncovered(ex, calls))
     student = headless.run([ROOT / "notebooks" / "student" / path.name], "smoke", out_dir=tmp_path / "student",
                         log=lambda line: None)[0]
     assert student.error is None, student.error
@@ -90,13 +95,16 @@ def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):  # conftes
 def _papermill(path, tmp_path, monkeypatch) -> Execution:
     """The solution edition run headlessly here (fresh Optuna storage, no resuming)."""
     monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path / "runs"))
-    log = tmp_path / "checks.jsonl"
+    log, inputs = tmp_path / "checks.jsonl", tmp_path / "inputs.jsonl"
     monkeypatch.setenv("LABKIT_CHECK_LOG", str(log))
+    monkeypatch.setenv("LABKIT_RECORD_INPUTS", str(inputs))
     out = runner.run_notebook(path, "smoke", output_dir=tmp_path, progress=False, timeout=1800)
     monkeypatch.delenv("LABKIT_CHECK_LOG")
+    monkeypatch.delenv("LABKIT_RECORD_INPUTS")
     checks = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     saved = [json.loads(p.read_text()) for p in (tmp_path / "figures").rglob("*.json")]
-    return Execution(nbformat.read(out, as_version=4), checks, saved, tmp_path / "runs")
+    return Execution(nbformat.read(out, as_version=4), checks, saved, tmp_path / "runs",
+                     read_inputs(inputs, path.stem))
 
 
 def test_a_batch_run_prints_its_total(monkeypatch, capsys, tmp_path):
