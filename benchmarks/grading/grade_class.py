@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from labkit.grading import run, submissions
+from labkit.exercises.grading import run, submissions
 from labkit.results import write_json
 
 ROOT = Path(__file__).resolve().parents[2]

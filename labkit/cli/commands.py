@@ -225,8 +225,8 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_grade(args) -> int:
-    from ..grading import run
-    from ..grading.runtime import Limits
+    from ..exercises.grading import run
+    from ..exercises.grading.runtime import Limits
 
     limits = Limits(timeout=args.timeout, memory=int(args.memory * 2 ** 20))
     try:

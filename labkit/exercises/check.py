@@ -16,7 +16,6 @@ import contextlib
 import importlib
 import json
 import os
-import random
 import signal
 import threading
 import traceback
@@ -27,7 +26,7 @@ from typing import Callable
 from ..labs import per_seed
 from . import inputs
 from .catalog import get, registry
-from .core import Case, Exercise
+from .core import Case, Exercise, hidden_cases
 
 LOG_ENV = "LABKIT_CHECK_LOG"
 CASE_SECONDS_ENV = "LABKIT_CHECK_CASE_SECONDS"
@@ -169,12 +168,6 @@ def tie_device_cases(cases: list[Case], results: list[CaseResult]) -> None:
             r.hint = "get the values right first"
 
 
-def hidden_cases(ex: Exercise, seed: int) -> list[Case]:
-    if ex.hidden is None:
-        return []
-    return ex.hidden(random.Random(f"{seed}:{ex.id}"))
-
-
 def evaluate(exercise_id: str, fn: Callable, hidden_seed: int | None = None) -> CheckResult:
     """Run every public case (and, with ``hidden_seed``, that seed's hidden cases); nothing printed."""
     ex = get(exercise_id)
@@ -230,7 +223,7 @@ def check(exercise_id: str, fn: Callable, quiet: bool = False) -> CheckResult:
         print(result.summary())
         ref = ex.install.replace(":", ".") if ex.install else f"{ex.reference.__module__}.{ex.reference.__name__}"
         if result.ok:
-            print(f"  -> the rest of this notebook uses your function")
+            print("  -> the rest of this notebook uses your function")
         else:
             print(f"  -> the rest of this notebook falls back to labkit's {ref}")
     result.fn = inputs.recording(ex.id, result.fn, ex.reference)  # what the lab feeds it, where the tests ask ($LABKIT_RECORD_INPUTS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -154,6 +155,13 @@ class Exercise:
             if "value" in out and self.judge(case, out, got) is None:
                 return name
         return None
+
+
+def hidden_cases(ex: Exercise, seed: int) -> list[Case]:
+    """The staff's fresh cases for ``ex`` from ``seed`` (the same seed, the same cases)."""
+    if ex.hidden is None:
+        return []
+    return ex.hidden(random.Random(f"{seed}:{ex.id}"))
 
 
 def exercise(**fields) -> Callable[[Callable], Exercise]:

@@ -217,7 +217,8 @@ def student(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
             "question where it says YOUR ANSWER HERE, from the numbers your run printed.\n\n"
             "| sheet task | what you write | points | cell |\n| --- | --- | --- | --- |\n"
             + "\n".join(rows) + f"\n\nTotal: {total} points. `labkit check <this notebook>` runs every check "
-            "headlessly.")
+            "headlessly. Grading runs each exercise cell on its own, with this notebook's imports and further "
+            "cases: keep every helper your function needs inside its cell, and do not import labkit there.")
         task_map.metadata["tags"] = ["task-map"]
         cells.insert(1, task_map)
     stem = solution.metadata.get("labkit", {}).get("notebook")

@@ -17,6 +17,8 @@ from typing import Callable
 
 import torch
 
+from .core import hidden_cases
+
 RECORD_ENV = "LABKIT_RECORD_INPUTS"
 
 
@@ -106,8 +108,6 @@ def _spans(cases: list[dict[str, list]]) -> dict[str, dict]:
 def uncovered(ex, calls: list[dict[str, list]]) -> list[str]:
     """What the lab fed ``ex`` (``calls``: recorded descriptions) that its public and hidden cases do not span, at
     the parameters ``ex.spans`` names (all of them where it is None)."""
-    from .check import hidden_cases
-
     cases = [describe(c.args, c.kwargs, ex.reference) for c in ex.public() + hidden_cases(ex, 0) if not c.on_meta]
     have = _spans(cases)
     missing = []

@@ -16,8 +16,8 @@ import nbformat
 import pytest
 
 from labkit.exercises import registry
-from labkit.grading import grader, run, submissions
-from labkit.grading.runtime import Limits, Runtime, Sandbox
+from labkit.exercises.grading import grader, run, submissions
+from labkit.exercises.grading.runtime import Limits, Runtime, Sandbox
 from labkit.sandbox import codec
 
 ROOT = Path(__file__).resolve().parents[2]

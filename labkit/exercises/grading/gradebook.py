@@ -9,7 +9,7 @@ import csv
 import json
 from pathlib import Path
 
-from ..exercises.check import case_lines
+from ..check import case_lines
 from .grader import FLAGS, Graded, StudentGrade
 
 OUTPUT_SHOWN = 1500

@@ -41,7 +41,7 @@ def grade(folder: Path, out: Path, hidden_seed: int | None = None, jobs: int = 2
     finally:
         runtime.close()
     seconds = time.perf_counter() - start
-    from ..results import provenance
+    from ...results import provenance
 
     meta = {"hidden_seed": seed, "seed_given": hidden_seed is not None, "students": len(students),
             "notebooks": sorted(released), "limits": vars(limits), "jobs": jobs, "isolation": isolation,

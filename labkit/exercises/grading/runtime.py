@@ -22,9 +22,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..sandbox import child
+from ...sandbox import child
 
-SANDBOX_SOURCE = Path(__file__).resolve().parents[1] / "sandbox"
+SANDBOX_SOURCE = Path(__file__).resolve().parents[2] / "sandbox"
 BOOT = ("import json, sys; cfg = json.loads(sys.stdin.readline()); sys.path[:0] = cfg['first']; "
         "sys.path += cfg['last']; from sandbox.child import main; main(cfg['reads'], cfg['preload'])")
 LABKIT_ENTRY = ("labkit", "labkit-", "labkit_", "__editable__.labkit", "__editable___labkit")

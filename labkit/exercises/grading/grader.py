@@ -22,10 +22,10 @@ from queue import Queue
 
 import torch
 
-from ..exercises import catalog
-from ..exercises.check import CaseResult, case_result, hidden_cases, tie_device_cases
-from ..exercises.core import Case, Exercise
-from ..sandbox import codec, guard
+from .. import catalog
+from ..check import CaseResult, case_result, tie_device_cases
+from ..core import Case, Exercise, hidden_cases
+from ...sandbox import codec, guard
 from . import submissions
 from .runtime import Limits, Run, Runtime, Sandbox, SandboxDied
 

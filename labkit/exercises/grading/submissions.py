@@ -15,8 +15,8 @@ from pathlib import Path
 
 import nbformat
 
-from ..exercises import editions
-from ..settings import REPO_ROOT
+from .. import editions
+from ...settings import REPO_ROOT
 
 STUDENT_EDITION = REPO_ROOT / "notebooks" / "student"
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
