@@ -133,6 +133,7 @@ def _graded(work: str, job: dict, reads: list[str]) -> None:
     fn, cell_error = _define(spec, g)
     write({"defined": fn is not None, "cell_error": cell_error})
     if fn is None:
+        write({"done": True})
         return
     for i, (args, kwargs, on_meta) in enumerate(cases):
         result = harness.outcome(spec["runner"], fn, args, kwargs, tuple(spec["expect_raises"]),

@@ -242,3 +242,17 @@ def test_bad_input_is_named_before_anything_runs(tmp_path):
     (tmp_path / "subs" / "bad name!").mkdir()
     with pytest.raises(ValueError, match="student folder names"):
         run.grade(tmp_path / "subs", tmp_path / "out")
+
+
+def test_what_each_outcome_is_called(graded):
+    grades, attacks, _ = graded
+
+    def outcome(name):
+        sid = next(s for s, (n, *_) in attacks.items() if n == name)
+        return next(g for g in grades[sid].exercises if g.id == attacks[sid][1])
+
+    assert (outcome("syntax error").status, outcome("syntax error").flags) == ("cell error", [])
+    assert "SyntaxError" in outcome("syntax error").detail and "line 1 of your cell" in outcome("syntax error").detail
+    assert "SIGSEGV" in outcome("segfault (faulthandler)").detail
+    assert "import labkit.exercises" in outcome("import").detail
+    assert outcome("forged log lines").status == "not attempted"

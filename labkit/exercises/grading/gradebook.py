@@ -65,7 +65,8 @@ def _split(g: Graded) -> tuple[float, float, float, float]:
 
 
 def _header(g: Graded) -> list[str]:
-    lines = [f"status: {g.status}" + (f" ({', '.join(g.flags)})" if g.flags else "")]
+    flags = [f for f in g.flags if f != g.status]
+    lines = [f"status: {g.status}" + (f" ({', '.join(flags)})" if flags else "")]
     if g.detail:
         lines.append(g.detail)
     return lines
