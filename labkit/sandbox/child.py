@@ -31,6 +31,8 @@ def main(reads: list[str], preload: list[str]) -> None:
     import torch
 
     torch.set_num_threads(1)
+    # the meta device's first op imports its kernels (a second and more): once here, not in every process
+    torch.round(torch.ones(2, device="meta") * 2).clamp(-1, 1).softmax(-1)
     for name in preload:
         try:
             importlib.import_module(name)
