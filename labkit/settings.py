@@ -10,6 +10,35 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKSPACE_MARK = ".labkit-workspace"  # `labkit student init DIR` writes it: outputs of an installed labkit go there
+
+
+def in_checkout() -> bool:
+    """labkit runs from the project's checkout (its sources beside the package), not from an installed release."""
+    return (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "notebooks" / "src").is_dir()
+
+
+def workspace(start: Path | None = None) -> Path | None:
+    """The student's folder this process works in: the nearest folder at or above ``start`` (the working folder)
+    holding ``WORKSPACE_MARK``."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / WORKSPACE_MARK).is_file():
+            return folder
+    return None
+
+
+def user_dir() -> Path:
+    """Where an installed labkit writes outside any student folder: ``$XDG_CACHE_HOME/labkit`` (``~/.cache``)."""
+    return (_env_path("XDG_CACHE_HOME") or Path.home() / ".cache") / "labkit"
+
+
+def output_root() -> Path:
+    """The root of the default cache, runs and figures: the checkout's own folder; for an installed labkit the
+    student's folder (``workspace()``), else ``user_dir()``: never the installed package."""
+    if in_checkout():
+        return REPO_ROOT
+    return workspace() or user_dir()
 
 
 def env_number(name: str, allowed: str) -> float | None:
@@ -69,8 +98,10 @@ def data_dir_setting() -> tuple[str, Path] | None:
 
 def data_dirs() -> list[Path]:
     """Folders searched, in order, for ``imdb/imdb_{train,test}.parquet`` when no variable of
-    ``DATA_DIR_VARS`` is set."""
-    return [REPO_ROOT / "data", REPO_ROOT.parent / "shared" / "data"]
+    ``DATA_DIR_VARS`` is set: the checkout's ``data/`` and ``../shared/data``, or for an installed labkit the
+    student's folder's."""
+    root = REPO_ROOT if in_checkout() else workspace()
+    return [root / "data", root.parent / "shared" / "data"] if root else []
 
 
 def data_source() -> str:
@@ -82,14 +113,14 @@ def data_source() -> str:
 
 
 def cache_dir() -> Path:
-    path = _env_path("LABKIT_CACHE_DIR") or REPO_ROOT / ".cache"
+    path = _env_path("LABKIT_CACHE_DIR") or output_root() / ".cache"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def figures_dir() -> Path:
-    return _env_path("LABKIT_FIGURES_DIR") or REPO_ROOT / "figures"
+    return _env_path("LABKIT_FIGURES_DIR") or output_root() / "figures"
 
 
 def runs_dir() -> Path:
-    return _env_path("LABKIT_RUNS_DIR") or REPO_ROOT / "runs"
+    return _env_path("LABKIT_RUNS_DIR") or output_root() / "runs"

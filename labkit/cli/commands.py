@@ -44,6 +44,7 @@ def _parse_set(text: str | None) -> dict | None:
 def _cmd_run(args) -> int:
     from ..run import runner
 
+    _staff_only("run")  # the solution edition it runs stays with the staff; students: labkit lab, labkit check
     labs = sorted(runner.lab_notebooks()) if args.all else args.labs
     if not labs:
         raise UsageError(f"run: name labs or notebooks (allowed labs: {', '.join(runner.lab_notebooks())}) or "
@@ -57,9 +58,19 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _staff_only(command: str) -> None:
+    """Commands that keep the committed results true need the project's checkout, not a student release."""
+    from .. import settings
+
+    if not settings.in_checkout():
+        raise UsageError(f"{command}: a teaching-staff command; it needs the labkit checkout (its figures/, the "
+                         "solution edition and labkit.answers), which an installed student release does not hold")
+
+
 def _cmd_regenerate(args) -> int:
     from ..maintain import regenerate
 
+    _staff_only("regenerate")
     try:
         return regenerate.run(args)
     except ValueError as err:
@@ -165,12 +176,15 @@ def _cmd_search_status(args) -> int:
 def _cmd_claims(args) -> int:
     from ..maintain import claims
 
+    if not args.args:  # claims on a folder of its own may run anywhere
+        _staff_only("claims")
     return claims.main(args.args)
 
 
 def _cmd_redraw(args) -> int:
     from .. import redraw
 
+    _staff_only("redraw")
     return redraw.main(args.args)
 
 
@@ -236,6 +250,17 @@ def _cmd_grade(args) -> int:
     flagged = sum(bool(g.flags) for s in grades for g in s.exercises)
     print(f"labkit grade: {len(grades)} students; {flagged} exercises flagged (see the flag columns of "
           f"{args.out}/grades.csv); written answers for manual marking: {args.out}/answers.csv")
+    return 0
+
+
+def _cmd_release(args) -> int:
+    from ..exercises import release
+
+    _staff_only("release")
+    try:
+        release.build(args.out)
+    except (ValueError, FileNotFoundError) as err:
+        raise UsageError(f"release: {_message(err)}") from err
     return 0
 
 
@@ -393,10 +418,17 @@ def main(argv=None) -> int:
     grd.add_argument("--memory", type=float, default=2048.0, help="MB of memory per exercise (default 2048)")
     grd.set_defaults(func=_cmd_grade)
 
+    rel = sub.add_parser("release", help="teaching staff: build what students install (the student edition in a "
+                         "wheel, AGENTS.md; none of the key)")
+    rel.add_argument("edition", choices=["student"], help="which release (student)")
+    rel.add_argument("out", type=Path, help="the folder for the wheel, AGENTS.md and its README")
+    rel.set_defaults(func=_cmd_release)
+
     stu = sub.add_parser("student", help="the student edition").add_subparsers(dest="action", required=True)
     init = stu.add_parser("init", help="copy the student edition into DIR, check the kernel and the data")
     init.add_argument("dir", type=Path)
-    init.add_argument("--force", action="store_true", help="overwrite notebooks already in DIR")
+    init.add_argument("--force", action="store_true", help="overwrite files already in DIR (notebooks, README.md, "
+                      "AGENTS.md)")
     init.set_defaults(func=_cmd_student_init)
 
     search_cmd = sub.add_parser("search", help="Optuna search workers and studies").add_subparsers(
@@ -420,6 +452,8 @@ def main(argv=None) -> int:
     _add_debug(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] in (["claims"], ["redraw"]):  # their own options, --help included, go to their own parsers
-        return {"claims": _cmd_claims, "redraw": _cmd_redraw}[argv[0]](argparse.Namespace(args=argv[1:]))
+        own = argparse.Namespace(args=argv[1:], debug=False)
+        own.func = {"claims": _cmd_claims, "redraw": _cmd_redraw}[argv[0]]
+        return _dispatch(own)
     args = parser.parse_args(argv)
     return _dispatch(args)

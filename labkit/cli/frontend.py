@@ -54,6 +54,24 @@ def ensure_kernel() -> Path:
     return spec_dir
 
 
+LAB_DEFAULTS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def lab_defaults(app_settings: Path | None = None) -> Path:
+    """labkit's defaults for JupyterLab in this environment (``overrides.d/labkit.json`` of its app settings, which
+    the user's own settings still override): no "be notified about official Jupyter news?" prompt."""
+    if app_settings is None:
+        from jupyterlab.commands import get_app_dir
+
+        app_settings = Path(get_app_dir()) / "settings"
+    path = Path(app_settings) / "overrides.d" / "labkit.json"
+    text = json.dumps(LAB_DEFAULTS, indent=1) + "\n"
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
 def lab_environment(profile: str | None = None) -> dict:
     """The environment JupyterLab and its kernels get: offline by default, as ``labkit run`` does; progress
     as widgets; ``LABKIT_PROFILE`` when a profile was chosen (what ``PROFILE = "auto"`` then means)."""
@@ -70,9 +88,16 @@ def lab_environment(profile: str | None = None) -> dict:
     return env
 
 
+def default_root() -> Path:
+    """What ``labkit lab`` opens without ``--dir``: the checkout's notebooks, else the student's folder."""
+    if _settings.in_checkout():
+        return NOTEBOOKS
+    return _settings.workspace() or Path.cwd()
+
+
 def lab_command(port: int | None = None, no_browser: bool = False, extra: list[str] | None = None,
                 root_dir: Path | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root_dir or NOTEBOOKS}"]
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root_dir or default_root()}"]
     if port is not None:
         cmd.append(f"--port={port}")
     if no_browser:
@@ -88,8 +113,9 @@ def run_lab(profile: str | None = None, port: int | None = None, no_browser: boo
     stopped."""
     ensure_lab_installed()
     ensure_kernel()
+    lab_defaults()
     cmd = lab_command(port, no_browser, extra, root_dir)
-    print(f"labkit lab: JupyterLab on {root_dir or NOTEBOOKS} with the kernel '{KERNEL_DISPLAY_NAME}' ({sys.executable})"
+    print(f"labkit lab: JupyterLab on {root_dir or default_root()} with the kernel '{KERNEL_DISPLAY_NAME}' ({sys.executable})"
           + (f", PROFILE \"auto\" means {profile}" if profile and profile != "auto" else "")
           + "; Ctrl-C stops it", flush=True)
     try:

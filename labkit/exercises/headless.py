@@ -136,7 +136,9 @@ def _one(path, profile, out_dir, keep, cell_timeout, log, runner) -> NotebookRep
         log_path = f.name
     error, executed, stuck, why = None, str(out_dir / path.name), None, ""
     try:
-        with _settings.environ({LOG_ENV: log_path}):  # the kernel papermill starts inherits it
+        # the kernel papermill starts inherits them; its figures go beside its executed copy, never over the
+        # committed results (figures/<lab>/quick/ is committed)
+        with _settings.environ({LOG_ENV: log_path, "LABKIT_FIGURES_DIR": str(out_dir / "figures")}):
             runner.run_notebook(path, profile, output_dir=out_dir, progress=False, timeout=cell_timeout)
     except Exception as err:  # noqa: BLE001 (a notebook that stops is reported; the next one is still checked)
         status, what = _failure(err, cell_timeout)

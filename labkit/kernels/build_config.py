@@ -11,7 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-CSRC = REPO_ROOT / "csrc"
+# the checkout's csrc/, or the copy a student release installs inside the package (labkit/csrc/)
+CSRC = next((p for p in (REPO_ROOT / "csrc", REPO_ROOT / "labkit" / "csrc") if p.is_dir()), REPO_ROOT / "csrc")
 SOURCES = ("mxint8_torch.cpp", "mxint8_kernels.cu")
 HEADERS = ("mxint8_dequant.cuh", "mxint8_launch.h")
 CUTLASS_PACKAGE = "nvidia-cutlass"

@@ -128,9 +128,14 @@ def main(argv=None) -> int:
     from .. import settings
 
     args = sys.argv[1:] if argv is None else argv
-    found = check_all(Path(args[0]) if args else settings.figures_dir())
+    figures = Path(args[0]) if args else settings.figures_dir()
+    found = check_all(figures)
     for c in found:
         print(f"{'ok  ' if c.holds else 'FAIL'} {c.lab}: {c.name} ({c.detail})")
+    if not found:  # nothing checked is not a pass
+        print(f"FAIL no claim found: {figures} holds no stored results with readings (the teaching staff's "
+              "checkout has them in figures/)")
+        return 1
     return 0 if all(c.holds for c in found) else 1
 
 

@@ -55,3 +55,14 @@ def test_dashboard_says_when_a_labs_storage_does_not_exist_yet(tmp_path, monkeyp
 def test_dashboard_rejects_a_lab_without_studies():
     out = subprocess.run([sys.executable, "-m", "labkit", "dashboard", "lab0"], capture_output=True, text=True)
     assert out.returncode == 2 and "invalid choice: 'lab0'" in out.stderr
+
+
+def test_lab_defaults_quiet_the_news_prompt_where_jupyterlab_reads_them(tmp_path):
+    from jupyterlab_server.settings_utils import _get_overrides
+
+    path = frontend.lab_defaults(tmp_path / "settings")
+    assert path == tmp_path / "settings" / "overrides.d" / "labkit.json"
+    overrides, error = _get_overrides(str(tmp_path / "settings"))
+    assert not error
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    assert frontend.lab_defaults(tmp_path / "settings").read_text() == path.read_text()  # idempotent

@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 
 from .. import editions
-from ...settings import REPO_ROOT
+from ..student import edition_dir
 
-STUDENT_EDITION = REPO_ROOT / "notebooks" / "student"
+STUDENT_EDITION = edition_dir()
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
 
 
