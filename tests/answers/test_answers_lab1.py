@@ -61,9 +61,9 @@ def test_quantization_with_seeds_that_disagree_establishes_nothing():
     combined = {**seeds.combine(per, [0, 1, 2]), "dataset_sizes": q["dataset_sizes"]}
     text = " ".join(lab1_quantize.quantization(combined, S))
     assert "3 training seeds" in text and "QAT minus PTQ is not established at any width" in text
-    # int8 PTQ against fp32 is the same in the three copies: shown per seed, and within 2 SE
-    assert re.search(r"[-+]?\d\.\d{4} ± \d\.\d{4} \(per seed (-?\d\.\d{4})/\1/\1; not established \(within 2 SE\)\)",
-                     text)
+    # int8 PTQ against fp32 is the same in the three copies: shown per seed, and not established
+    assert re.search(r"[-+]?\d\.\d{4} ± \d\.\d{4} \(per seed (-?\d\.\d{4})/\1/\1; not (established \(within "
+                     r"\d\.\d\d SE\)|resolvable at [\d,]+ test reviews)\)", text)
 
 
 def test_chance_explained_by_a_constant_answer_only_when_the_shares_say_so():

@@ -56,9 +56,40 @@ def test_one_seed_or_a_small_gap_is_not_established():
     assert one.text() == "+0.4000 ± 0.0037 test-set SE, one seed"
     assert not stats.difference([0.501], [0.5], 25_000).established
     small = stats.difference([0.8601, 0.8605, 0.8603], [0.8600, 0.8601, 0.8600], 25_000)
-    assert not small.sign_changes and not small.established and "within 2 SE" in small.verdict()
+    assert not small.sign_changes and not small.established
+    assert small.verdict() == "not resolvable at 25,000 test reviews"  # 0.0003 is below the test set's 2 SE
     # against a constant (chance), only a's test-set error counts
     const = stats.difference([0.6, 0.61], 0.5, 100)
     assert const.se_test == pytest.approx(math.sqrt(0.605 * 0.395 / 100))
     with pytest.raises(ValueError, match="per-seed values"):
         stats.difference([0.5, 0.6], [0.5], 10)
+
+
+def test_t_quantiles_are_students():
+    from scipy import stats as scipy_stats
+
+    for df in (1, 2, 3, 4, 9, 29, 30, 31, 45, 80, 500):
+        assert stats.t95(df) == pytest.approx(scipy_stats.t.ppf(0.975, df), abs=2e-3), df
+    assert stats.t95(2.7) == stats.t95(2)  # a fractional df rounds down: the larger quantile
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        stats.t95(0.5)
+
+
+def test_three_seeds_need_t_where_their_spread_dominates_and_about_2_where_the_test_set_does():
+    # seeds that disagree by far more than the test set's error: 3 seeds, t for 2 degrees of freedom (4.30)
+    spread = stats.difference([0.80, 0.86, 0.83], [0.70, 0.70, 0.70], None)
+    assert spread.t == pytest.approx(4.3027) and spread.established  # +0.13 over an SE of 0.017
+    marginal = stats.difference([0.74, 0.80, 0.77], [0.70, 0.70, 0.70], None)  # +0.07, SE 0.017: 4 SE
+    assert not marginal.established and "within 4.30 SE" in marginal.verdict()
+    # seeds that agree to the 4th decimal: the SE is the test set's known error, t about 1.96
+    tight = stats.difference([0.8731, 0.8726, 0.8726], [0.8603, 0.8600, 0.8600], 25_000)
+    assert tight.t == pytest.approx(1.96, abs=0.01) and tight.established
+
+
+def test_replicates_of_accuracies_count_the_shared_test_set():
+    diffs = [-0.004, -0.006, -0.008]  # 2-4 reviews of 500 each
+    alone = stats.replicates(diffs)
+    with_test = stats.replicates(diffs, accuracies=(0.80, 0.806), n=500)
+    assert alone.established and not with_test.established
+    assert with_test.se_test == pytest.approx(math.hypot(stats.accuracy_se(0.80, 500), stats.accuracy_se(0.806, 500)))
+    assert with_test.verdict() == "not resolvable at 500 test reviews"
