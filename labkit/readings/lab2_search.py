@@ -171,17 +171,24 @@ def collapse_reading(trials: dict[str, list[dict]], n: int) -> Reading:
 
 # --- Task 2 ---------------------------------------------------------------------------------------------
 
-def _replicates(key: str, diffs: list[float], says: dict[str, str], extra: dict | None = None) -> Reading:
-    """Per-trial differences by ``stats.replicates``; ``says[verdict]`` formats ``{mean}``, ``{se}``, ``{k}``,
-    ``{median}``, ``{lo}``, ``{hi}``, ``{above}``, ``{below}``; fewer than two trials: not established."""
-    d = stats.replicates(diffs) if diffs else None
+def _replicates(key: str, pairs: list[tuple[float, float]], says: dict[str, str], n: int,
+                extra: dict | None = None) -> Reading:
+    """Per-trial differences a - b of accuracy ``pairs`` (each on the same ``n`` test reviews) by
+    ``stats.replicates``, the test set's part included; ``says[verdict]`` formats ``{mean}``, ``{se}``, ``{k}``,
+    ``{median}``, ``{lo}``, ``{hi}``, ``{above}``, ``{below}`` and ``{why}`` (beyond or within t SE, or not
+    resolvable at n reviews); fewer than two trials: not established."""
+    diffs = [a - b for a, b in pairs]
+    means = (sum(a for a, _ in pairs) / len(pairs), sum(b for _, b in pairs) / len(pairs)) if pairs else None
+    d = stats.replicates(diffs, means, n) if diffs else None
     s = sorted(diffs)
     k = len(s)
+    why = "" if d is None or k < 2 else (f"beyond {d.t:.2f} SE" if d.established else
+                                         d.verdict().removeprefix("not established (").removesuffix(")"))
     q = {"mean": d.mean if d else float("nan"), "se": d.se if d else float("nan"), "k": k,
          "median": (s[(k - 1) // 2] + s[k // 2]) / 2 if k else float("nan"), "lo": s[0] if s else float("nan"),
          "hi": s[-1] if s else float("nan"), "above": sum(x > 0 for x in s), "below": sum(x < 0 for x in s),
-         "differences": list(diffs),
-         **(extra or {})}
+         "differences": list(diffs), "t": d.t if d and k > 1 else float("nan"),
+         "se_test": d.se_test if d else float("nan"), "why": why, **(extra or {})}
     v = "not established" if k < 2 else stats.verdict(d)
     text = says[v].format(**q) if v in says else f"{k} trial{'s' if k != 1 else ''}: not established"
     return Reading(key, v, text, stats.RULE_REPLICATES, q, C)
@@ -201,15 +208,15 @@ def compression_reading(trials: list[dict], width: int, sparsity: float, n: int 
     training: a model at chance answers one class before and after, and its zero says nothing about compression."""
     done = [t for t in trials if "accuracy_compressed" in t and "accuracy_trained" in t]
     flat = [t for t in done if _flat_after_training(t, n)]
-    d = [t["accuracy_compressed"] - t["accuracy_trained"] for t in done if t not in flat]
+    d = [(t["accuracy_compressed"], t["accuracy_trained"]) for t in done if t not in flat]
     left = (f"; {len(flat)} trial{'s' if len(flat) != 1 else ''} at chance after training left out" if flat else "")
     what = (f"int{width} + {sparsity:.0%} L1 pruning changed the same trained model's accuracy by {{mean:+.4f}} ± "
             f"{{se:.4f}} over {{k}} trials (median {{median:+.4f}}, range {{lo:+.4f}} to {{hi:+.4f}}; {{below}} of {{k}} "
             f"below 0{left})")
     return _replicates("compression.effect", d, {
-        "lower": f"**Compression costs accuracy**: {what}, beyond 2 SE",
-        "level": f"**Compression's cost is not established**: {what}, within 2 SE",
-        "higher": f"**Compression raised accuracy on average**: {what}, beyond 2 SE"}, {"at_chance": len(flat)})
+        "lower": f"**Compression costs accuracy**: {what}, {{why}}",
+        "level": f"**Compression's cost is not established**: {what}, {{why}}",
+        "higher": f"**Compression raised accuracy on average**: {what}, {{why}}"}, n, {"at_chance": len(flat)})
 
 
 def start_of(trials: list[dict]) -> dict | None:
@@ -272,12 +279,11 @@ def post_readings(trials: list[dict], n: int) -> list[Reading]:
     ctl = [t for t in both if "accuracy_control" in t]
     flat = [t for t in both if _flat_after_training(t, n)]
     trained = [t for t in both if t not in flat]
-    out = [_replicates("post.vs_compressed", [t["accuracy_post_trained"] - t["accuracy_compressed"] for t in both], {
-        "higher": f"**Post-training raised the compressed models**: post-trained minus compressed {SPREAD}, beyond "
-                  "2 SE",
-        "level": f"**Post-training's change is not established**: post-trained minus compressed {SPREAD}, within 2 SE",
-        "lower": f"**Post-training lowered the compressed models**: post-trained minus compressed {SPREAD}, beyond "
-                 "2 SE"})]
+    out = [_replicates("post.vs_compressed", [(t["accuracy_post_trained"], t["accuracy_compressed"]) for t in both], {
+        "higher": f"**Post-training raised the compressed models**: post-trained minus compressed {SPREAD}, {{why}}",
+        "level": f"**Post-training's change is not established**: post-trained minus compressed {SPREAD}, {{why}}",
+        "lower": f"**Post-training lowered the compressed models**: post-trained minus compressed {SPREAD}, {{why}}"},
+        n)]
     if not ctl:
         out.append(Reading("post.vs_control", "not established",
                            "No equal-training control was trained for these results (no trial records "
@@ -285,12 +291,11 @@ def post_readings(trials: list[dict], n: int) -> list[Reading]:
                            "does on its own", stats.RULE_REPLICATES, {}, C))
         return out
     vs = f"post-trained minus control {ABOVE}"
-    out.append(_replicates("post.vs_control", [t["accuracy_post_trained"] - t["accuracy_control"] for t in ctl], {
-        "higher": f"**The post-trained compressed models end above their equal-training control**: {vs}, beyond 2 SE",
-        "level": f"**The post-trained compressed models and their equal-training control are level**: {vs}, within "
-                 "2 SE: post-training brings the compressed models about as far as the same training brings the "
-                 "uncompressed ones",
-        "lower": f"**The uncompressed model given the same training stays ahead**: {vs}, beyond 2 SE"}))
+    out.append(_replicates("post.vs_control", [(t["accuracy_post_trained"], t["accuracy_control"]) for t in ctl], {
+        "higher": f"**The post-trained compressed models end above their equal-training control**: {vs}, {{why}}",
+        "level": f"**The post-trained compressed models and their equal-training control are not told apart**: {vs}, "
+                 "{why}",
+        "lower": f"**The uncompressed model given the same training stays ahead**: {vs}, {{why}}"}, n))
     if not flat:
         return out
     lifted = [t["accuracy_post_trained"] for t in flat if not stats.at_chance(t["accuracy_post_trained"], n)]
@@ -305,14 +310,13 @@ def post_readings(trials: list[dict], n: int) -> list[Reading]:
                                                                   "lifted": len(lifted), "controls_lifted": up}, C))
     rest = f"Over the {len(trained)} trials that left chance in training"
     tc = [t for t in trained if "accuracy_control" in t]
-    out.append(_replicates("post.vs_control_trained", [t["accuracy_post_trained"] - t["accuracy_control"] for t in tc], {
-        "higher": f"{rest}, post-training **ends above the control**: {vs}, beyond 2 SE",
-        "level": f"{rest}, post-trained and control are **level**: {vs}, within 2 SE: there, post-training brings the "
-                 "compressed models about as far as the same training brings the uncompressed ones",
-        "lower": f"{rest}, **the uncompressed model given the same training stays ahead**: {vs}, beyond 2 SE"}))
+    out.append(_replicates("post.vs_control_trained", [(t["accuracy_post_trained"], t["accuracy_control"]) for t in tc], {
+        "higher": f"{rest}, post-training **ends above the control**: {vs}, {{why}}",
+        "level": f"{rest}, post-trained and control are **not told apart**: {vs}, {{why}}",
+        "lower": f"{rest}, **the uncompressed model given the same training stays ahead**: {vs}, {{why}}"}, n))
     same = f"Over the same {len(trained)} trials, post-trained minus compressed is {SPREAD}"
     out.append(_replicates("post.vs_compressed_trained",
-                           [t["accuracy_post_trained"] - t["accuracy_compressed"] for t in trained], {
-        "higher": f"{same}: raised, beyond 2 SE", "level": f"{same}: level, within 2 SE",
-        "lower": f"{same}: lowered, beyond 2 SE"}))
+                           [(t["accuracy_post_trained"], t["accuracy_compressed"]) for t in trained], {
+        "higher": f"{same}: raised, {{why}}", "level": f"{same}: not established, {{why}}",
+        "lower": f"{same}: lowered, {{why}}"}, n))
     return out

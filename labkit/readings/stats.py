@@ -80,6 +80,7 @@ class Difference:
     established: bool
     sign_changes: bool
     n: int | None = None              # test reviews behind each accuracy (None: not accuracies)
+    unit: str = "seeds"               # "trials" for independent replicates (their rule asks no common sign)
 
     @property
     def seeds(self) -> int:
@@ -108,7 +109,7 @@ class Difference:
             return "established"
         if self.unresolvable:
             return f"not resolvable at {self.n:,} test reviews"
-        if self.sign_changes:
+        if self.sign_changes and self.unit == "seeds":
             return "not established (the sign changes between seeds)"
         return f"not established (within {self.t:.2f} SE)"
 
@@ -179,7 +180,7 @@ def replicates(diffs: list[float], accuracies: tuple[float, float] | None = None
     signs = {(x > 0) - (x < 0) for x in diffs}
     established = k > 1 and abs(mean) > t_of([(spread, k - 1), (se_test, math.inf)]) * se
     return Difference(mean, tuple(diffs), spread, se_test, se, established, len(signs - {0}) > 1,
-                      n if accuracies else None)
+                      n if accuracies else None, "trials")
 
 
 def unpaired(a: list[float], b: list[float], n: int) -> dict:
