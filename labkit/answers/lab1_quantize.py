@@ -55,8 +55,7 @@ class _Seeds(_q.Seeds):
         if self.k > 1:
             return (f"{self.k} training seeds (one SFT model each, and every later training with the same seed); "
                     "numbers are means over seeds, and each difference is given as mean ± one SE combining the seed "
-                    "spread with the test-set error, established only when every seed agrees on its sign and it "
-                    "exceeds 2 SE.")
+                    f"spread with the test-set error, {_stats.IN_WORDS}.")
         why = " (the quick profile trains one to stay within its time budget)" if profile == "quick" else ""
         return (f"One training seed{why}: the seed spread is not measured, so differences below are judged on the "
                 "test-set error alone (± shows it) and what another seed would change is unknown.")

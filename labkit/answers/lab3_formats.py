@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..readings import seeds as _seeds
 from ..readings import compute
+from ..readings.stats import IN_WORDS
 from ..quant.formats.log import LogFormat
 from ..report import table
 from . import measured
@@ -232,8 +233,7 @@ def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: i
     bits = [r["bits"]["weight_bits"] for r in formats.values()]
     parts = [("- **Seeds.** " + (f"{k} training seeds (an SFT model each; every QAT with the same seed): "
                                  "accuracies are means over seeds, differences are given as mean ± one SE combining "
-                                 "the seed spread with the test-set error, and established only where every seed "
-                                 "agrees on the sign and it exceeds 2 SE." if k > 1 else
+                                 f"the seed spread with the test-set error, and {IN_WORDS}." if k > 1 else
                                  "One training seed: the seed spread is not measured, so differences are judged on the "
                                  "test-set error alone.")),
              ptq_bullet(read, f32), "- " + read["ptq.chance"].says if "ptq.chance" in read else "",

@@ -63,7 +63,7 @@ def quantities(d: stats.Difference, a, b, names=("a", "b")) -> dict:
     q = {"a": sum(a) / len(a), "b": sum(b_list) / len(b_list), "a_name": names[0], "b_name": names[1],
          "a_seeds": a, "b_seeds": b_list, "difference": d.mean, "difference_seeds": list(d.per_seed),
          "se": d.se if d.seeds > 1 else d.se_test, "se_seed": d.se_seed, "se_test": d.se_test, "seeds": d.seeds,
-         "sign_changes": d.sign_changes, "text": d.text()}
+         "sign_changes": d.sign_changes, "t": d.t, "text": d.text()}
     return q
 
 

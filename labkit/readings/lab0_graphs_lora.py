@@ -37,10 +37,10 @@ def one_seed_aware(r: Reading, says: str) -> Reading:
 def lora_vs_sft(sft: list[float], lora: list[float], n: int) -> Reading:
     head = f"LoRA minus SFT on {n:,} test reviews: {{text}}. "
     d = stats.difference(list(lora), list(sft), n)
-    said = {"higher": head + "Every seed agrees and it exceeds 2 SE: a measurable gain.",
-            "lower": head + "Every seed agrees and it exceeds 2 SE: a measurable loss.",
+    said = {"higher": head + "Every seed agrees and it exceeds {t:.2f} SE: a measurable gain.",
+            "lower": head + "Every seed agrees and it exceeds {t:.2f} SE: a measurable loss.",
             "level": head + ("The seeds disagree on its sign: no difference is established." if d.sign_changes else
-                             "Within 2 SE: no difference is established.")}
+                             "Within {t:.2f} SE: no difference is established.")}
     r = compare("lora_vs_sft", list(lora), list(sft), n, source=SOURCE, says=said, names=("LoRA", "SFT"))
     return one_seed_aware(r, head + ONE_SEED)
 

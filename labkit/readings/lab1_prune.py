@@ -49,8 +49,8 @@ def read(p: dict, settings: dict) -> list[Reading]:
     out.append(check("l1.finetuning_lowers", bool(worse),
                      f"L1 at {worse[0]:g} falls from {w['pruned']:.4f} to {w['finetuned']:.4f} with fine-tuning "
                      "(established over seeds)" if worse else "",
-                     "fine-tuning lowers L1 at no sparsity beyond 2 SE", source=SOURCE,
-                     rule="L1 fine-tuned minus pruned, same sign in every seed and beyond 2 SE",
+                     "fine-tuning lowers L1 at no sparsity beyond t SE", source=SOURCE,
+                     rule="L1 fine-tuned minus pruned, same sign in every seed and beyond t SE",
                      quantities={"sparsities": worse}, expect=False))
     ctrl = p.get("control")
     if ctrl is not None:

@@ -93,7 +93,7 @@ def readings(payloads: dict) -> list[Reading]:
                          f"QAT helps most for **{best}** ({g[best]:+.4f}), established ahead of {up[1]} ({g[up[1]]:+.4f})",
                          f"The largest gains, {', '.join(f'{x} {g[x]:+.4f}' for x in [best, *tied])}, are not told "
                          "apart (their difference is not established over seeds)", source=SRC, expect=False,
-                         rule="the per-seed gains' difference: same sign in every seed and beyond 2 SE (seed spread "
+                         rule="the per-seed gains' difference: same sign in every seed and beyond t SE (seed spread "
                               "and four accuracies' test-set error)", quantities={"best": best, "tied": tied}))
     if qat:
         out.append(top_reading("qat.top", qat, n, "Highest mean after QAT: {top} {a:.4f}, established ahead of the rest",

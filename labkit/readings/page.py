@@ -26,8 +26,9 @@ do not edit by hand._
 Every number below is read from a result JSON beside its figure (`figures/<lab>/*.json`, each naming its device,
 commit and date). The sentences are the readings each notebook's answers state (`labkit.readings`): a difference
 over training seeds is the mean of per-seed differences with one SE that combines the seeds' spread and the
-test-set error, and it is called higher or lower only when every seed agrees on its sign and it exceeds 2 SE;
-otherwise the two are level (`labkit/readings/stats.py`). A searched best is the best of many trials, so it is
+test-set error, and it is called higher or lower only when every seed agrees on its sign and it exceeds t SE
+(Student's t for the SE's degrees of freedom: 4.30 where three seeds' spread is the whole SE, about 2 where the
+test set's error is); otherwise the two are level (`labkit/readings/stats.py`). A searched best is the best of many trials, so it is
 called better than its start or baseline only after both are retrained with fresh seeds. The answers files
 (`figures/<lab>/*answers.md`) hold the full prose; `labkit claims` checks that the stored readings are
 their numbers' and that every claimed reading holds. Speed measurements of labkit itself are in

@@ -38,6 +38,10 @@ RULE_UNPAIRED = ("independent searches per side: every seed of one side beyond e
 RULE_REPLICATES = ("|mean difference| > t SE over independent trials (sd / sqrt(k) and, for accuracies, the shared "
                    "test set's part; Student's t for the SE's effective degrees of freedom), else level")
 
+# the rule as the answers say it
+IN_WORDS = ("established only when every seed agrees on its sign and it exceeds t SE (Student's t for the SE's "
+            "degrees of freedom: 4.30 where three seeds' spread is the whole SE, about 2 where the test set's error is)")
+
 # Student's t, two-sided 95% (the 0.975 quantile), for 1..30 degrees of freedom; beyond, Cornish-Fisher from z
 _T95 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788, 2.1604,
         2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555,
