@@ -79,14 +79,16 @@ def compression_text(num: dict, c: dict, by: dict, n: int) -> str:
             f"{c['post_epochs']:g} epoch of post-training {best['compressed + post-training']:.4f} (one test-set "
             f"standard error: {accuracy_se(best['no compression'], n):.4f}; each a best of its search's trials). The "
             "same model before and after is the cleaner measure. ")
-    effect = by["compression.effect"]
-    text += effect.says + ". "
-    text += {"lower": "It costs unevenly across architectures (the per-trial range), so an objective measured after "
-                      "compression can rank architectures otherwise than the uncompressed one; with post-training in "
-                      "the loop, architectures are ranked by their accuracy after it",
-             "level": "The cost differs across architectures (the per-trial range) too much for its mean to be settled "
-                      "by these trials, so whether an objective measured after compression ranks architectures "
-                      "otherwise than the uncompressed one is not shown here",
+    effect = by.get("compression.effect_remeasured") or by["compression.effect"]
+    if "compression.effect_remeasured" in by:  # the fresh pairs first; the search's trials are context
+        text += (effect.says + ". In the search itself (each trial trained once, on one seed): "
+                 + by["compression.effect"].says + ". ")
+    else:
+        text += effect.says + ". "
+    text += {"lower": "An objective measured after compression therefore scores architectures below the "
+                      "uncompressed one by that much on average",
+             "level": "Whether an objective measured after compression ranks architectures otherwise than the "
+                      "uncompressed one is not shown here",
              "higher": "At this width and sparsity it acts on these briefly trained models more as a regulariser than "
                        "as a loss of information"}.get(effect.verdict, "")
     return text + f". Post-training then changed the compressed accuracy by {r['mean']:+.4f} on average (below)."
@@ -94,6 +96,7 @@ def compression_text(num: dict, c: dict, by: dict, n: int) -> str:
 
 def start_text(by: dict, remeasured: bool) -> str:
     """Each search's best against its start (Task 1's best, run first), as its readings say."""
+    # each search: its remeasure where there is one (the finding), after its one-seed search numbers (context)
     starts = [r for k, r in by.items() if k.startswith("start.") and k != "start.any"]
     if not starts:
         return ""
@@ -121,10 +124,10 @@ def post_text(by: dict, c: dict) -> str:
                        "cost.")
     if "post.at_chance" in by:
         trained = by["post.vs_control_trained"]
-        text += by["post.at_chance"].says + ". "
-        if control.verdict != trained.verdict:
-            text += "So the verdict over every trial is made by those trials leaving chance, not by recovery from compression. "
-        text += trained.says + ". " + by["post.vs_compressed_trained"].says + "."
+        text = "Over every trial: " + text + by["post.at_chance"].says + ". "
+        if control.verdict != trained.verdict or by["post.vs_compressed"].verdict != by["post.vs_compressed_trained"].verdict:
+            text += "So the verdicts over every trial are made by those trials leaving chance, not by recovery from compression. "
+        text += by["post.vs_compressed_trained"].says + ". " + trained.says + "."
     return text.rstrip()
 
 

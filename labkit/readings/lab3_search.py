@@ -9,7 +9,7 @@ baselines found nothing to remeasure: that is a yes/no fact (``check``).
 """
 from __future__ import annotations
 
-from .core import Reading, check, compare
+from .core import Reading, check, compare, finding, selected
 from .stats import accuracy_se, at_chance
 
 NOT_ESTABLISHED = ("a best of N trials on the search's one SFT model and test set: its lead is biased upwards, so it "
@@ -39,7 +39,8 @@ def readings(payloads: dict) -> list[Reading]:
 def best_vs(key: str, role: str, best: tuple[str, float], base: tuple[str, float], n: int, searched: int,
             remeasured: dict | None, source: str) -> Reading:
     """``best``/``base``: (how the answers name it, its accuracy in the search). Read over the fresh seeds of
-    ``remeasured["pairs"][role]`` where stored, else ``not established`` (a best of ``searched`` trials)."""
+    ``remeasured["pairs"][role]`` where stored, else ``not established`` (a best of ``searched`` trials: a
+    selection, ``Reading.selection``)."""
     pair = (remeasured or {}).get("pairs", {}).get(role)
     if pair is not None:
         seeds = "/".join(str(s) for s in remeasured["seeds"])
@@ -57,7 +58,8 @@ def best_vs(key: str, role: str, best: tuple[str, float], base: tuple[str, float
     return Reading(key, "not established",
                    f"{best[0]} is {d:+.4f} ({d / se:+.1f} SE of the difference) against {base[0]} on the search's "
                    f"SFT model, the best of {searched} searched trials on one training seed: not established "
-                   "(not retrained with fresh seeds)", NOT_ESTABLISHED, q, source)
+                   f"(a selection from {searched} on one seed, not retrained with fresh seeds)", NOT_ESTABLISHED, q,
+                   source, selection=searched)
 
 
 def found(key: str, best: float, base: float, says_above: str, says_not: str, source: str, q: dict) -> Reading:
@@ -89,7 +91,7 @@ def task1(num: dict, n: int, remeasured: dict | None) -> list[Reading]:
     bb = max(base, key=lambda b: b["accuracy"])
     top = max(searched, key=lambda t: t["accuracy"])
     d, se = top["accuracy"] - bb["accuracy"], accuracy_se(bb["accuracy"], n)
-    out.append(found(
+    first = found(
         "task1.found", top["accuracy"], bb["accuracy"],
         f"Its best searched trial ({top['accuracy']:.4f} at {top['weight_bits']:.1f} average weight bits) lies "
         f"{d:+.4f} above its best baseline, {bb['label']} in every layer",
@@ -97,16 +99,20 @@ def task1(num: dict, n: int, remeasured: dict | None) -> list[Reading]:
          f"{-d:.4f} ({-d / se:.1f} test-set SE) below {bb['label']} in every layer" if d < 0 else
          f"**The search did not exceed its own baseline**: its best searched trial ties {bb['label']} in every layer "
          f"at {top['accuracy']:.4f}") + ", a point of its space, so the best configuration it reports is that "
-        "baseline", src, {"baseline_label": bb["label"]}))
-    if d > 0:
-        out.append(best_vs("task1.vs_baseline", "integer", ("Task 1's best searched configuration", top["accuracy"]),
-                           (f"{bb['label']} in every layer", bb["accuracy"]), n, len(searched), remeasured, src))
+        "baseline", src, {"baseline_label": bb["label"]})
+    if d > 0:  # a best of the searched trials above the baseline: a selection, read again on fresh seeds
+        again = best_vs("task1.vs_baseline", "integer", ("Task 1's best searched configuration", top["accuracy"]),
+                        (f"{bb['label']} in every layer", bb["accuracy"]), n, len(searched), remeasured, src)
+        out += selected(first, len(searched), again if again.selection == 0 else None)
+    else:
+        out.append(first)
     if bb["label"] == "fp32" and ints:  # the quantized reading: against the best uniform integer point too
         bi = max(ints, key=lambda b: b["accuracy"])
         if top["accuracy"] > bi["accuracy"]:
-            out.append(best_vs("task1.vs_integer", "integer:integer", ("Task 1's best searched configuration",
-                                                                       top["accuracy"]),
-                               (f"{bi['label']} in every layer", bi["accuracy"]), n, len(searched), remeasured, src))
+            again = best_vs("task1.vs_integer", "integer:integer", ("Task 1's best searched configuration",
+                                                                    top["accuracy"]),
+                            (f"{bi['label']} in every layer", bi["accuracy"]), n, len(searched), remeasured, src)
+            out.append(again if again.selection else finding(again))
     return out
 
 
@@ -115,25 +121,35 @@ def task1(num: dict, n: int, remeasured: dict | None) -> list[Reading]:
 def formats(num: dict, fp32: float | None, n: int, remeasured: dict | None, pareto: dict | None) -> list[Reading]:
     src, out = "search_formats", []
     rows = {r["format"]: r for r in num["rows"]}
+    curves = num.get("best_so_far", {})
     if fp32 is not None:
         for name, r in rows.items():  # one SFT model: judged on the test set alone
-            out.append(compare(f"format.{name}.vs_fp32", [r["best accuracy"]], [fp32], n, source=src, says={
+            vs = compare(f"format.{name}.vs_fp32", [r["best accuracy"]], [fp32], n, source=src, says={
                 "level": f"{name} ({r['best accuracy']:.4f} at {r['weight bits']:.1f} bits) is level with fp32",
                 "lower": f"{name} ({r['best accuracy']:.4f} at {r['weight bits']:.1f} bits) is below fp32 "
                          "({difference:+.4f}, beyond 2 test-set SE)",
                 "higher": f"{name} ({r['best accuracy']:.4f} at {r['weight bits']:.1f} bits) is above fp32 "
-                          "({difference:+.4f}, beyond 2 test-set SE)"}, names=(name, "fp32")))
-    for name, curve in num.get("best_so_far", {}).items():
+                          "({difference:+.4f}, beyond 2 test-set SE)"}, names=(name, "fp32"))
+            # a searched format's row is its search's best: a selection from its trials (a format with nothing to
+            # choose ran one point); fp32 was not measured again beside it on fresh seeds
+            tried = len(curves.get(name) or []) if name != "integer" else 0
+            out += selected(vs, tried)
+    for name, curve in curves.items():
         if name in ("integer", "all formats") or len(curve) < 2:
             continue
-        out.append(found(f"format.{name}.found", curve[-1], curve[0],
+        above = found(f"format.{name}.found", curve[-1], curve[0],
                          f"the {name} search's best ({curve[-1]:.4f}) lies {curve[-1] - curve[0]:+.4f} above its "
                          f"uniform point ({curve[0]:.4f})",
                          f"the {name} search's best is its uniform point ({curve[0]:.4f}): none of its "
-                         f"{len(curve) - 1} searched trials beat it", src, {"format": name, "searched": len(curve) - 1}))
-        if curve[-1] > curve[0]:
-            out.append(best_vs(f"format.{name}.vs_uniform", f"format:{name}", (f"the {name} search's best", curve[-1]),
-                               (f"{name}'s uniform point", curve[0]), n, len(curve) - 1, remeasured, src))
+                         f"{len(curve) - 1} searched trials beat it", src, {"format": name, "searched": len(curve) - 1})
+        if curve[-1] > curve[0]:  # its best above its uniform point: a selection, read again on fresh seeds
+            again = best_vs(f"format.{name}.vs_uniform", f"format:{name}", (f"the {name} search's best", curve[-1]),
+                            (f"{name}'s uniform point", curve[0]), n, len(curve) - 1, remeasured, src)
+            out += selected(above, len(curve) - 1, None if again.selection else again)
+            if again.selection:
+                out.append(again)
+        else:
+            out.append(above)
     curve, a = num.get("best_so_far", {}).get("all formats"), num.get("all_formats")
     if curve and a:
         k = len((pareto or {}).get("uniform") or []) or 1  # the uniform points it queued first
@@ -148,8 +164,12 @@ def formats(num: dict, fp32: float | None, n: int, remeasured: dict | None, pare
             f"trials; none of its {len(curve) - k} searched trials beat them", src,
             {"searched": len(curve) - k, "queued": k, "format": fmt}))
         if curve[-1] > start:
-            out.append(best_vs("all.vs_uniform", "all", ("the all-formats search's best", curve[-1]),
-                               ("its best uniform point", start), n, len(curve) - k, remeasured, src))
+            again = best_vs("all.vs_uniform", "all", ("the all-formats search's best", curve[-1]),
+                            ("its best uniform point", start), n, len(curve) - k, remeasured, src)
+            above = out.pop()
+            out += selected(above, len(curve) - k, None if again.selection else again)
+            if again.selection:
+                out.append(again)
     return out
 
 
@@ -196,15 +216,16 @@ def pareto(num: dict, n: int, remeasured: dict | None = None) -> list[Reading]:
             q = min(trained, key=lambda p: p["bits"])
             says += (f"; the fewest bits that QAT brought within it are {q['bits']:.2f} ({q['ptq']:.4f} -> "
                      f"{q['accuracy']:.4f}), {q['bits'] - best['bits']:+.2f} bits more")
-    out.append(check("pareto.headline", best is not None, says, says, source=src,
+    headline = check("pareto.headline", best is not None, says, says, source=src,
                      rule=f"a front or QAT'd configuration at <= {MAX_BITS:g} bits within {WITHIN} of fp32 "
                           "(one SFT model; a front over many configurations measured on one test set also selects "
                           "favourable noise)",
                      quantities={"bits": best and best["bits"], "accuracy": best and best["accuracy"], "fp32": fp32,
-                                 "trained": best is not None and best not in ptq}))
+                                 "trained": best is not None and best not in ptq})
     pair = (remeasured or {}).get("pairs", {}).get("pareto:headline")
-    if pair is not None and best is not None and best in ptq:
-        out.append(headline_remeasured(pair, remeasured))
+    again = headline_remeasured(pair, remeasured) if pair is not None and best is not None and best in ptq else None
+    measured = len(num.get("cloud") or []) or len(front)  # the configurations the front was picked from
+    out += selected(headline, measured, again) if best is not None else [headline]
     for q in qat:
         at = f"{q['bits']:.2f}-bit"
         out.append(compare(f"pareto.qat.{q['bits']:.2f}", [q["accuracy"]], [q["ptq"]], n, source=src, says={
@@ -221,15 +242,19 @@ def headline_remeasured(pair: dict, remeasured: dict) -> Reading:
     """The headline's untrained configuration against fp32 on the fresh seeds' SFT models: the difference by
     the rule, and whether it stays within the headline's 1 point in every seed."""
     a, b = pair["best"]["accuracy_seeds"], pair["baseline"]["accuracy_seeds"]
-    inside = all(x - y >= -WITHIN for x, y in zip(a, b))
+    below = sum(x - y < -WITHIN for x, y in zip(a, b))
+    n = remeasured["n_test"]
+    se_test = (accuracy_se(sum(a) / len(a), n) ** 2 + accuracy_se(sum(b) / len(b), n) ** 2) ** 0.5
+    coarse = (f" ({WITHIN * 100:g} point is below what {n:,} test reviews resolve: one SE of the difference is "
+              f"{se_test * 100:.1f} points)") if 2 * se_test > WITHIN else ""
     head = (f"Retrained on {len(a)} fresh SFT models (training seeds {'/'.join(map(str, remeasured['seeds']))}), "
-            f"{pair['best']['label']} ({pair['best']['bits']:.2f} bits) is ")
-    tail = (f"; within {WITHIN * 100:g} point of fp32 in every seed" if inside else
-            f"; more than {WITHIN * 100:g} point below fp32 in some seed")
+            f"{pair['best']['label']} "
+            + (f"stays within {WITHIN * 100:g} point of fp32 in every seed" if not below else
+               f"is more than {WITHIN * 100:g} point below fp32 in {below} of {len(a)} seeds") + coarse + ": ")
     return compare("pareto.headline_remeasured", a, b, remeasured["n_test"], source="search_remeasured",
                    names=(pair["best"]["label"], "fp32"), says={
-                       "higher": head + "above fp32: {text}" + tail, "lower": head + "below fp32: {text}" + tail,
-                       "level": head + "level with fp32: {text}" + tail})
+                       "higher": head + "above fp32, {text}", "lower": head + "below fp32, {text}",
+                       "level": head + "against fp32 {text}"})
 
 
 def lambdas(rows: list[dict], source: str) -> Reading:

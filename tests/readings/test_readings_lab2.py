@@ -133,7 +133,8 @@ def test_remeasured_seeds_decide_best_vs_start_and_best_vs_runner_up():
     by = _by(p)
     text = answers.render(p)
     assert by["best.winner"].verdict == "higher" and "stays ahead of the runner-up**" in text
-    assert by["start.compressed"].verdict == "higher" and "is **above its start**" in text
+    assert by["start.compressed.remeasured"].verdict == "higher" and "is above its start**" in text
+    assert by["start.compressed"].remeasured_by == "start.compressed.remeasured" and not by["start.compressed"].expect
     assert "**compressed beat its start**, retrained with fresh seeds" in text
     assert all(x.says in text for x in by.values())
     p["remeasured"] = _remeasured([0.86, 0.85, 0.862], [0.855, 0.86, 0.856], [0.85, 0.852, 0.851],
@@ -141,7 +142,7 @@ def test_remeasured_seeds_decide_best_vs_start_and_best_vs_runner_up():
     by = _by(p)
     text = answers.render(p)
     assert by["best.winner"].verdict == "level" and "the runner-up are level**" in text
-    assert by["start.compressed"].verdict == "level" and "**No search's best is established above its start**" in text
+    assert by["start.compressed.remeasured"].verdict == "level" and "**No search's best is established above its start**" in text
     # retrains of other trials than this search's (a stale file) are not read
     p["remeasured"]["numbers"]["task2"]["compressed"]["best"]["trial"] = -1
     assert _by(p)["start.compressed"].verdict == "not established"
