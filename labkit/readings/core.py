@@ -84,8 +84,8 @@ def _bold_head(text: str) -> str:
 def selected(reading: Reading, candidates: int, remeasure: Reading | None = None) -> list[Reading]:
     """A reading of a point chosen from ``candidates`` (a searched best, a front point), and its remeasure on
     fresh seeds when there is one. The selection is context only, never bold, never a claim; where it was
-    remeasured, the remeasure is the finding: bold, and a claim of its own verdict; where it was not, the selection
-    reads "not established (a selection from N on one seed)"."""
+    remeasured, the remeasure is the finding (bold; its notebook claims its verdict); where it was not, the
+    selection reads "not established (a selection from N on one seed)"."""
     if candidates <= 1:
         return [reading] + ([remeasure] if remeasure else [])
     plain = dataclasses.replace(reading, says=reading.says.replace("**", ""), expect=(), selection=candidates,
@@ -100,10 +100,10 @@ def selected(reading: Reading, candidates: int, remeasure: Reading | None = None
 
 
 def finding(reading: Reading) -> Reading:
-    """A remeasured reading as the answers state it: in bold (its own bold part, else its head), and a claim of its
-    own verdict."""
+    """A remeasured reading as the answers state it: in bold (its own bold part, else its head). Its claim, like every
+    claim, is the notebook's ``CLAIMS`` (``compute``): written down, so that numbers that no longer give it fail."""
     says = reading.says if "**" in reading.says else _bold_head(reading.says)
-    return dataclasses.replace(reading, says=says, expect=(reading.verdict,))
+    return dataclasses.replace(reading, says=says)
 
 
 def check(key: str, holds: bool, says_holds: str, says_fails: str, *, source: str, rule: str,
@@ -127,9 +127,15 @@ def of_notebook(notebook: str):
 
 
 def compute(notebook: str, payloads: dict[str, dict | None]) -> list[Reading]:
-    """``notebook``'s readings of ``payloads`` (``{result name: stored payload or None}``)."""
+    """``notebook``'s readings of ``payloads`` (``{result name: stored payload or None}``), each finding its
+    notebook claims (``CLAIMS`` of its readings module: key -> the verdicts the full profile's results give) made a
+    claim: the verdict is written in the code, not taken from the numbers, so numbers that lose it fail."""
     fn = of_notebook(notebook)
-    return [] if fn is None else list(fn(payloads))
+    if fn is None:
+        return []
+    claims = getattr(importlib.import_module(f"{__package__}.{notebook}"), "CLAIMS", {})
+    full = any((p or {}).get("settings", {}).get("profile") == "full" for p in payloads.values())
+    return [dataclasses.replace(r, expect=claims[r.key]) if full and r.key in claims else r for r in fn(payloads)]
 
 
 def by_source(readings: list[Reading]) -> dict[str, list[dict]]:

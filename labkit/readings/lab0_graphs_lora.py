@@ -9,6 +9,10 @@ from . import seeds as _seeds
 from . import stats
 from .core import Reading, check, compare
 
+# the findings the committed results state, as claims (labkit.readings.core.compute): LoRA trails full fine-tuning
+# at equal training, and the extra epoch the control trains raises the SFT model
+CLAIMS = {"lora_vs_control": ('lower',), "extra_epoch": ('higher',)}
+
 SOURCE = "accuracy"
 CHANCE = 0.5  # IMDb is balanced
 EXACT_GAP = 1e-3  # an fp32 logit gap below this is rounding, not a different model

@@ -34,7 +34,7 @@ def read(p: dict, settings: dict) -> list[Reading]:
         chance = [s for s, l1, rnd in pairs if sd.at_chance(l1, stage) and sd.at_chance(rnd, stage)]
         out.append(sides(f"l1_vs_random.{stage}", f"{label}, L1 minus random",
                          {s: sd.diff(l1, stage, rnd, stage) for s, l1, rnd in pairs}, "sparsity", source=SOURCE,
-                         none_below=True, expect=True, suffix=f" (both at chance at {chance})" if chance else ""))
+                         positive=True, expect=True, suffix=f" (both at chance at {chance})" if chance else ""))
     for stage, label in (("pruned", "before fine-tuning"), ("finetuned", "after fine-tuning")):
         flat = [s for s in sps if ("random", s) in get and sd.at_chance(get[("random", s)], stage)]
         out.append(check(f"random_at_chance.{stage}", bool(flat),
@@ -66,7 +66,7 @@ def read(p: dict, settings: dict) -> list[Reading]:
         for stage, label in STAGES:
             out.append(sides(f"global_vs_local.{stage}", f"{label}, global minus local",
                              {s: sd.diff(g, stage, lo, stage) for s, lo, g in gp}, "sparsity", source=SOURCE,
-                             none_below=False))
+                             positive=False))
     return out
 
 

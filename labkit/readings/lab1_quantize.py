@@ -7,6 +7,9 @@ from . import seeds as _seeds
 from . import stats
 from .core import Reading, check, compare
 
+# the findings the committed results state, as claims (labkit.readings.core.compute)
+CLAIMS = {"narrowest_within_1_point": ('holds',)}
+
 SOURCE = "quantization"
 SAYS = {v: "{text}" for v in ("higher", "lower", "level")}  # a difference worded by its numbers alone
 
@@ -43,17 +46,18 @@ def sides_text(diffs: dict, unit: str) -> str:
     return f"established above zero at {units} {up or 'none'} and below zero at {down or 'none'}"
 
 
-def sides(key: str, what: str, diffs: dict, unit: str, *, source: str, none_below: bool, expect: bool = False,
+def sides(key: str, what: str, diffs: dict, unit: str, *, source: str, positive: bool, expect: bool = False,
           suffix: str = "") -> Reading:
     """A set of differences read together (``what`` is ``sides_text``' subject, e.g. "QAT minus PTQ"): with
-    ``none_below`` it holds when none is established below zero, else when none is established at all."""
+    ``positive`` it holds when some is established above zero and none below (the lab's finding, which a claim
+    of it then holds to), else when none is established at all."""
     below = [k for k, d in diffs.items() if d.established and d.mean < 0]
-    either = [k for k, d in diffs.items() if d.established]
-    holds = not below if none_below else not either
+    above = [k for k, d in diffs.items() if d.established and d.mean > 0]
+    holds = bool(above) and not below if positive else not (above or below)
     text = f"{what} is {sides_text(diffs, unit)}{suffix}"
     return check(key, holds, text, text, source=source,
-                 rule=stats.RULE + (f"; holds when no {unit} is established below zero" if none_below else
-                                    f"; holds when no {unit} is established either way"),
+                 rule=stats.RULE + (f"; holds when some {unit} is established above zero and none below" if positive
+                                    else f"; holds when no {unit} is established either way"),
                  quantities={str(k): {"difference": d.mean, "se": d.se, "established": d.established,
                                       "per_seed": list(d.per_seed)} for k, d in diffs.items()},
                  expect=expect)
@@ -77,7 +81,7 @@ def read(q: dict) -> list[Reading]:
                      "no width came within 1 point of fp32", source=SOURCE, rule="PTQ mean >= fp32 - 0.01",
                      quantities={"width": lowest}, expect=False))
     out.append(sides("qat_vs_ptq", "QAT minus PTQ", {r["width"]: sd.diff(r, "qat", r, "ptq") for r in rows},
-                     "width", source=SOURCE, none_below=True, expect=True))
+                     "width", source=SOURCE, positive=True, expect=True))
     ctrl = q.get("control")
     if ctrl is not None:
         out.append(sd.compare("control_vs_fp32", ctrl, "accuracy", q, "fp32", SOURCE,
@@ -88,7 +92,7 @@ def read(q: dict) -> list[Reading]:
             above = [w for w, d in vs.items() if d.established and d.mean > 0]
             over_base = [r["width"] for r in wide if sd.diff(r, "qat", q, "fp32").established and r["qat"] > fp32]
             out.append(sides("qat_vs_control", "QAT minus the control", vs, "width", source=SOURCE,
-                             none_below=False,
+                             positive=False,
                              suffix=(": QAT's gain over the untouched fp32 model is the extra training, not "
                                      "quantization" if over_base and not above else "")))
         low = rows[0]

@@ -20,6 +20,12 @@ import math
 from . import stats
 from .core import Reading, finding, quantities, selected
 
+# the findings the committed results state, as claims (labkit.readings.core.compute): every bold one, the
+# remeasures among them
+CLAIMS = {"samplers.verdict": ('level',), "best.winner": ('level',), "collapse.by_depth": ('holds',),
+          "compression.effect_remeasured": ('lower',), "start.compressed.remeasured": ('level',),
+          "start.any": ('fails',), "post.vs_control_trained": ('level',), "post.vs_compressed_trained": ('higher',)}
+
 S, C, R = "samplers", "compression_aware", "remeasured"
 CHANCE_SHARE = 0.1  # a depth that lost this share of its trials to chance is reported as collapsed
 RULE_BEST_OF_N = ("a searched best is a best of N trials on one training seed: not established until it and its "
@@ -112,7 +118,7 @@ def best_readings(best: dict, trials: dict[str, list[dict]], n: int, remeasured:
                    f"{len(every)} completed trials" if abs(best["value"] - top) < 1e-12 else
                    f"the stored best ({best['value']:.4f}) is not the best completed trial ({top:.4f})",
                    "the stored best equals the highest completed trial's value", {"best": best["value"], "top": top,
-                                                                                    "trials": len(every)}, S, ("holds",))]
+                                                                                    "trials": len(every)}, S)]
     ru = runner_up(best, trials)
     if ru is None:
         return out

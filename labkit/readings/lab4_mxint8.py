@@ -92,7 +92,7 @@ def memory(payload: dict) -> list[Reading]:
                      f"gap {100 * worst:.1g} points, under {100 * THEORY_POINTS:g})",
                      f"The measured parameter saving is **{100 * worst:.2g} points** off the whole-model prediction",
                      source=source, rule=f"|measured - theory| < {100 * THEORY_POINTS:g} point for every model",
-                     quantities=gaps))
+                     quantities=gaps, expect=False))  # one byte accounting read twice: bookkeeping, not a claim
     return out
 
 

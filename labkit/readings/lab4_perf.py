@@ -9,6 +9,9 @@ from ..perf.timing import fmt_seconds as fmt
 from ..perf.timing import spread, within_noise
 from .core import Reading, check
 
+# the findings the committed results state, as claims (labkit.readings.core.compute)
+CLAIMS = {"compile_cuda.cudagraphs.eval+no_grad.b128": ('level',)}
+
 DEVICES = ("cpu", "cuda")
 INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")  # Inductor's generated code (cudagraphs replays eager's)
 RULE = ("within noise when the medians differ by no more than either side's max - min over the steady calls and "

@@ -51,7 +51,7 @@ def test_the_committed_verdicts():
     committed = _by(payloads)
     assert committed["best.winner"].says.startswith(f"**Retrained with {len(fresh)} fresh seeds, the best architecture")
     by = _by({**payloads, "remeasured": None})
-    assert by["samplers.verdict"].expect == ()  # a reading, not a claim
+    assert by["samplers.verdict"].expect == ("level",)  # the committed finding, a claim of its verdict
     w, q = by["best.winner"], by["best.winner"].quantities
     assert w.verdict == "not established" and q["trials"] == task1_trials(payloads)
     assert f"{q['runner_up_study']} trial {q['runner_up_trial']}, {q['runner_up']:.4f}" in w.says
@@ -92,7 +92,7 @@ def test_a_sampler_far_ahead_on_every_seed_flips_the_verdict_and_its_sentence():
     band["final"] = [v + 0.02 for v in band["final"]]
     band["final_mean"] += 0.02
     won, text = _flip(p, _by, "samplers.verdict")
-    assert won.verdict == "higher" and won.holds  # a verdict, not a claim: either way is a result
+    assert won.verdict == "higher" and not won.holds  # the committed finding, no winner, is a claim: it fails
     assert "**TPE wins**" in text and "No sampler can be called better" not in text
 
 

@@ -24,7 +24,9 @@ def test_every_selection_is_context_and_its_remeasure_the_finding(notebook, prof
         assert not r.expect and "**" not in r.says, (r.key, r.says)
         if r.remeasured_by:
             again = by[r.remeasured_by]
-            assert again.selection == 0 and again.expect == (again.verdict,) and "**" in again.says, again
+            assert again.selection == 0 and "**" in again.says, again
+            if profile == "full":  # the committed findings are claims (CLAIMS), of the verdict they state
+                assert again.expect == (again.verdict,), again
         else:
             assert r.verdict == "not established" and "a selection from" in r.says, (r.key, r.says)
 
@@ -47,5 +49,5 @@ def test_selected_marks_a_reading_and_finds_its_remeasure():
     assert not alone[0].expect and "**" not in alone[0].says
     plain, finding = selected(one, 40, again)
     assert plain.verdict == "higher" and plain.remeasured_by == "x.again" and not plain.expect
-    assert finding.says == "**retrained**: A and B are level" and finding.expect == ("level",)
+    assert finding.says == "**retrained**: A and B are level"
     assert selected(one, 1) == [one]  # one candidate: nothing was selected
