@@ -156,19 +156,37 @@ def portable(obj):
     return obj
 
 
+def _image_bytes(fig, fmt: str) -> bytes:
+    """``fig`` as ``fmt``, the same bytes every time it is drawn from the same numbers: no date in an SVG, and its
+    element ids salted by a constant (matplotlib draws random ones otherwise)."""
+    import io
+
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "labkit"}):
+        fig.savefig(buf, format=fmt, dpi=130, bbox_inches="tight",
+                    metadata={"Date": None} if fmt in ("svg", "pdf") else None)
+    return buf.getvalue()
+
+
 def _save_images(fig, out: Path, name: str, formats) -> dict:
-    paths = {}
+    """Write ``fig``'s images; returns ``(paths, changed)``: whether any file's bytes changed."""
+    paths, changed = {}, False
     for fmt in formats:
         paths[fmt] = out / f"{name}.{fmt}"
-        fig.savefig(paths[fmt], dpi=130, bbox_inches="tight")
-    return paths
+        data = _image_bytes(fig, fmt)
+        if not paths[fmt].is_file() or paths[fmt].read_bytes() != data:
+            paths[fmt].write_bytes(data)
+            changed = True
+    return paths, changed
 
 
 def save_figure(fig, lab: str, name: str, numbers: dict, settings: dict, formats=("png", "svg")) -> dict:
     """Save a matplotlib figure as ``<name>.<fmt>`` next to ``<name>.json``; returns the paths."""
     out = result_dir(lab, settings["profile"])
     out.mkdir(parents=True, exist_ok=True)
-    paths = _save_images(fig, out, name, formats)
+    paths, _ = _save_images(fig, out, name, formats)
     paths["json"] = save_results(lab, name, numbers, settings, figure=f"{name}.{formats[0]}")
     return paths
 
@@ -184,13 +202,15 @@ def redraw_figure(fig, lab: str, name: str, drawn: dict, profile: str = "full", 
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no stored results to re-draw")
     payload = json.loads(path.read_text())
-    paths = _save_images(fig, out, name, formats)
+    paths, changed = _save_images(fig, out, name, formats)
+    paths["json"] = path
+    if not changed and payload.get("figure") == f"{name}.{formats[0]}":
+        return paths  # the same images: the figure and its record stay as they are (a redraw is idempotent)
     payload["figure"] = f"{name}.{formats[0]}"
     payload["drawn"] = jsonable({**drawn, "git_commit": git_commit(),
                                   "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                   "device": device_name(), "matplotlib": versions()["matplotlib"]})
     path.write_text(json.dumps(payload, indent=2) + "\n")
-    paths["json"] = path
     return paths
 
 

@@ -46,3 +46,20 @@ def test_redraw_all_draws_every_figure_from_its_json(tmp_path, monkeypatch):
 def test_a_bad_name_names_the_allowed_values():
     with pytest.raises(ValueError, match="allowed values are 'all', a lab .*lab0_graphs_lora"):
         redraw.select("lab9")
+
+
+@pytest.mark.parametrize("profile", ["full", "quick"])
+def test_every_committed_figure_redraws_byte_identically_from_its_json(tmp_path, monkeypatch, profile):
+    """A committed figure is what its JSON draws: redrawn into a copy of figures/, every image and JSON keeps its
+    bytes (a rule or a plot that changed without its figure redrawn fails here)."""
+    shutil.copytree(FIGURES, tmp_path / "figures", ignore=shutil.ignore_patterns("*.journal*", "gpu_logs"))
+    monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path / "figures"))
+    drawn = []
+    for notebook, nb in records.records().items():
+        if any((tmp_path / "figures" / nb.lab / (profile if profile != "full" else "") / f"{n}.json").is_file()
+               for n in nb.figures):
+            drawn += redraw.redraw_figures(notebook, profile)
+    assert drawn, f"no committed {profile} figure"
+    changed = [str(p.relative_to(tmp_path / "figures")) for p in drawn
+               if p.read_bytes() != (FIGURES / p.relative_to(tmp_path / "figures")).read_bytes()]
+    assert not changed, f"redraw them: python -m labkit.redraw all --figures --profile {profile}: {changed}"
