@@ -8,6 +8,9 @@ no GPU is needed. One entry per notebook: the results it stores, how each figure
     python -m labkit.redraw lab3_search --figures --profile quick
     python -m labkit.redraw lab0 --answers --stdout
 
+``all`` with answers also writes ``docs/results.md`` and the closing answers of the executed notebooks
+(``labkit.maintain.executed``).
+
 A redrawn figure's JSON keeps its numbers, settings and the provenance of the run that measured them and
 gains a ``drawn`` block (this commit, date, machine; what was drawn from what): ``results.redraw_figure``.
 """
@@ -159,9 +162,12 @@ def main(argv=None) -> int:
                 path, _ = write_answers(nb, args.profile)
                 print(path, flush=True)
     if do_answers and args.what == "all" and args.profile == "full" and not args.stdout:
+        from .maintain import executed
         from .readings import page  # every notebook's readings: the results page is theirs
 
         print(page.write(records.records()), flush=True)
+        for path in executed.refresh():  # the executed notebooks' closing answers, as worded now
+            print(path, flush=True)
     return 0
 
 

@@ -63,3 +63,20 @@ def test_every_committed_figure_redraws_byte_identically_from_its_json(tmp_path,
     changed = [str(p.relative_to(tmp_path / "figures")) for p in drawn
                if p.read_bytes() != (FIGURES / p.relative_to(tmp_path / "figures")).read_bytes()]
     assert not changed, f"redraw them: python -m labkit.redraw all --figures --profile {profile}: {changed}"
+
+
+@pytest.mark.parametrize("notebook", list(records.records()))
+def test_the_executed_notebooks_close_with_the_current_answers(notebook):
+    """An executed notebook's closing cell shows the answers its stored numbers give now (a rule or a wording that
+    changed after the run is refreshed there by `labkit redraw all`), once."""
+    import nbformat
+
+    from labkit.maintain import executed
+
+    path = executed.EXECUTED / f"{notebook}.ipynb"
+    assert path.is_file(), path
+    nb = nbformat.read(path, as_version=4)
+    closing = [c for c in nb.cells if c.cell_type == "code" and executed.CLOSING in c.source]
+    assert len(closing) == 1
+    shown = [o["data"]["text/markdown"] for o in closing[0].outputs if "text/markdown" in o.get("data", {})]
+    assert shown == [executed.answers_body(notebook)], "stale: python -m labkit.maintain.executed"

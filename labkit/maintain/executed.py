@@ -1,0 +1,78 @@
+"""The committed executed notebooks (``notebooks/executed/full/``) agree with the answers: their closing cell, which
+rendered the answers when the notebook ran, shows them as ``labkit.answers`` words them now from the same stored
+numbers (a rule or a wording changed since). Every other output stays as the run printed it.
+
+    python -m labkit.maintain.executed          # refresh every executed notebook (redraw all --answers does it too)
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .. import records, settings
+
+EXECUTED = settings.REPO_ROOT / "notebooks" / "executed" / "full"
+CLOSING = "redraw.close("
+
+
+def answers_body(notebook: str) -> str:
+    """What a notebook's closing cell shows: its answers file below the title and the line saying how it was made."""
+    from ..redraw import render_answers
+
+    return render_answers(notebook)[1].split("\n\n", 2)[-1]
+
+
+def _markdown(text: str):
+    """A display of ``text`` as IPython's ``Markdown`` makes it (``labkit.report.say``)."""
+    return nbformat.v4.new_output("display_data", data={"text/markdown": text,
+                                                        "text/plain": "<IPython.core.display.Markdown object>"})
+
+
+def refreshed(nb: nbformat.NotebookNode, body: str) -> nbformat.NotebookNode:
+    """``nb`` with its closing cell showing ``body`` (its one answers output; the rest of its outputs kept)."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        closing = CLOSING in cell.source
+        outputs, shown = [], False
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "text/markdown" not in data:
+                outputs.append(out)
+            elif closing:
+                if not shown:
+                    outputs.append(_markdown(body))
+                    shown = True
+            else:
+                outputs.append(out)
+        if closing and not shown:
+            outputs.append(_markdown(body))
+        cell.outputs = outputs
+    return nb
+
+
+def refresh(folder: Path = EXECUTED) -> list[Path]:
+    """Refresh every executed notebook of ``folder`` that has a record; returns those it rewrote."""
+    written = []
+    for notebook in records.records():
+        path = Path(folder) / f"{notebook}.ipynb"
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        new = nbformat.writes(refreshed(nbformat.reads(text, as_version=4), answers_body(notebook))) + "\n"
+        if new != text:
+            path.write_text(new)
+            written.append(path)
+    return written
+
+
+def main() -> int:
+    for path in refresh():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
