@@ -21,7 +21,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from . import records
+from . import records, settings
 from .results import load_results, redraw_figure, result_dir
 
 BY = "python -m labkit.redraw"
@@ -166,8 +166,9 @@ def main(argv=None) -> int:
         from .readings import page  # every notebook's readings: the results page is theirs
 
         print(page.write(records.records()), flush=True)
-        for path in executed.refresh():  # the executed notebooks' closing answers, as worded now
-            print(path, flush=True)
+        if settings.figures_dir() == settings.REPO_ROOT / "figures":  # the committed results, not a copy's
+            for path in executed.refresh():  # the executed notebooks' closing answers, as worded now
+                print(path, flush=True)
     return 0
 
 
