@@ -22,7 +22,7 @@ SRC, OUT, STUDENT = ROOT / "notebooks" / "src", ROOT / "notebooks", ROOT / "note
 
 def outputs(src: Path) -> dict[Path, str]:
     solution = editions.parse(src.read_text(), src.stem)
-    return {OUT / f"{src.stem}.ipynb": editions.render(solution),
+    return {OUT / f"{src.stem}.ipynb": editions.render(editions.solution(solution)),
             STUDENT / f"{src.stem}.ipynb": editions.render(editions.student(solution))}
 
 

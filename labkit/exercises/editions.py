@@ -9,6 +9,8 @@ Cell roles, given as tags in a cell's header line of the source:
   edition holds "YOUR ANSWER HERE".
 - ``answer-key`` (either): the rendered answers or the committed results read as the answer; the student
   edition drops the cell.
+- ``solution-only`` / ``student-only`` (either): words true of one edition alone (what the other edition's
+  cells show); the other edition drops the cell.
 
 Both editions carry nbgrader-compatible cell metadata (``metadata.nbgrader``, schema 3: ids, locked cells, the
 written answers' points) and name their notebook and edition (``metadata.labkit``), which ``labkit grade`` reads
@@ -30,6 +32,7 @@ STUB = ("# YOUR CODE HERE", "raise NotImplementedError")
 YOUR_ANSWER = "YOUR ANSWER HERE"
 CHECK_CALL = re.compile(r"""check\(\s*["'](?P<id>[\w.]+)["']""")
 ROLES = ("exercise", "check", "answer", "answer-key")
+EDITION_TAGS = ("solution-only", "student-only")
 # calls that read or write the key: rendered answers, and the committed full-profile results read as the answer
 ANSWER_KEY_CALLS = ("labkit.answers", "save_answers", "answers.render", "render_lab", "redraw.close",
                     "redraw.write_answers", "redraw.render_answers", "redraw.store_readings")
@@ -49,9 +52,10 @@ def parse(text: str, stem: str | None = None) -> nbformat.NotebookNode:
         else:
             cell = nbformat.v4.new_code_cell(body)
         tags = json.loads(head.group("tags")) if head.group("tags") else []
-        unknown = [t for t in tags if t not in ROLES + ("parameters",)]
+        allowed = ROLES + EDITION_TAGS + ("parameters",)
+        unknown = [t for t in tags if t not in allowed]
         if unknown:
-            raise ValueError(f"cell tags {unknown}: allowed {', '.join(ROLES + ('parameters',))}")
+            raise ValueError(f"cell tags {unknown}: allowed {', '.join(allowed)}")
         if tags:
             cell.metadata["tags"] = tags
         if head.group("question"):
@@ -184,14 +188,25 @@ def solution_regions(source: str) -> list[str]:
     return regions
 
 
+def _edition(cell) -> str | None:
+    return next((t for t in cell.metadata.get("tags", []) if t in EDITION_TAGS), None)
+
+
+def solution(parsed: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The solution edition as written: every cell of the source but those for the student edition alone."""
+    cells = [nbformat.from_dict(json.loads(json.dumps(c))) for c in parsed.cells if _edition(c) != "student-only"]
+    return _notebook(cells, parsed.metadata.get("labkit"))
+
+
 def student(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The student edition: solutions stubbed, answers blanked, answer-key cells dropped, a task map first."""
+    """The student edition: solutions stubbed, answers blanked, answer-key and solution-only cells dropped, a task
+    map first."""
     from .catalog import get
 
     cells = []
     for cell in solution.cells:
         r = role(cell)
-        if r == "answer-key":
+        if r == "answer-key" or _edition(cell) == "solution-only":
             continue
         cell = nbformat.from_dict(json.loads(json.dumps(cell)))
         if r == "exercise":

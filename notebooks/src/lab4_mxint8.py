@@ -7,13 +7,18 @@
 # kernel (`csrc/mxint8_dequant.cuh`, a PyTorch custom op) where a GPU is present, converts a BERT
 # classifier's Linear layers to packed MXINT8 and measures what that saves, then answers 3a-3d.
 #
-# On a machine without CUDA the kernel cannot run: the notebook says so (next cell). Every number quoted
-# below is computed in this run or read from a stored file labelled with its device.
-#
 # **Your tasks:** the quantizer (`quantize_mxint8`) and the sheet's decode by bit assembly (`decode_mxint8`),
 # each checked on the spot against labkit's own; the notebook then round-trips a weight through them and
 # decodes the 3b table with your decoder. Questions 3b and 3d ask what the decode's `bias` is for and why
 # the memory saving falls short of the theory.
+
+# %% [markdown] tags=["solution-only"]
+# On a machine without CUDA the kernel cannot run: the notebook says so (next cell). Every number quoted
+# below is computed in this run or read from a stored file labelled with its device.
+
+# %% [markdown] tags=["student-only"]
+# On a machine without CUDA the kernel cannot run: the notebook says so (next cell), and what needs a GPU (the
+# kernel's bandwidth, the peak GPU memory) is not measured; every number quoted below is computed in this run.
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
@@ -175,8 +180,13 @@ say(table(yours.round_trip_rows(quant.fn, dec.fn, FORMAT["errors"], S["seed"])))
 # device-to-device copy moving the same bytes, so the figure gives each implementation's bandwidth as a
 # percentage of that copy's, at every size measured and at the group size in its title (GB/s are in the
 # table and the figure's JSON). On a GPU this runs a sweep of the group size in the settings (the one over
-# all group sizes is `python -m labkit.kernels.bandwidth`); elsewhere it shows that step's stored results.
-# Answer 3c below uses these numbers.
+# all group sizes is `python -m labkit.kernels.bandwidth`).
+
+# %% [markdown] tags=["solution-only"]
+# Elsewhere it shows that step's stored results. Answer 3c below uses these numbers.
+
+# %% [markdown] tags=["student-only"]
+# Elsewhere nothing is measured here; answer 3c from a GPU's run, yours or the course's.
 
 # %%
 if EXT:  # this run's sweep of the group size in the settings

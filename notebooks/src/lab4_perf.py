@@ -13,13 +13,18 @@
 # compile that overruns is reported, not waited for. **Part 2** compares naive attention with
 # `F.scaled_dot_product_attention`.
 #
-# The notebook measures the devices it has (setting `devices="auto"`: the GPU when there is one, else the
-# CPU) and shows the other device's **stored** full-profile figures beside them. Every heading names the
-# device its numbers come from (their JSON's provenance).
-#
 # **Your tasks:** an honest timer (`time_calls`, Part 1) and naive attention (Part 2), each checked on the spot
 # against labkit's own; the notebook then uses them to time a function and to compare with PyTorch's fused
 # attention. Question 1a asks why the sheet's measurement shows no speedup.
+
+# %% [markdown] tags=["solution-only"]
+# The notebook measures the devices it has (setting `devices="auto"`: the GPU when there is one, else the
+# CPU) and shows the other device's **stored** full-profile figures beside them. Every heading names the
+# device its numbers come from (their JSON's provenance).
+
+# %% [markdown] tags=["student-only"]
+# The notebook measures the devices it has (setting `devices="auto"`: the GPU when there is one, else the
+# CPU); every number it shows comes from this run, and every heading names the device it ran on.
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)

@@ -240,3 +240,11 @@ def test_a_students_installed_function_gets_its_own_per_seed_cache(monkeypatch, 
         assert "student:lab1.fixed_point" in per_seed.EXTRA
         per_seed.run("lab1", "x", {"a": 1}, [0], lambda seed: calls.append(seed) or {"v": 2})
     assert calls == [0, 0] and not per_seed.EXTRA  # the student's function computed its own
+
+
+def test_edition_only_cells_reach_their_edition_alone():
+    src = ('# %% [markdown]\n# # Title\n\n# %% [markdown] tags=["solution-only"]\n# shows the stored results\n\n'
+           '# %% [markdown] tags=["student-only"]\n# measures what it has\n')
+    parsed = editions.parse(src, "lab1_quantize")
+    assert [c.source for c in editions.solution(parsed).cells] == ["# Title", "shows the stored results"]
+    assert [c.source for c in editions.student(parsed).cells] == ["# Title", "measures what it has"]
