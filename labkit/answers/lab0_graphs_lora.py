@@ -173,7 +173,7 @@ def lora_training(settings: dict) -> str:
             + (f"{ratio:.3g}x SFT's learning rate" if ratio != 1 else "SFT's learning rate")
             + f". The LoRA model has therefore seen the training set {2 * ep:g} times (SFT's epoch"
             f"{'s' if ep != 1 else ''} and its own), the SFT model {ep:g} time{'s' if ep != 1 else ''}: the comparison "
-            "measures what an extra epoch of adapters adds to the SFT model, not LoRA against full fine-tuning at "
+            "measures what an extra epoch of adapters adds to the SFT model, not LoRA against SFT's fine-tuning at "
             "equal training.")
 
 

@@ -12,8 +12,8 @@ from ..readings import lab1_quantize as _q
 from ..readings import stats as _stats
 from ..readings.stats import accuracy_se as se
 
-BASE_NOTE = ("The sheet starts Lab 1 from Lab 0's LoRA model; labkit starts from the SFT model (every weight "
-             "fine-tuned, no adapter to merge first), so absolute numbers are not the sheet's.")
+BASE_NOTE = ("The sheet starts Lab 1 from Lab 0's LoRA model; labkit starts from the SFT model (every weight but "
+             "the frozen embeddings fine-tuned, no adapter to merge first), so absolute numbers are not the sheet's.")
 
 def chance_note(acc: float, share, n: int) -> str:
     """Why an accuracy sits at chance: one class predicted for (almost) every review. ``share``: the share of
@@ -72,8 +72,11 @@ def quantization(q: dict, settings: dict) -> list[str]:
            f"{se(fp32, n):.4f}). {sd.intro(settings.get('profile'))}"]
     text = "**PTQ.** "
     if 8 in by_w:
-        text += (f"int8 PTQ scores {by_w[8]['ptq']:.4f}, {r['ptq8_vs_fp32'].says} from fp32 (the sheet's single "
-                 f"frac-4 rule: {q['sheet_rule_int8_frac4_ptq']:.4f}): {r['ptq8_within_1_point'].says}; ")
+        text += (f"int8 PTQ scores {by_w[8]['ptq']:.4f}, {r['ptq8_vs_fp32'].says} from fp32: "
+                 f"{r['ptq8_within_1_point'].says}; ")
+        if "ptq8_vs_sheet_rule" in r:
+            text += (f"the sheet's single frac-4 rule scores {q['sheet_rule_int8_frac4_ptq']:.4f}, and calibrated "
+                     f"int8 minus it is {r['ptq8_vs_sheet_rule'].says}; ")
     text += r["narrowest_within_1_point"].says + ". "
     low = rows[0]
     text += f"At {low['width']} bits PTQ gives {low['ptq']:.4f}"
@@ -98,7 +101,7 @@ def quantization(q: dict, settings: dict) -> list[str]:
     wide16 = [row for row in rows if row["width"] >= 16]
     if wide16:
         out.append(f"**Wide formats.** From 16 bits up mean PTQ stays within "
-                   f"{max(abs(row['ptq'] - fp32) for row in wide16):.4f} of fp32: the rounding error is far below the "
+                   f"{max(abs(row['ptq'] - fp32) for row in wide16):.2g} of fp32: the rounding error is far below the "
                    "weights' own spread.")
     return out
 

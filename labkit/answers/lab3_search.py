@@ -14,8 +14,8 @@ WHY = {
               "LayerNorm inputs and the classifier's margin are made of, are gone",
     "binary_scaling": "one bit plus a scale per row keeps each row's mean magnitude but not the spread inside "
                       "it; the inputs are binarized too, so every token vector becomes a sign pattern",
-    "binary_residual_sign": "two residual levels give four magnitudes per tensor, too coarse for activations "
-                            "whose values span several orders of magnitude",
+    "binary_residual_sign": "two residual levels give four values (two magnitudes, each with its sign) per tensor, "
+                            "too coarse for activations whose values span several orders of magnitude",
     "log": "only powers of two, with a fixed exponent window: a relative error of up to ~41% near the middle "
            "between two powers, and values outside the window clip or vanish",
     "block_log": "powers of two with a per-block window: like log, the mantissa-free rounding error remains",
@@ -78,10 +78,12 @@ def pareto_answer(pareto: dict, read: dict) -> str:
             f"{front[0]['bits']:.1f} bits ({front[0]['accuracy']:.4f}) to {front[-1]['bits']:.1f} bits "
             f"({front[-1]['accuracy']:.4f}). ")
     if every:
+        low = [p for p in every if p["bits"] <= 8]
         text += (f"Over every configuration the studies measured ({len(pareto.get('cloud') or [])}; the line drawn in "
                  f"`search_pareto.png`) the front holds {len(every)} points from {every[0]['bits']:.2f} bits "
-                 f"({every[0]['accuracy']:.4f}) to {every[-1]['bits']:.2f} bits ({every[-1]['accuracy']:.4f}): "
-                 + ", ".join(f"{p['accuracy']:.4f} at {p['bits']:.2f}" for p in every if p["bits"] <= 8) + ". ")
+                 f"({every[0]['accuracy']:.4f}) to {every[-1]['bits']:.2f} bits ({every[-1]['accuracy']:.4f}); "
+                 + (f"the {len(low)} at 8 bits or fewer: " if len(low) < len(every) else "")
+                 + ", ".join(f"{p['accuracy']:.4f} at {p['bits']:.2f}" for p in low) + ". ")
     if "pareto.multiobjective_complete" in read:
         text += read["pareto.multiobjective_complete"].says + ". "
     text += "Uniform points (one format in every layer at 8 bits or its own width): " + read["pareto.dominated"].says + ". "

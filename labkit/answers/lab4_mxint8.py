@@ -170,9 +170,19 @@ def bandwidth_text(summary: list[dict], source: str, group_size: int, read: dict
             f"{big['eager']:.0f}%" + (f", torch.compile {big['compile']:.0f}%" if "compile" in big else "")
             + f". The course's kernel measured {COURSE_COPY_PCT[0]}-{COURSE_COPY_PCT[1]}% of copy on an H100.")
     if len(sel) > 1:
-        text += (f" At n = {sel[0]['n']:,} even the copy reaches {sel[0]['copy GB/s']:.0f} GB/s, "
-                 f"{sel[0]['copy GB/s'] / sel[-1]['copy GB/s']:.0%} of its {sel[-1]['copy GB/s']:.0f} GB/s at the "
-                 "largest size: a few microseconds of launch and latency dominate so little traffic.")
+        first, second = sel[0], sel[1]
+        # the copy of the fewest bytes is timed as one of n / GB/s; a larger size copied in less time means that
+        # point timed something else than the transfer (the run's first size), not launch latency
+        t0, t1 = first["n"] / first["copy GB/s"], second["n"] / second["copy GB/s"]
+        if t0 > t1:
+            text += (f" At n = {first['n']:,} the copy reaches only {first['copy GB/s']:.0f} GB/s, yet at n = "
+                     f"{second['n']:,} it moves {second['n'] / first['n']:.0f}x the bytes in less time: that "
+                     "point times something other than the transfer in this run (its first size), not launch "
+                     "latency, so its ratios to the copy say nothing of the kernels.")
+        else:
+            text += (f" At n = {first['n']:,} even the copy reaches {first['copy GB/s']:.0f} GB/s, "
+                     f"{first['copy GB/s'] / sel[-1]['copy GB/s']:.0%} of its {sel[-1]['copy GB/s']:.0f} GB/s at the "
+                     "largest size: a few microseconds of launch and latency dominate so little traffic.")
     if read and "bandwidth.smallest_launch_bound" in read:
         text += f" {_cap(read['bandwidth.smallest_launch_bound'].says)}."
     if read and "bandwidth.bit_exact" in read:

@@ -9,7 +9,7 @@ from . import seeds as _seeds
 from . import stats
 from .core import Reading, check, compare
 
-# the findings the committed results state, as claims (labkit.readings.core.compute): LoRA trails full fine-tuning
+# the findings the committed results state, as claims (labkit.readings.core.compute): LoRA trails SFT's fine-tuning
 # at equal training, and the extra epoch the control trains raises the SFT model
 CLAIMS = {"lora_vs_control": ('lower',), "extra_epoch": ('higher',)}
 
@@ -78,11 +78,12 @@ def read(numbers: dict) -> list[Reading]:
         ctrl, base = _seeds.values(acc, "SFT + 1 epoch", k), _seeds.values(acc, "SFT", k)
         out.append(one_seed_aware(compare("extra_epoch", ctrl, base, n, source=SOURCE, names=("SFT + 1 epoch", "SFT"),
                                           says={v: "{text}" for v in ("higher", "lower", "level")}), "{text}"))
-        at_equal = {"higher": "{text}, so at equal training the adapters are better than full fine-tuning here.",
-                    "lower": "{text}, so at equal training the adapters are worse than full fine-tuning here.",
-                    "level": "{text}, so at equal training LoRA and full fine-tuning are not told apart."}
+        sft_ft = "SFT's fine-tuning (every weight but the frozen embeddings)"
+        at_equal = {"higher": f"{{text}}, so at equal training the adapters are better than {sft_ft} here.",
+                    "lower": f"{{text}}, so at equal training the adapters are worse than {sft_ft} here.",
+                    "level": f"{{text}}, so at equal training LoRA and {sft_ft} are not told apart."}
         r = compare("lora_vs_control", lora, ctrl, n, source=SOURCE, says=at_equal, names=("LoRA", "SFT + 1 epoch"))
-        out.append(one_seed_aware(r, "{text}, so at equal training LoRA and full fine-tuning are not told apart (one "
+        out.append(one_seed_aware(r, "{text}, so at equal training LoRA and SFT's fine-tuning are not told apart (one "
                                      "training seed)."))
     if numbers.get("dropout_removed") is not None:
         out.append(dropout_removed(numbers["dropout_removed"]))

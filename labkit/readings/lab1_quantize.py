@@ -70,9 +70,13 @@ def read(q: dict) -> list[Reading]:
     out = []
     if 8 in by_w:
         out.append(sd.compare("ptq8_vs_fp32", by_w[8], "ptq", q, "fp32", SOURCE, names=("int8 PTQ", "fp32")))
+        if "sheet_rule_int8_frac4_ptq" in q:  # calibrated int8 against the sheet's one frac-4 rule, per seed
+            out.append(sd.compare("ptq8_vs_sheet_rule", by_w[8], "ptq", q, "sheet_rule_int8_frac4_ptq", SOURCE,
+                                  names=("calibrated int8 PTQ", "the sheet's frac-4 rule")))
         gap = fp32 - by_w[8]["ptq"]
         out.append(check("ptq8_within_1_point", gap <= 0.01,
-                         f"int8 PTQ's mean is within 1 point of fp32's ({gap:+.4f} below)",
+                         f"int8 PTQ's mean is within 1 point of fp32's ("
+                         + (f"{gap:.4f} below)" if gap >= 0 else f"{-gap:.4f} above)"),
                          f"int8 PTQ's mean is **more than 1 point** below fp32's ({gap:+.4f})", source=SOURCE,
                          rule="fp32 - int8 PTQ <= 0.01 (means over seeds)", quantities={"gap": gap}))
     lowest = min((r["width"] for r in rows if r["ptq"] >= fp32 - 0.01), default=None)
