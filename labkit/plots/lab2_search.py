@@ -33,7 +33,7 @@ def plot_samplers(payload: dict):
         zoom.errorbar(i + 0.18, mean, yerr=2 * both, fmt="none", ecolor=color, elinewidth=0.8, capsize=3)
         zoom.errorbar(i + 0.18, mean, yerr=2 * seed_se, fmt="o", ms=4, color=color, elinewidth=2.5)
     trial_axes(ax, "best accuracy so far", f"NAS on IMDb: mean and min-max over seeds (profile {settings['profile']})",
-               loc="lower right", fontsize=8)
+               xlabel="trials completed", loc="lower right", fontsize=8)
     zoom.set_xticks(range(len(numbers["bands"])), list(numbers["bands"]))
     zoom.set_xlim(-0.5, len(numbers["bands"]) - 0.3)
     zoom.set_ylabel("final best accuracy")
@@ -53,16 +53,18 @@ def plot_compression_aware(payload: dict):
     fig, ax = plt.subplots(figsize=(7, 4.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for (label, ys), style, color in zip(numbers["best_so_far"].items(), STYLES, colors):
-        ax.plot(range(1, len(ys) + 1), ys, ls=style, marker="o", ms=3, color=color, label=f"{label}: best so far")
-        trials = numbers.get("trials", {}).get(label, [])
-        vals = [t["value"] for t in trials if t.get("value") is not None][: len(ys)]
-        ax.scatter(range(1, len(vals) + 1), vals, s=12, color=color, alpha=0.35, linewidths=0,
+        trials = [t for t in numbers.get("trials", {}).get(label, []) if t.get("value") is not None][: len(ys)]
+        # x: each trial's own number (Optuna's, from 0), as the answers cite them ("trial 11")
+        xs = [t.get("number", i) for i, t in enumerate(trials)] + list(range(len(trials), len(ys)))
+        ax.plot(xs[: len(ys)], ys, ls=style, marker="o", ms=3, color=color, label=f"{label}: best so far")
+        ax.scatter(xs[: len(trials)], [t["value"] for t in trials], s=12, color=color, alpha=0.35, linewidths=0,
                    label=f"{label}: each trial")
-        control = [(i, t["accuracy_control"]) for i, t in enumerate(trials[: len(ys)], 1) if "accuracy_control" in t]
+        control = [(x, t["accuracy_control"]) for x, t in zip(xs, trials) if "accuracy_control" in t]
         if control:
             ax.scatter(*zip(*control), s=16, marker="x", color="0.25", linewidths=0.8,
                        label=f"{label}: its control (uncompressed, same extra training)")
     trial_axes(ax, "test accuracy", f"Compression-aware search: int{settings['quant_width']} + "
                f"{settings['prune_sparsity']:.0%} L1 pruning, one TPE study per objective (profile {settings['profile']})",
-               9, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+               9, xlabel="trial (its number, from 0)", fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+               ncol=2, frameon=False)
     return fig
