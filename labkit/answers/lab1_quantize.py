@@ -25,9 +25,11 @@ def chance_note(acc: float, share, n: int) -> str:
     if all(constant):
         if len(shares) > 1:
             pos = sum(x >= 0.99 for x in shares)
-            return (f"predicts one class for every review in each of its {len(shares)} seeds (positive in {pos}, "
-                    "negative in the others): the logits no longer depend on the input, so accuracy is the class "
-                    "balance, 0.500")
+            every = all(x in (0.0, 1.0) for x in shares)
+            return (f"predicts one class for {'every review' if every else 'all or nearly all reviews'} in each of "
+                    f"its {len(shares)} seeds (positive in {pos}, negative in the others; positive shares "
+                    + "/".join(f"{x:.5g}" for x in shares) + "): the logits no longer depend on the input, so "
+                    "accuracy is the class balance, 0.500")
         return (f"predicts {'positive' if shares[0] >= 0.99 else 'negative'} for {max(shares[0], 1 - shares[0]):.1%} "
                 "of reviews: the logits no longer depend on the input, so accuracy is the class balance, 0.500")
     if len(shares) > 1:
