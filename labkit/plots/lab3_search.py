@@ -17,7 +17,7 @@ def plot_search_integer(payload: dict):
     marker, the best a line)."""
     numbers, settings = payload["numbers"], payload["settings"]
     curve, fp32 = numbers["best_so_far"], numbers["fp32"]
-    fig, ax = plt.subplots(figsize=(6.8, 4.2))
+    fig, ax = plt.subplots(figsize=(6.8, 4.9))
     ax.plot(range(1, len(curve) + 1), curve, marker="o", ms=3, label="per-layer integer or fp32 (TPE): best so far")
     trials = numbers["trials"][: len(curve)]
     searched = [(i, t["accuracy"]) for i, t in enumerate(trials, 1) if t.get("baseline") is None]
@@ -31,8 +31,9 @@ def plot_search_integer(payload: dict):
         best = max(numbers["baselines"], key=lambda b: b["accuracy"])
         ax.axhline(best["accuracy"], color="C3", ls="--",
                    label=f"best baseline: {best['label']} in every layer {best['accuracy']:.4f}")
+    # the legend below the axes: inside it would cover trials near chance that the answers cite
     trial_axes(ax, "accuracy", f"Task 1: per-layer integer width and frac width (profile {settings['profile']})",
-               loc="lower right", fontsize=7)
+               fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     return fig
 
 
