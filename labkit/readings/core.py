@@ -5,7 +5,7 @@ rule applied, the verdict, and ``says``: the sentence the answers state for it (
 the quantities, so a verdict that flips flips the sentence). Each notebook's readings are a pure function of
 its stored payloads (``labkit.readings.<notebook>.readings(payloads)``); they are stored in the result JSON
 beside ``numbers`` (``store``), ``labkit.answers`` words them, and ``labkit.maintain.claims`` checks them: the stored
-readings equal the recomputed ones, and a reading with ``expect`` has one of the expected verdicts.
+readings' results (all but ``says``) equal the recomputed ones, and a reading with ``expect`` has one of the expected verdicts.
 """
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ def by_source(readings: list[Reading]) -> dict[str, list[dict]]:
 
 def mismatches(readings: list[Reading], payloads: dict[str, dict | None]) -> list[str]:
     """Where the readings stored in ``payloads`` differ from ``readings`` (recomputed): keys missing, extra or
-    changed, per result."""
+    changed, per result. A change is in a result (verdict, quantities, rule, claim, selection), never in ``says``
+    alone: a rewording is a change of words, which the redraw refreshes, not of what the numbers give."""
     out = []
     want = by_source(readings)
     for name, p in payloads.items():
@@ -158,5 +159,10 @@ def mismatches(readings: list[Reading], payloads: dict[str, dict | None]) -> lis
         out += [f"{name}: {k} not stored" for k in now if k not in have]
         out += [f"{name}: {k} stored but no longer read" for k in have if k not in now]
         out += [f"{name}: {k} stored {have[k]['verdict']!r} ({have[k]['says'][:60]}...) differs from its numbers' "
-                f"{now[k]['verdict']!r}" for k in now if k in have and have[k] != now[k]]
+                f"{now[k]['verdict']!r}" for k in now if k in have and _result(have[k]) != _result(now[k])]
     return out
+
+
+def _result(stored: dict) -> dict:
+    """A stored reading less its wording."""
+    return {k: v for k, v in stored.items() if k != "says"}

@@ -26,6 +26,9 @@ def test_every_notebook_has_readings_stored_and_stated(notebook):
     assert found, f"{notebook}: no readings of its committed results"
     assert len({r.key for r in found}) == len(found), "reading keys are unique within a notebook"
     assert readings.mismatches(found, payloads) == [], "stored readings are stale: python -m labkit.redraw all --answers"
+    stored = {r["key"]: r["says"] for p in payloads.values() if p for r in p.get("readings") or []}
+    reworded = [r.key for r in found if stored.get(r.key) != r.says]
+    assert not reworded, f"{notebook}: stored wording is stale for {reworded}: python -m labkit.redraw all --answers"
     _, text = redraw.render_answers(notebook)
     unsaid = [r.key for r in found if r.says not in text]
     assert not unsaid, f"{notebook}: the answers do not state {unsaid}"
@@ -67,6 +70,18 @@ def test_replicates_reads_trials_by_their_spread():
     assert stats.verdict(carried) == "level"
     with pytest.raises(ValueError, match="no differences"):
         stats.replicates([])
+
+
+def test_claims_compare_results_not_wording():
+    stored = readings.compare("x", [0.9, 0.91, 0.92], [0.5, 0.51, 0.5], 1000, source="r",
+                              says={v: f"x is {v}" for v in readings.VERDICTS})
+    payloads = {"r": {"readings": [dict(stored.stored(), says="x, in other words, is higher")]}}
+    assert readings.mismatches([stored], payloads) == []
+    flipped = dict(stored.stored(), verdict="level")
+    assert readings.mismatches([stored], {"r": {"readings": [flipped]}}) == [
+        "r: x stored 'level' (x is higher...) differs from its numbers' 'higher'"]
+    moved = dict(stored.stored(), quantities={**stored.quantities, "a": 0.1})
+    assert readings.mismatches([stored], {"r": {"readings": [moved]}}), "a changed quantity is a changed result"
 
 
 def test_claims_read_readings_not_text():
