@@ -124,3 +124,17 @@ def figures_dir() -> Path:
 
 def runs_dir() -> Path:
     return _env_path("LABKIT_RUNS_DIR") or output_root() / "runs"
+
+
+def visible_gpus() -> list[str]:
+    """The CUDA devices this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (none without CUDA or torch)."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env:
+        return [d.strip() for d in env.split(",") if d.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]

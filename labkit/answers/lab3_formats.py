@@ -10,7 +10,6 @@ measured.
 """
 from __future__ import annotations
 
-import datetime as _dt
 from pathlib import Path
 
 from ..readings import seeds as _seeds
@@ -24,16 +23,6 @@ from ..labs.lab3_formats_summary import (  # noqa: F401  (the answers' inputs, a
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
 NAMES = ("formats", "weight_snr")
-
-# Fixes to a format's code after which results measured earlier no longer describe it: format ->
-# (the fix's date, what changed). A stored result created before the date is flagged, not hidden.
-KNOWN_FIXES = {
-    "binary_residual_sign": ("2026-11-23T13:28:56+00:00",
-                             "each value is now encoded to the nearest level sum; the greedy code before it gave "
-                             "values the wrong sign wherever a fitted scale did not exceed the sum of the later ones "
-                             "(87% of the pretrained minilm-l2 pooler's inputs on 64 IMDb reviews)"),
-}
-
 
 # --- base model and formats ---------------------------------------------------------------------------
 
@@ -205,24 +194,8 @@ def qat_bullet(read: dict, steps: int) -> str:
     return text
 
 
-def fixes_text(created: str | None, formats: dict) -> str:
-    """Formats whose stored results predate a fix to their code (``KNOWN_FIXES``), from the JSON's date."""
-    if not created:
-        return ""
-    when = _dt.datetime.fromisoformat(created)
-    out = []
-    for name, (date, what) in KNOWN_FIXES.items():
-        if name in formats and when < _dt.datetime.fromisoformat(date):
-            r = formats[name]
-            shown = {k: "-" if (a := _acc(r.get(k))) is None else f"{a:.4f}" for k in ("ptq", "qat")}
-            out.append(f"- **{name} predates its fix.** These numbers were measured on {created[:10]}, before "
-                       f"the fix of {date[:10]}: {what}. Its PTQ {shown['ptq']} and QAT {shown['qat']} are the old "
-                       "code's; not rerun since.")
-    return "\n".join(out)
-
-
-def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: int, created: str | None,
-            k: int = 1, read: dict | None = None) -> str:
+def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: int, k: int = 1,
+            read: dict | None = None) -> str:
     """``read``: the readings by key (``labkit.readings.lab3_formats``; computed from these numbers if None)."""
     if read is None:
         payloads = {"formats": {"numbers": {"formats": formats, "fp32": fp32, **({"seeds": list(range(k))} if k > 1 else {})},
@@ -242,9 +215,6 @@ def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: i
     lb = log_vs_block_log(formats, snr_rows, width, read)
     if lb:
         parts.append("- " + lb)
-    fx = fixes_text(created, formats)
-    if fx:
-        parts.append(fx)
     parts.append(f"- **Cost.** Weights at {min(bits):.2f} to {max(bits):.2f} bits per element; the Lab 3 search trades "
                  "these bits against the accuracies above.")
     return "\n".join(parts)
@@ -280,6 +250,6 @@ def render(payloads: dict[str, dict | None], folder: Path | None = None, how: st
         num = f["numbers"]
         parts += ["## PTQ and QAT on IMDb", qat_text(f["settings"], num["fp32"], num["dataset_sizes"], num["formats"]),
                   "## What the numbers say",
-                  summary(num["formats"], num["fp32"], rows, width, f["provenance"].get("created"),
-                          _seeds.count(num), {r.key: r for r in compute("lab3_formats", payloads)})]
+                  summary(num["formats"], num["fp32"], rows, width, _seeds.count(num),
+                          {r.key: r for r in compute("lab3_formats", payloads)})]
     return "\n\n".join(parts) + "\n"

@@ -79,5 +79,3 @@ def header(title: str, sources: dict[str, dict | None], how: str) -> str:
 
 STORED = ("The prose below was re-rendered from the stored numbers listed here by `{module}` "
           "(`python -m labkit.redraw {lab} --answers`); nothing was measured while rendering it.")
-NOTEBOOK = ("Written by `notebooks/{notebook}` from the numbers this run saved (the JSON listed here), through "
-            "`{module}`; `python -m labkit.redraw {lab} --answers` renders the same text again from that JSON.")

@@ -14,12 +14,12 @@ from typing import Any, Callable
 
 import torch
 
+from .. import records
 from ..sandbox import codec, harness
 
 REGISTRY: dict[str, "Exercise"] = {}
 DEVICE_HINT = ("make every new tensor on the input's device (device=x.device, torch.zeros_like(x)); NumPy, .cpu() "
                "and a tensor made without device= are on the CPU, and the lab's tensors on a GPU are not")
-LABS = ("lab0", "lab1", "lab2", "lab3", "lab4")
 
 
 @dataclass
@@ -180,11 +180,15 @@ def exercise(**fields) -> Callable[[Callable], Exercise]:
 
 
 def validate(ex: Exercise) -> None:
+    notebooks = records.records()
+    labs = sorted({r.lab for r in notebooks.values()})
     lab = ex.id.split(".", 1)[0]
-    if lab not in LABS or "." not in ex.id:
-        raise ValueError(f"exercise id {ex.id!r}: must be '<lab>.<name>' with lab one of {', '.join(LABS)}")
-    if not ex.notebook.startswith(lab + "_"):
-        raise ValueError(f"exercise {ex.id}: notebook {ex.notebook!r} is not one of {lab}'s notebooks")
+    if lab not in labs or "." not in ex.id:
+        raise ValueError(f"exercise id {ex.id!r}: must be '<lab>.<name>' with lab one of {', '.join(labs)}")
+    if ex.notebook not in notebooks or notebooks[ex.notebook].lab != lab:
+        mine = [k for k, r in notebooks.items() if r.lab == lab]
+        raise ValueError(f"exercise {ex.id}: notebook {ex.notebook!r} is not one of {lab}'s notebooks; allowed: "
+                         f"{', '.join(mine)}")
     if ex.points <= 0:
         raise ValueError(f"exercise {ex.id}: points must be > 0, got {ex.points}")
     if len(ex.mutants) < 2:

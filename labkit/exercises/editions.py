@@ -34,8 +34,8 @@ CHECK_CALL = re.compile(r"""check\(\s*["'](?P<id>[\w.]+)["']""")
 ROLES = ("exercise", "check", "answer", "answer-key")
 EDITION_TAGS = ("solution-only", "student-only")
 # calls that read or write the key: rendered answers, and the committed full-profile results read as the answer
-ANSWER_KEY_CALLS = ("labkit.answers", "save_answers", "answers.render", "render_lab", "redraw.close",
-                    "redraw.write_answers", "redraw.render_answers", "redraw.store_readings")
+ANSWER_KEY_CALLS = ("labkit.answers", "save_answers", "answers.render", "redraw.close", "redraw.write_answers",
+                    "redraw.render_answers", "redraw.store_readings")
 
 
 def parse(text: str, stem: str | None = None) -> nbformat.NotebookNode:

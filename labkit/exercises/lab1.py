@@ -7,7 +7,7 @@ import torch
 from ..prune import PruneConfig, _exact_mask, _scores
 from ..quant.bits import mean_bits as _mean_bits
 from ..quant.formats.integer import IntegerFormat
-from ..quant.formats.integer import fixed_point as _fixed_point
+from ..quant.formats.integer import quantize_fixed_point as _fixed_point
 from .core import Case, differs, exercise
 
 
@@ -79,7 +79,7 @@ def _symmetric_clamp(x, width, frac_width):
     mutants={"round half away from zero": _half_away, "no clamp": _no_clamp,
              "symmetric clamp": _symmetric_clamp},
     hint="q = clamp(round(x * 2^f), -2^(w-1), 2^(w-1) - 1) / 2^f with torch.round (half to even)",
-    install="labkit.quant.formats.integer:fixed_point",
+    install="labkit.quant.formats.integer:quantize_fixed_point",
 )
 def fixed_point(x: torch.Tensor, width: int, frac_width: int) -> torch.Tensor:
     return _fixed_point(x, width, frac_width)

@@ -23,8 +23,8 @@ class GraphPassResult(NamedTuple):
 
     graph_module: torch.fx.GraphModule
     modified: bool
-    changes: list = []
-    info: dict = {}
+    changes: list  # no defaults: a NamedTuple default would be one list shared by every result
+    info: dict
 
     def __repr__(self):
         shown = {k: v for k, v in self.info.items() if k != "shapes"}

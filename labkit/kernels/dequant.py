@@ -36,12 +36,6 @@ def check_backend(backend: str) -> str:
     return backend
 
 
-def uses_extension(device: torch.device | str, backend: str = "auto") -> bool:
-    """Whether ``dequantize`` on tensors of ``device`` would run the CUDA extension (may build it)."""
-    check_backend(backend)
-    return backend != "reference" and torch.device(device).type == "cuda" and extension.available()
-
-
 def dequantize(mantissa: torch.Tensor, exponent: torch.Tensor, group_size: int, backend: str = "auto",
                impl: str = "auto") -> torch.Tensor:
     """bf16 values of MXINT8 ``mantissa``/``exponent`` (``labkit.quant.formats.mxint``), bit-identical on every path.

@@ -306,15 +306,6 @@ def record_sft(state: dict, call: str) -> list[str]:
     return warnings
 
 
-def visible_gpus() -> int:
-    """How many CUDA devices this process sees (0 without CUDA)."""
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def regenerate(budget: float, only: list[str] | None = None, commit: str | None = None,
                log_dir: Path | None = None, runner=None, parallel: bool = False, fresh: bool = False,
                gpus: int | None = None) -> dict:
@@ -339,7 +330,7 @@ def regenerate(budget: float, only: list[str] | None = None, commit: str | None 
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "budget_s": budget})
     save_state(state)
     log_dir = log_dir or _settings.runs_dir() / "regen" / "logs"
-    gpus = visible_gpus() if gpus is None else gpus
+    gpus = len(_settings.visible_gpus()) if gpus is None else gpus
     if gpus > 1:
         state["calls"][-1]["gpus"] = gpus
         _run_lanes(state, pending(state, only), call, commit, deadline, runner, log_dir, gpus)

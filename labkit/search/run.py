@@ -17,6 +17,7 @@ from pathlib import Path
 import optuna
 
 from .. import settings as _settings
+from ..settings import visible_gpus
 from . import host_wait, mps as _mps
 from .plan import IN_PROCESS, StudyPlan, prepare
 from .progress import SearchProgress
@@ -30,17 +31,6 @@ WORKERS_PER_GPU = 8
 # 40.5-40.7 trials/min against 12's 38.6 (Lab 2 full, H100; measured: benchmarks/search/search_throughput.json);
 # GPU memory still caps it (worker_gib: 14 such workers on an 80 GB card).
 WORKERS_PER_GPU_MPS = 16
-
-
-def visible_gpus() -> list[str]:
-    import torch
-
-    if not torch.cuda.is_available():
-        return []
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env:
-        return [d.strip() for d in env.split(",") if d.strip()]
-    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 # GPU memory one worker may need at its peak: each notebook search's ``worker_gib`` (``labkit.records``);

@@ -69,7 +69,6 @@ def test_lab3_formats_verdicts_on_a_frozen_result():
     # kept statements, as far as the numbers support them
     assert "**log and block_log are the same at 8 bits**" in text and "0.0014 apart" in text
     assert "at 4 bits log flushes 74% of the weights" in text
-    assert "**binary_residual_sign predates its fix.**" in text
     assert text.count(frozen["formats"]["provenance"]["commit_note"]) == 1  # both JSONs share it
 
 
@@ -114,12 +113,6 @@ def test_lab3_log_block_log_statement_needs_its_numbers():
         if r["format"] == "log" and r["width"] == 8:
             r["zeroed"] = 0.2
     assert "are the same at 8 bits" not in lab3_formats.render(p)
-
-
-def test_lab3_known_fix_follows_the_measurement_date():
-    p = doctored_formats()
-    p["formats"]["provenance"]["created"] = "2026-11-24T00:00:00+00:00"
-    assert "predates its fix" not in lab3_formats.render(p)
 
 
 def test_lab3_chance_uses_a_standard_error():

@@ -1,5 +1,6 @@
 """The student edition: every exercise's checks are strong (self-test), the check prints what a student needs,
 the two editions are built from one source, and the student edition holds no solution and no key."""
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -64,7 +65,7 @@ def test_check_lines_summary_and_fallback(capsys):
     assert re.search(r"lab1\.fixed_point: \d+ of \d+ public cases pass", out)
     assert "FAIL  ties round half to even" in out and "hint: " in out and "expected" in out and "got" in out
     assert "all tests passed" not in out.lower()
-    assert "falls back to labkit's labkit.quant.formats.integer.fixed_point" in out
+    assert "falls back to labkit's labkit.quant.formats.integer.quantize_fixed_point" in out
 
     def stub(x, width, frac_width):
         raise NotImplementedError
@@ -140,12 +141,28 @@ def test_installed_routes_the_library_through_a_passing_function_and_restores_it
         return (torch.round(x * s).clamp(-(2 ** (width - 1)), 2 ** (width - 1) - 1) / s).to(x.dtype)
 
     result = evaluate("lab1.fixed_point", mine)
-    before = integer.fixed_point
+    before = integer.quantize_fixed_point
     with result.installed():
         y = integer.IntegerFormat(width=4, frac_width=1).quantize_values(torch.tensor([0.75, 9.0]))
-    assert integer.fixed_point is before and calls and y.tolist() == [1.0, 3.5]
+    assert integer.quantize_fixed_point is before and calls and y.tolist() == [1.0, 3.5]
     with evaluate("lab1.fixed_point", lambda x, w, f: x).installed():  # failing: labkit's stays
-        assert integer.fixed_point is before
+        assert integer.quantize_fixed_point is before
+
+
+def test_every_lab_module_is_discovered_and_an_exercise_names_a_record():
+    from labkit import records
+    from labkit.exercises import core
+
+    mods = sorted(p.stem for p in (Path(core.__file__).parent).glob("lab*.py") if re.fullmatch(r"lab\d+", p.stem))
+    assert sorted({ex.id.split(".")[0] for ex in registry().values()}) == mods
+    assert all(ex.notebook in records.records() for ex in registry().values())
+    good = get("lab1.fixed_point")
+    for notebook, allowed in (("lab1_nope", "lab1_quantize, lab1_prune"), ("lab2_search", "lab1_quantize")):
+        with pytest.raises(ValueError, match=f"notebook {notebook!r} is not one of lab1's notebooks; allowed: "
+                                             f"{allowed}"):
+            core.validate(dataclasses.replace(good, notebook=notebook))
+    with pytest.raises(ValueError, match="lab one of lab0, lab1, lab2, lab3, lab4"):
+        core.validate(dataclasses.replace(good, id="lab9.x"))
 
 
 def test_unknown_exercise_names_the_allowed():

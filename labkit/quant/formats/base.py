@@ -36,13 +36,6 @@ def make_format(name: str, **params) -> "NumberFormat":
     return cls(**params)
 
 
-def check_int(owner: str, key: str, value, minimum: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{owner}: {key} must be an int, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{owner}: {key} must be >= {minimum}, got {value}")
-
-
 class _STE(torch.autograd.Function):
     """Forward: the format's rounding. Backward: identity where ``pass_mask`` is True, else zero."""
 
