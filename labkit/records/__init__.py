@@ -103,6 +103,17 @@ class Notebook:
     claims: tuple[str, ...] = ()
     from_full: tuple[str, ...] = ()
 
+    def targets(self) -> dict[str, str]:
+        """Every ``"module:function"`` this record names, by where it names it (``tests/test_wiring.py`` resolves
+        them all)."""
+        out = {f"claims[{i}]": t for i, t in enumerate(self.claims)}
+        if self.settings is not None:
+            out.update({f"settings.choices[{k}]": t for k, t in self.settings.choices.items()})
+            out.update({f"settings.parsers[{k}]": t for k, t in self.settings.parsers.items()})
+        if self.search is not None:
+            out.update({"search.objective": self.search.objective, "search.run": self.search.run})
+        return out
+
     def __post_init__(self):
         stray = set(self.figures) - set(self.results)
         if stray:
@@ -110,10 +121,25 @@ class Notebook:
                              f"{list(self.results)}")
 
 
+def locate(target: str) -> tuple[object, str]:
+    """The module and attribute name a ``"module:function"`` string names (the one reading of such strings:
+    records, searches and exercises all name functions this way); ValueError naming the string otherwise."""
+    module, sep, name = target.partition(":")
+    if not (sep and module and name.isidentifier()):
+        raise ValueError(f"{target!r} is not 'module:function'")
+    try:
+        found = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"{target!r}: no module {err.name!r}") from None
+    if not callable(getattr(found, name, None)):
+        raise ValueError(f"{target!r}: module {module} has no function {name!r}")
+    return found, name
+
+
 def resolve(target: str) -> Callable:
     """The function a ``"module:function"`` string names."""
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    module, name = locate(target)
+    return getattr(module, name)
 
 
 _FOUND: dict[str, Notebook] | None = None

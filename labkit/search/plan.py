@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 from dataclasses import dataclass, field
 
+from .. import records
 from .samplers import SAMPLERS
 
 # Modules that moved: a plan stored in a study keeps the "module:function" it was written with, so an old
@@ -103,8 +103,6 @@ def study_tag(s: dict) -> str:
 
 def objectives() -> dict[str, str]:
     """Objective factories by name: each notebook search's (``labkit.records``)."""
-    from .. import records
-
     return {name: s.objective for name, s in records.searches().items()}
 
 
@@ -117,10 +115,9 @@ def resolve_objective(name: str):
     if ":" not in target:
         raise KeyError(f"objective {name!r} unknown; allowed: {', '.join(known)} or 'module:function'")
     module, func = target.split(":", 1)
-    module = MOVED.get(module, module)
     try:
-        return getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError) as err:
+        return records.resolve(f"{MOVED.get(module, module)}:{func}")
+    except ValueError as err:
         raise KeyError(f"objective {name!r}: cannot import {target!r} ({err})") from err
 
 

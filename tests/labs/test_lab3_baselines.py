@@ -155,10 +155,12 @@ def test_a_search_above_its_best_baseline_is_a_best_of_n_not_a_finding():
     # measured again on fresh seeds: the verdict follows those seeds, by the rule
     pair = {"best": {"accuracy_seeds": [0.850, 0.851, 0.849]}, "baseline": {"accuracy_seeds": [0.830, 0.831, 0.829]}}
     again = {"seeds": [1, 2, 3], "search_seed": 0, "n_test": 25_000, "pairs": {"integer": pair}}
-    assert "Retrained on 3 fresh SFT models (training seeds 1/2/3; the search used seed 0), Task 1's best searched " \
-           "configuration stays above fp32 in every layer: +0.0200" in task1_text(num, again)
+    # the remeasure is the finding, in bold; the one-seed selection above it is context, not bold
+    assert "**Retrained on 3 fresh SFT models (training seeds 1/2/3; the search used seed 0), Task 1's best searched " \
+           "configuration stays above fp32 in every layer**: +0.0200" in task1_text(num, again)
+    assert "**Its best searched trial" not in task1_text(num, again)
     pair["best"]["accuracy_seeds"] = [0.831, 0.829, 0.832]
-    assert "configuration is level with fp32 in every layer: +0.0007" in task1_text(num, again)
+    assert "configuration is level with fp32 in every layer**: +0.0007" in task1_text(num, again)
 
 
 def test_a_search_below_its_best_baseline_says_so_and_names_the_baseline():
@@ -178,17 +180,21 @@ def test_a_search_below_its_best_baseline_says_so_and_names_the_baseline():
 
 
 def render(num: dict) -> str:
-    payloads = {n: load_results("lab3", n) for n in answers.NAMES}
+    """The answers page on the stored payloads with Task 1's numbers replaced by ``num`` (the stored remeasure,
+    which is of another best, left out)."""
+    payloads = {n: load_results("lab3", n) for n in answers.NAMES if n != "search_remeasured"}
     payloads["search_integer"] = {**payloads["search_integer"], "numbers": num}
     return answers.render(payloads)
 
 
 def test_the_reading_holds_the_answers_to_the_best_baseline():
+    # below its baseline the search "fails"; above it, a best of its trials not measured again is a selection:
+    # "not established", never "holds"
     below, above = synthetic([0.5, 0.8100]), synthetic([0.5, 0.8500])
     for num, holds in ((below, False), (above, True)):
         text = render(num)
         found = next(r for r in lab3_readings.task1(num, 25_000, None) if r.key == "task1.found")
-        assert found.verdict == ("holds" if holds else "fails") and found.says in text
+        assert found.verdict == ("not established" if holds else "fails") and found.says in text
         assert ("did not reach its own baseline" in text) is (not holds)
 
 
