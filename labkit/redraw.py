@@ -9,7 +9,7 @@ no GPU is needed. One entry per notebook: the results it stores, how each figure
     python -m labkit.redraw lab0 --answers --stdout
 
 ``all`` with answers also writes ``docs/results.md`` and the closing answers of the executed notebooks
-(``labkit.maintain.executed``).
+(``labkit.executed``).
 
 A redrawn figure's JSON keeps its numbers, settings and the provenance of the run that measured them and
 gains a ``drawn`` block (this commit, date, machine; what was drawn from what): ``results.redraw_figure``.
@@ -74,7 +74,7 @@ def close(notebook: str, settings: dict) -> None:
     from .report import say
 
     _, text = write_answers(notebook, settings["profile"])
-    say(text.split("\n\n", 2)[-1])  # below the title and the line saying how the file was made
+    say(text.split("\n\n", 2)[-1])  # as answers_body: below the title and the line saying how the file was made
 
 
 def store_readings(notebook: str, profile: str = "full") -> list:
@@ -100,6 +100,11 @@ def write_answers(notebook: str, profile: str = "full") -> tuple[Path, str]:
     path, text = render_answers(notebook, profile)
     path.write_text(text)
     return path, text
+
+
+def answers_body(notebook: str) -> str:
+    """What a notebook's closing cell shows: its answers file below the title and the line saying how it was made."""
+    return render_answers(notebook)[1].split("\n\n", 2)[-1]
 
 
 def redraw_figures(notebook: str, profile: str = "full", only: list[str] | None = None) -> list[Path]:
@@ -162,12 +167,12 @@ def main(argv=None) -> int:
                 path, _ = write_answers(nb, args.profile)
                 print(path, flush=True)
     if do_answers and args.what == "all" and args.profile == "full" and not args.stdout:
-        from .maintain import executed
+        from . import executed
         from .readings import page  # every notebook's readings: the results page is theirs
 
         print(page.write(records.records()), flush=True)
         if settings.figures_dir() == settings.REPO_ROOT / "figures":  # the committed results, not a copy's
-            for path in executed.refresh():  # the executed notebooks' closing answers, as worded now
+            for path in executed.refresh(answers_body):  # the executed notebooks' closing answers, as worded now
                 print(path, flush=True)
     return 0
 

@@ -71,7 +71,7 @@ def test_the_executed_notebooks_close_with_the_current_answers(notebook):
     changed after the run is refreshed there by `labkit redraw all`), once."""
     import nbformat
 
-    from labkit.maintain import executed
+    from labkit import executed
 
     path = executed.EXECUTED / f"{notebook}.ipynb"
     assert path.is_file(), path
@@ -79,4 +79,4 @@ def test_the_executed_notebooks_close_with_the_current_answers(notebook):
     closing = [c for c in nb.cells if c.cell_type == "code" and executed.CLOSING in c.source]
     assert len(closing) == 1
     shown = [o["data"]["text/markdown"] for o in closing[0].outputs if "text/markdown" in o.get("data", {})]
-    assert shown == [executed.answers_body(notebook)], "stale: python -m labkit.maintain.executed"
+    assert shown == [redraw.answers_body(notebook)], "stale: python -m labkit.redraw all --answers"

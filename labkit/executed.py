@@ -1,27 +1,19 @@
 """The committed executed notebooks (``notebooks/executed/full/``) agree with the answers: their closing cell, which
 rendered the answers when the notebook ran, shows them as ``labkit.answers`` words them now from the same stored
 numbers (a rule or a wording changed since). Every other output stays as the run printed it.
-
-    python -m labkit.maintain.executed          # refresh every executed notebook (redraw all --answers does it too)
+``python -m labkit.redraw all --answers`` refreshes them (``labkit.redraw.answers_body`` words each closing cell).
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
-from .. import records, settings
+from . import records, settings
 
 EXECUTED = settings.REPO_ROOT / "notebooks" / "executed" / "full"
 CLOSING = "redraw.close("
-
-
-def answers_body(notebook: str) -> str:
-    """What a notebook's closing cell shows: its answers file below the title and the line saying how it was made."""
-    from ..redraw import render_answers
-
-    return render_answers(notebook)[1].split("\n\n", 2)[-1]
 
 
 def _markdown(text: str):
@@ -53,8 +45,9 @@ def refreshed(nb: nbformat.NotebookNode, body: str) -> nbformat.NotebookNode:
     return nb
 
 
-def refresh(folder: Path = EXECUTED) -> list[Path]:
-    """Refresh every executed notebook of ``folder`` that has a record; returns those it rewrote."""
+def refresh(answers_body: Callable[[str], str], folder: Path = EXECUTED) -> list[Path]:
+    """Refresh every executed notebook of ``folder`` that has a record, its closing cell showing
+    ``answers_body(notebook)``; returns those it rewrote."""
     written = []
     for notebook in records.records():
         path = Path(folder) / f"{notebook}.ipynb"
@@ -67,12 +60,3 @@ def refresh(folder: Path = EXECUTED) -> list[Path]:
             written.append(path)
     return written
 
-
-def main() -> int:
-    for path in refresh():
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
