@@ -24,7 +24,7 @@ from labkit.kernels import dequant, packed_linear
 from labkit.kernels import sheet_decode
 from labkit.quant.formats import mxint as ref
 from labkit.labs import lab2 as lab2_search, lab2_objectives, lab2_space, lab3_precision
-from labkit.labs.lab2_space import restrict
+from labkit.records.lab2_search import restrict
 from labkit.quant.formats import FORMATS, make_format
 from labkit.search import host_wait
 from labkit.training import step_kernels

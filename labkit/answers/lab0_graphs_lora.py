@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..labs.lab0_graphs import graph_stem
+from ..graph.draw import graph_stem
 from ..readings import seeds as _seeds
 from ..readings import lab0_graphs_lora as _readings
 from ..report import table

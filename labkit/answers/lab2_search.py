@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
-from ..labs.lab2_summary import (  # noqa: F401  (the answers' inputs, also read from here)
-    _plural, how_trials_ran, post_vs_control, sampler_rows, shortfall, spread, studies_header, within_trial)
 from ..readings import compute
-from ..readings.lab2_search import collapse_by_depth, n_test  # noqa: F401  (read from here too)
-from ..readings.stats import accuracy_se
+from ..readings.lab2_search import n_test
+from ..readings.tables import sampler_rows, test_set_se
+from ..records.lab2_search import grid_space, restrict
+from ..search import grid_points
 from ..search.samplers import TPE_STARTUP
+from .sources import how_trials_ran, plural
 
 NAMES = ("samplers", "compression_aware", "remeasured")
 
@@ -18,10 +19,63 @@ def _by_key(payloads: dict[str, dict | None]) -> dict:
     return {r.key: r for r in compute("lab2_search", payloads)}
 
 
+# --- what the run did, as the notebook says it while running ---------------------------------------------
+
+def shortfall(done: dict[str, int], planned: int) -> str:
+    """A sentence naming the studies that finished fewer than ``planned`` trials ('' when none did): their
+    curves are cut, and comparisons at equal budget use the shortest."""
+    short = {name: n for name, n in done.items() if n < planned}
+    if not short:
+        return ""
+    return ("Not every search finished its " + f"{planned} trials: " + ", ".join(f"{name} {n}" for name, n in
+                                                                               sorted(short.items()))
+            + f" completed; curves compared at equal budget stop at {min(done.values())} trials. ")
+
+
+def studies_header(storage: str, tag: str, prov: dict, s: dict) -> str:
+    """The answers' opening line: where the studies are, the plan (trials per search, seeds, space) and
+    how their trials ran (``how_trials_ran`` of ``search.trial_provenance`` over every study)."""
+    space = ("Search space: the lab's full space." if s["space"] is None else
+             f"Search space narrowed by this profile to {restrict(s['space'])}.")
+    return (f"Studies in `{storage}` (tag `{tag}`); {s['trials']} trials per sampler and seed, seeds {s['seeds']}. "
+            f"{space} {how_trials_ran(prov)}")
+
+
+def best_architecture(study: str, trial) -> str:
+    """A sentence naming Task 1's best trial (an Optuna trial): its study, accuracy, size, the four sizes and how
+    many Linear layers it replaced by Identity."""
+    sizes = {k: v for k, v in trial.params.items() if "." not in k}
+    identity = sum(v == "identity" for k, v in trial.params.items() if "." in k)
+    return (f"Best architecture overall: {study} trial {trial.number}, accuracy {trial.value:.4f}, "
+            f"{trial.user_attrs['parameters']:,} parameters: `{sizes}`, {identity} Linear layers replaced by Identity.")
+
+
+def run_header(facts: dict, s: dict) -> str:
+    """Where the studies are, their plan and how their trials ran (``labs.lab2_tasks.run_facts``: the trials' own
+    records of worker processes, hosts and devices, not this process's count)."""
+    return (studies_header(facts["storage"], facts["tag"], facts["provenance"], s)
+            + (" Workers ran under CUDA MPS in this run." if s["mps"] and not s["report_only"] else ""))
+
+
+def run_cost(facts: dict, s: dict) -> str:
+    """What the two tasks cost here, and how many trials reused a cached result."""
+    cached, trials = facts["cached"], facts["trials"]
+    if s["report_only"]:
+        return (f"- **Cost.** Drawn from stored studies (no trial ran here): a trial took "
+                f"{facts['trial_seconds_mean']['task1']:.0f} s on average in Task 1 and "
+                f"{facts['trial_seconds_mean']['task2']:.0f} s in Task 2 with the workers sharing the device; "
+                f"{cached} of {trials} trials reused a cached result.")
+    return (f"- **Cost.** Task 1 took {facts['seconds']['task1'] / 60:.1f} min and Task 2 "
+            f"{facts['seconds']['task2'] / 60:.1f} min here (a resumed run counts only what was left; the header says "
+            f"which workers ran the trials); {cached} of {trials} trials reused a cached result.")
+
+
+# --- the answers ------------------------------------------------------------------------------------------
+
 def sampler_text(rows: list[dict], by: dict, grid_size: int) -> str:
     """The samplers' mean bests (descriptive), their readings, and how each sampler spends a short budget."""
     trials, seeds = rows[0]["trials"], rows[0]["seeds"]
-    text = (f"With {trials} trials per search and {_plural(seeds, 'seed')} per sampler, the mean best accuracy is "
+    text = (f"With {trials} trials per search and {plural(seeds, 'seed')} per sampler, the mean best accuracy is "
             + ", ".join(f"{r['sampler']} {r['mean best']:.4f}" + (f" (SE {r['SE over seeds']:.4f})"
                                                                    if math.isfinite(r["SE over seeds"]) else "")
                         for r in rows) + ". ")
@@ -77,7 +131,7 @@ def compression_text(num: dict, c: dict, by: dict, n: int) -> str:
             f"{start['value']:.4f}) and then let TPE explore. Best values: uncompressed {best['no compression']:.4f}, "
             f"after int{c['quant_width']} + {c['prune_sparsity']:.0%} L1 pruning {best['compressed']:.4f}, and with "
             f"{c['post_epochs']:g} epoch of post-training {best['compressed + post-training']:.4f} (one test-set "
-            f"standard error: {accuracy_se(best['no compression'], n):.4f}; each a best of its search's trials). The "
+            f"standard error: {test_set_se(best['no compression'], n):.4f}; each a best of its search's trials). The "
             "same model before and after is the cleaner measure. ")
     effect = by.get("compression.effect_remeasured") or by["compression.effect"]
     if "compression.effect_remeasured" in by:  # the fresh pairs first; the search's trials are context
@@ -148,8 +202,6 @@ def remeasured_text(r: dict) -> str:
 
 def render(payloads: dict[str, dict | None], folder=None) -> str:
     """``figures/lab2/answers.md`` from the stored ``samplers``, ``compression_aware`` and ``remeasured`` results."""
-    from ..labs.lab2_space import grid_space
-    from ..search import grid_points
     from .sources import header
 
     payloads = {name: payloads.get(name) for name in NAMES}

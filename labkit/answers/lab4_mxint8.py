@@ -7,8 +7,8 @@ re-render from committed JSON.
 from __future__ import annotations
 
 from ..kernels import tiling
-from ..labs.lab4_checks import DECODE_COLUMNS
-from ..labs.lab4_memory import memory_rows, parameter_table, saving
+from ..kernels.memory import theoretical_saving
+from ..readings.tables import DECODE_COLUMNS, memory_rows
 from ..readings import lab4_mxint8 as _readings
 from ..report import table
 from . import sources
@@ -21,6 +21,12 @@ SHEET_GROUP, SHEET_FIGURE = 32, 0.867
 COURSE_PEAK_MB = (2906, 976)
 COURSE_COPY_PCT = (22, 30)
 GRID_Y_MAX = 65535
+
+
+def parameter_table(parameters: list[dict], group_size: int) -> str:
+    """The parameter bytes table (``labs.lab4_memory.parameter_rows``) under the theory for a quantized tensor."""
+    return (f"Parameter and buffer bytes (theory for a quantized tensor: (32 - {8 + 8 / group_size:g}) / 32 = "
+            f"{theoretical_saving(group_size):.1%}):\n\n" + table(parameters, floatfmt=".3f"))
 
 
 def error_text(rows: list[dict]) -> str:
@@ -200,7 +206,7 @@ def _cap(text: str) -> str:
 
 def memory_answer(measured: dict | None, parameters: list[dict], group_size: int, read: dict | None = None) -> str:
     """3d: theory, the sheet's 86.7% (MXINT4's formula), and labkit's measured savings."""
-    mx8, mx4 = saving(group_size), saving(SHEET_GROUP, mantissa_bits=4)
+    mx8, mx4 = theoretical_saving(group_size), theoretical_saving(SHEET_GROUP, mantissa_bits=4)
     text = (f"**Answer 3d.** *Theory.* An MXINT8 tensor at group size {group_size} stores 8 + 8/{group_size} = "
             f"{8 + 8 / group_size:g} bits per value: (32 - {8 + 8 / group_size:g}) / 32 = **{mx8:.1%}** saved against "
             "fp32. ")

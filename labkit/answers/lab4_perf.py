@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 
 from ..perf import compile_study, sdpa
-from ..perf.compile_study import SHEET_STATE, get_comparison, get_run, noisy, per_device, share, timings
+from ..perf.compile_study import SHEET_STATE, get_comparison, get_run, per_device, share, timings
 from ..readings import lab4_perf as _readings
-from ..perf.timing import PROFILER_BOOKKEEPING, iqr, spread, within_noise
+from ..perf.timing import PROFILER_BOOKKEEPING, spread
 from ..perf.timing import fmt_seconds as fmt
 from ..report import clip, table
 from . import sources
@@ -175,27 +175,23 @@ def _where_time_goes(st: dict, main: str) -> str | None:
     rest = ("batch norm", "ReLU / add", "pooling")
     rest_e, rest_k = sum(es.get(r, 0) for r in rest), ks.get("compiled region", 0) + sum(ks.get(r, 0) for r in rest)
     conv_e, conv_k = es.get("convolution", 0.0), ks.get("convolution", 0.0)
-    te, tk = e["timing"], k["timing"]
     text = (f"- **Where the time goes.** In a profiled eager inference call {pct(share(e, 'convolution'))} is "
             f"convolution and {pct(share(e, *rest))} batch norm, ReLU/add and pooling; profiled compiled: "
             f"{fmt(conv_e)} of convolution eager vs {fmt(conv_k)} compiled (library kernels: oneDNN on CPU, cuDNN on "
             f"GPU), and {fmt(rest_e)} vs {fmt(rest_k)} for the rest (Inductor's generated code included). ")
-    if within_noise(te, tk):
+    if _readings.timing("steady", k["timing"], e["timing"], "").verdict == "level":
         return text + ("The steady calls are within noise of each other, so there is no gain to attribute to "
                        "either part.")
-    # one profiled call each: its noise is taken as its run's relative interquartile range (a typical call's
-    # deviation; a max - min let a burst of slow calls from another process make any difference noise)
-    conv_noise = max(conv_e * iqr(te) / te["steady_median_s"], conv_k * iqr(tk) / tk["steady_median_s"])
-    bound = te["steady_median_s"] / conv_e if conv_e else float("inf")  # if convolutions kept their eager time
-    speedup = te["steady_median_s"] / tk["steady_median_s"]
-    if abs(conv_e - conv_k) <= conv_noise:
+    conv = _readings.convolution_change(e, k, "")
+    conv_noise, bound, speedup = conv.quantities["noise"], conv.quantities["bound"], conv.quantities["speedup"]
+    if conv.verdict == "level":
         text += (f"The convolution times differ by no more than the runs' interquartile range would move one "
                  f"profiled call "
                  f"({fmt(conv_noise)}), so the gain comes from the rest and is bounded by its share: at most "
                  f"{bound:.2f}x if it took no time at all; the steady calls ran {speedup:.2f}x faster")
         return text + (", beyond that bound, so this profiled call does not represent the steady ones." if
                        speedup > bound else ".")
-    if conv_k < conv_e:
+    if conv.verdict == "lower":
         return text + ("The convolutions themselves got faster (the compiled graph chooses their memory layout and "
                        "the library picks algorithms for it)" + (
                            f", so the gain is not bounded by the non-convolution share: that bound would be "
@@ -230,7 +226,7 @@ def _modes(st: dict) -> str | None:
 
     def step(old, new, why):
         ratio = m[new]["steady_median_s"] / m[old]["steady_median_s"]
-        if within_noise(m[new], m[old]):
+        if _readings.timing("step", m[new], m[old], "").verdict == "level":
             return (f"{ratio:.2f}x the {old} time, within noise (spreads {fmt(spread(m[old]))} and "
                     f"{fmt(spread(m[new]))})")
         return f"{ratio:.2f}x the {old} time" + (f" ({why})" if ratio < 1 else ", slower")

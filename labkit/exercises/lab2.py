@@ -16,7 +16,8 @@ import optuna
 import torch
 
 from ..labs import lab2_objectives, lab2_space
-from ..labs.lab2_space import LINEAR_CHOICES, SPACE, SQUARE_LINEARS
+from ..labs.lab2_space import LINEAR_CHOICES, SQUARE_LINEARS
+from ..records.lab2_search import SPACE
 from ..search import curves
 from .core import Case, differs, exercise
 

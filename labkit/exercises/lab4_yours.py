@@ -13,7 +13,8 @@ from ..perf import sdpa
 from ..perf.timing import fmt_seconds, synchronize
 from ..quant.formats import mxint
 from ..report import table
-from ..labs.lab4_checks import DECODE_COLUMNS, RULE_EXAMPLES
+from ..labs.lab4_checks import RULE_EXAMPLES
+from ..readings.tables import DECODE_COLUMNS
 
 
 def rule_rows(quantize, rules: list[dict]) -> list[dict]:

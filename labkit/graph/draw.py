@@ -8,6 +8,11 @@ from pathlib import Path
 import torch
 
 
+def graph_stem(name: str) -> str:
+    """File stem of a captured variant's graph: ``ids+mask+labels`` -> ``graph_ids_mask_labels``."""
+    return "graph_" + name.replace("+", "_").replace(" ", "_")
+
+
 def draw(gm: torch.fx.GraphModule, path: str | Path, name: str = "graph") -> Path:
     """Render ``gm`` to ``path`` (.svg or .png) with torch's ``FxGraphDrawer``; needs graphviz's ``dot``."""
     if shutil.which("dot") is None:

@@ -18,9 +18,10 @@ from .packed_linear import MXINT8Linear, convert_to_mxint8
 KINDS = ("mxint8 weights", "linear weights", "embeddings", "other")
 
 
-def theoretical_saving(group_size: int = 32, from_bits: int = 32) -> float:
-    """Fraction saved on a quantized tensor: ``(from_bits - (8 + 8/group_size)) / from_bits``."""
-    return (from_bits - (8 + 8 / group_size)) / from_bits
+def theoretical_saving(group_size: int = 32, from_bits: int = 32, mantissa_bits: int = 8) -> float:
+    """Fraction saved on a quantized tensor: mantissas plus one 8-bit exponent per group,
+    ``(from_bits - (mantissa_bits + 8/group_size)) / from_bits``."""
+    return (from_bits - (mantissa_bits + 8 / group_size)) / from_bits
 
 
 def tensor_bytes(model: nn.Module) -> dict:

@@ -9,12 +9,8 @@ from pathlib import Path
 import torch
 
 from .. import graph
+from ..graph.draw import graph_stem
 from ..graph.passes import activation_shapes
-
-def graph_stem(name: str) -> str:
-    """File stem of a captured variant's graph: ``ids+mask+labels`` -> ``graph_ids_mask_labels``."""
-    return "graph_" + name.replace("+", "_").replace(" ", "_")
-
 
 # Tutorial 2's captures: name -> the inputs chosen (the first is also Tutorial 1's)
 VARIANTS = {

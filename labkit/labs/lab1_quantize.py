@@ -1,22 +1,11 @@
-"""What Lab 1a's notebook shows beside its figure: the base model, the stored bits of the int8 model (the
-``lab1.average_bits`` exercise's inputs) and the width sweep's summary and table."""
+"""What Lab 1a's notebook shows beside its figure: the stored bits of the int8 model (the ``lab1.average_bits``
+exercise's inputs) and the calibrated int8 widths (``answers.lab1_quantize`` words the base and the sweep)."""
 from __future__ import annotations
 
 import torch
 
 from ..quant import average_bits as labkit_average_bits
 from ..quant.calibrate import calibrated_fixed_point
-from ..report import table
-
-SWEEP_COLUMNS = ["width", "frac_width", "ptq", "qat", "qat_train_seconds"]
-
-
-def base_text(metrics: dict, sizes: dict, seeds: list[int]) -> str:
-    """The base model: the SFT model of Lab 0 at the first training seed, its accuracy and where it came from."""
-    return (f"Base: the SFT model of Lab 0 (training seed {seeds[0]}), **{metrics['accuracy']:.4f}** accuracy on "
-            f"{sizes['test']:,} test reviews ({'from the cache' if 'cached' in metrics else 'trained now'}); "
-            f"training seeds {seeds}.")
-
 
 def stored_tensors(model) -> tuple[list[dict], list[dict]]:
     """{"numel", "width", "frac_width"} of every Linear's weight and bias, and of its input (per token)."""
@@ -52,15 +41,9 @@ def average_bits_text(quantized, base, average_bits) -> tuple[str, str]:
     return line, text
 
 
-def sweep_text(numbers: dict, settings: dict, base, ranges: dict, seed: int) -> str:
-    """The calibrated int8 frac widths of ``base`` (training seed ``seed``, input ``ranges`` measured on it)
-    beside the sheet's single rule, the equal-training control, and the sweep's table."""
+def calibrated_int8_widths(base, ranges: dict) -> dict[str, list[int]]:
+    """The distinct frac widths calibration gives int8 inputs and weights of ``base`` (input ``ranges`` measured on
+    it): ``{"inputs": [...], "weights": [...]}``."""
     cal8 = calibrated_fixed_point(base, 8, ranges)
-    calibrated = (f"Calibrated int8 frac widths (seed {seed}) range over inputs "
-                  f"{sorted({c['data_in_frac_width'] for k, c in cal8.items() if k != 'by'})}, weights "
-                  f"{sorted({c['weight_frac_width'] for k, c in cal8.items() if k != 'by'})}. For comparison, the "
-                  f"sheet's single int8 rule (frac 4 everywhere) gives PTQ "
-                  f"**{numbers['sheet_rule_int8_frac4_ptq']:.4f}** (mean over seeds).")
-    control = (f"Equal-training control: fp32 trained {settings['qat_epochs']:g} epoch more at lr "
-               f"{settings['finetune_lr']:g}: **{numbers['control']['accuracy']:.4f}** (mean over seeds).")
-    return "\n\n".join([calibrated, control, table(numbers["rows"], SWEEP_COLUMNS)])
+    return {"inputs": sorted({c["data_in_frac_width"] for k, c in cal8.items() if k != "by"}),
+            "weights": sorted({c["weight_frac_width"] for k, c in cal8.items() if k != "by"})}

@@ -12,7 +12,8 @@ from .. import settings as _paths
 from ..quant import fixed_point
 from ..search.plan import StudyPlan, study_settings, study_tag
 from ..search.storage import default_url
-from .lab2_space import LINEAR_CHOICES, SQUARE_LINEARS, grid_space, restrict
+from ..records.lab2_search import grid_space, restrict
+from .lab2_space import LINEAR_CHOICES, SQUARE_LINEARS
 
 SAMPLERS = ("random", "grid", "tpe")
 MODES = {"no compression": "none", "compressed": "compress", "compressed + post-training": "compress+train"}

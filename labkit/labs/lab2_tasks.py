@@ -10,7 +10,8 @@ import optuna
 
 from .. import search
 from ..readings.lab2_search import start_of
-from . import lab2, lab2_summary as summary
+from ..readings.tables import post_vs_control, sampler_rows, within_trial
+from . import lab2
 
 
 @dataclass
@@ -35,8 +36,8 @@ class Task2:
     best: dict[str, float]
     done: dict[str, int]
     trials_from: dict
-    effects: dict[str, dict]              # within-trial changes (summary.within_trial)
-    post_control: dict | None             # summary.post_vs_control
+    effects: dict[str, dict]              # within-trial changes (within_trial)
+    post_control: dict | None             # post_vs_control
     starts: dict[str, dict | None]        # label -> its start trial (Task 1's best), if it completed
 
 
@@ -70,13 +71,13 @@ def run_task2(s: dict, storage: str, workers, start: dict) -> Task2:
     trials = {label: _completed(st)[: s["compression_trials"]] for label, st in comp.items()}
     curves = {label: search.best_so_far(st, limit=s["compression_trials"]) for label, st in comp.items()}
     post = trials["compressed + post-training"]
-    effects = {"compression, no post-training": summary.within_trial(trials["compressed"], "accuracy_compressed"),
-               "post-training after compression": summary.within_trial(post, "accuracy_post_trained",
+    effects = {"compression, no post-training": within_trial(trials["compressed"], "accuracy_compressed"),
+               "post-training after compression": within_trial(post, "accuracy_post_trained",
                                                                        "accuracy_compressed")}
     # each post-training trial also trained its uncompressed model as long (its equal-training control)
-    post_control = summary.post_vs_control(post)
+    post_control = post_vs_control(post)
     if post_control is not None:
-        effects["post-training against its control"] = summary.within_trial(post, "accuracy_post_trained",
+        effects["post-training against its control"] = within_trial(post, "accuracy_post_trained",
                                                                             "accuracy_control")
     # the start is Task 1's best, queued as trial 0 (or run again under another number after a failure): not
     # necessarily the first completed trial
@@ -86,18 +87,23 @@ def run_task2(s: dict, storage: str, workers, start: dict) -> Task2:
                  post_control, starts)
 
 
-def header(storage: str, s: dict, task1: Task1, task2: Task2) -> str:
-    """Where the studies are, their plan and how their trials ran, from the trials' own records (worker
-    processes, hosts, devices), not this process's count."""
-    prov = search.trial_provenance([*task1.studies.values(), *task2.studies.values()])
-    return (summary.studies_header(search.storage.shown_url(storage), lab2.study_tag(s), prov, s)
-            + (" Workers ran under CUDA MPS in this run." if s["mps"] and not s["report_only"] else ""))
+def run_facts(storage: str, s: dict, task1: Task1, task2: Task2) -> dict:
+    """What the run did, as ``answers.lab2_search.run_header`` and ``run_cost`` word it: where the studies are,
+    how their trials ran (the trials' own records: worker processes, hosts, devices; not this process's count),
+    how long each task took and how many trials reused a cached result."""
+    every = [*task1.studies.values(), *task2.studies.values()]
+    trials = [t for st in every for t in st.trials]
+    return {"storage": search.storage.shown_url(storage), "tag": lab2.study_tag(s),
+            "provenance": search.trial_provenance(every), "seconds": {"task1": task1.seconds, "task2": task2.seconds},
+            "trial_seconds_mean": {"task1": task1.trials_from.get("trial_seconds_mean"),
+                                   "task2": task2.trials_from.get("trial_seconds_mean")},
+            "cached": sum(bool(t.user_attrs.get("cached")) for t in trials), "trials": len(trials)}
 
 
 def samplers_numbers(task1: Task1, s: dict) -> dict:
     """The numbers of ``samplers.json``."""
     best = task1.best
-    return {"bands": task1.bands, "curves": task1.curves, "rows": summary.sampler_rows(task1.bands),
+    return {"bands": task1.bands, "curves": task1.curves, "rows": sampler_rows(task1.bands),
             "search_seconds": task1.seconds, "completed": task1.done, "trials_from": task1.trials_from,
             "report_only": s["report_only"],
             "best": {"study": task1.best_study, "trial": best.number, "value": best.value, "params": best.params},
@@ -112,17 +118,3 @@ def compression_numbers(task1: Task1, task2: Task2, s: dict) -> dict:
             "search_seconds": task2.seconds, "quant": quant, "prune": prune, "completed": task2.done,
             "trials_from": task2.trials_from, "post_vs_control": task2.post_control,
             "report_only": s["report_only"]}
-
-
-def cost(task1: Task1, task2: Task2, s: dict) -> str:
-    """What the two tasks cost here, and how many trials reused a cached result."""
-    trials = [t for st in [*task1.studies.values(), *task2.studies.values()] for t in st.trials]
-    cached = sum(bool(t.user_attrs.get("cached")) for t in trials)
-    if s["report_only"]:
-        return (f"- **Cost.** Drawn from stored studies (no trial ran here): a trial took "
-                f"{task1.trials_from['trial_seconds_mean']:.0f} s on average in Task 1 and "
-                f"{task2.trials_from['trial_seconds_mean']:.0f} s in Task 2 with the workers sharing the device; "
-                f"{cached} of {len(trials)} trials reused a cached result.")
-    return (f"- **Cost.** Task 1 took {task1.seconds / 60:.1f} min and Task 2 {task2.seconds / 60:.1f} min here (a "
-            f"resumed run counts only what was left; the header says which workers ran the trials); {cached} of "
-            f"{len(trials)} trials reused a cached result.")

@@ -23,11 +23,6 @@ RULE_EXAMPLES = {
 TABLE_MANTISSAS = (0, 1, 5, 32, 63, 64, 65, 100, 127, -1, -63, -64, -127)
 
 
-# the columns of the sheet's decode table, as the answers and the student's check show it
-DECODE_COLUMNS = ["m", "byte", "frac", "out", "out value", "bias value", "dont_need_abs", "y", "exact",
-                  "without bias", "always subtract"]
-
-
 def rule_rows() -> list[dict]:
     rows = []
     for name, values in RULE_EXAMPLES.items():

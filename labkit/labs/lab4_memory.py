@@ -7,6 +7,7 @@ import torch
 
 from .. import models
 from ..kernels import convert_to_mxint8, memory
+from ..readings.tables import memory_rows
 from ..report import table
 
 NO_GPU = "**Peak memory numbers** need a GPU (`torch.cuda.max_memory_allocated`): none here."
@@ -49,10 +50,6 @@ def parameter_rows(settings: dict, keep) -> list[dict]:
     return rows
 
 
-def parameter_text(parameters: list[dict], group_size: int) -> str:
-    return parameter_table(parameters, group_size)
-
-
 def measure(settings: dict, keep, parameters: list[dict]) -> dict:
     """``mxint8_memory``'s numbers: resident and peak bytes of each model in fp32 and MXINT8 on the GPU, and
     ``parameters`` (``parameter_rows``)."""
@@ -79,20 +76,3 @@ def stored_text(stored: dict | None) -> str:
            "no GPU here.")
     measured = stored["numbers"]["measured"]
     return measured_text(measured, how) if measured else f"**Peak memory numbers:** {how}"
-
-
-def saving(group_size: int, mantissa_bits: int = 8, from_bits: int = 32) -> float:
-    """Fraction saved on one quantized tensor: mantissas plus one 8-bit exponent per group."""
-    return (from_bits - (mantissa_bits + 8 / group_size)) / from_bits
-
-
-def parameter_table(parameters: list[dict], group_size: int) -> str:
-    return (f"Parameter and buffer bytes (theory for a quantized tensor: (32 - {8 + 8 / group_size:g}) / 32 = "
-            f"{saving(group_size):.1%}):\n\n" + table(parameters, floatfmt=".3f"))
-
-
-def memory_rows(measured: dict) -> list[dict]:
-    return [{"model": name, "format": c[f]["format"], "parameters MB": c[f]["bytes"]["total"] / 1e6,
-             "resident MB": c[f]["resident"] / 1e6, "peak MB": c[f]["peak"] / 1e6,
-             "peak - resident MB": c[f]["peak_minus_resident"] / 1e6}
-            for name, c in measured.items() for f in ("fp32", "mxint8")]

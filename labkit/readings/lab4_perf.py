@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..perf.compile_study import get_comparison, timings
 from ..perf.timing import fmt_seconds as fmt
-from ..perf.timing import spread, within_noise
+from ..perf.timing import iqr, spread, within_noise
 from .core import Reading, check
 
 # the findings the committed results state, as claims (labkit.readings.core.compute)
@@ -30,6 +30,25 @@ def timing(key: str, new: dict, old: dict, source: str, new_name: str = "compile
             f"(max-min: {old_name} {fmt(spread(old))}, {new_name} {fmt(spread(new))}), and their calls overlap, so this measurement shows "
             "neither a speedup nor a slowdown"), RULE, q, source)
     return Reading(key, "lower" if a < b else "higher", "faster" if a < b else "slower", RULE, q, source)
+
+
+def convolution_change(eager: dict, compiled: dict, source: str) -> Reading:
+    """Whether the convolutions of one profiled inference call changed compiled (``eager``/``compiled``: runs with
+    ``timing`` and ``op_shares``): ``lower``/``higher`` beyond the calls' noise, else ``level``. One profiled call
+    each: its noise is taken as its run's relative interquartile range (a typical call's deviation; a max - min
+    let a burst of slow calls from another process make any difference noise). Quantities: the convolution
+    seconds, that noise, the steady speedup and its bound if convolutions kept their eager time."""
+    te, tk = eager["timing"], compiled["timing"]
+    conv_e = eager["op_shares"]["seconds"].get("convolution", 0.0)
+    conv_k = compiled["op_shares"]["seconds"].get("convolution", 0.0)
+    noise = max(conv_e * iqr(te) / te["steady_median_s"], conv_k * iqr(tk) / tk["steady_median_s"])
+    q = {"eager": conv_e, "compiled": conv_k, "noise": noise, "speedup": te["steady_median_s"] / tk["steady_median_s"],
+         "bound": te["steady_median_s"] / conv_e if conv_e else float("inf")}
+    verdict = "level" if abs(conv_e - conv_k) <= noise else "lower" if conv_k < conv_e else "higher"
+    return Reading(f"{source}.convolutions", verdict, {"level": "within noise", "lower": "faster",
+                                                       "higher": "slower"}[verdict],
+                   "convolution seconds of one profiled call each, within noise when they differ by no more than "
+                   "either run's relative interquartile range moves them", q, source)
 
 
 def compile_key(c: dict) -> str:

@@ -2,6 +2,47 @@
 from . import Notebook, Search, Settings, Step
 from ._common import FRACTION, POSITIVE, SEARCH_PARSERS, SEEDS, WIDTH, ranges
 
+# The architecture space over real BertConfig fields (the setting `space` narrows it: ``restrict``); the
+# Linear-or-Identity choices and the models are built in labkit.labs.lab2_space.
+SPACE = {
+    "num_hidden_layers": [2, 4, 8],
+    "num_attention_heads": [2, 4, 8, 16],
+    "hidden_size": [128, 192, 256, 384, 512],
+    "intermediate_size": [512, 768, 1024, 1536, 2048],
+}
+
+
+def restrict(space: dict | None) -> dict:
+    """The lab's space, or a narrower one (each given field a non-empty subset of the lab's values)."""
+    if space is None:
+        return dict(SPACE)
+    if not isinstance(space, dict):
+        raise TypeError(f"search space must be a dict of field -> list of choices (fields {list(SPACE)}) or "
+                        f"None, got {space!r}")
+    unknown = sorted(set(space) - set(SPACE))
+    if unknown:
+        raise KeyError(f"search space field(s) {unknown} unknown; allowed: {list(SPACE)}")
+    for key, values in space.items():
+        # a scalar (or a string, which iterates) would fail later, deep in Optuna or a worker
+        if not isinstance(values, (list, tuple)):
+            hint = f"; for one value give [{values!r}]" if values in SPACE[key] else ""
+            raise TypeError(f"space[{key!r}] must be a non-empty list of choices from {SPACE[key]}, got "
+                            f"{values!r}{hint}")
+        bad = [v for v in values if v not in SPACE[key]]
+        if not values or bad:
+            raise ValueError(f"space[{key!r}] must be a non-empty subset of {SPACE[key]}, got {values}")
+    return {**SPACE, **space}
+
+
+def grid_space(space: dict | None = None) -> dict:
+    """The finite grid for GridSampler: the four sizes (3 x 4 x 5 x 5 = 300 points), all Linear kept.
+
+    Per-layer Identity choices depend on the depth, which a fixed grid cannot express; sampled over a
+    grid they would also multiply the grid by 2^(4 * layers).
+    """
+    return {k: list(v) for k, v in restrict(space).items()}
+
+
 # Models from random init (so a higher lr than fine-tuning); `trials` per sampler and seed (`seeds`: one study
 # per sampler per seed), `compression_trials` per compression mode (first seed); compression = fixed point
 # (frac = width // 2) + L1 pruning inside each trial. `workers`: trial processes ("auto": 8 per GPU, 1 on a
@@ -50,7 +91,7 @@ SETTINGS = Settings(
     },
     ranges={**ranges(POSITIVE, "trials", "compression_trials", "post_epochs", "post_lr"),
             **ranges(FRACTION, "prune_sparsity", "warmup"), "quant_width": WIDTH},
-    choices={"space": "labkit.labs.lab2_space:restrict", "qat_matmul": "labkit.quant.fast:check_mode"},
+    choices={"space": "labkit.records.lab2_search:restrict", "qat_matmul": "labkit.quant.fast:check_mode"},
     parsers=SEARCH_PARSERS)
 
 RECORD = Notebook(

@@ -26,6 +26,7 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8], "seeds"
 import torch
 
 from labkit import quant, recipes, redraw
+from labkit.answers import lab1_quantize as words
 from labkit.labs import per_seed as per_seed_runs
 from labkit.labs import lab1_quantize as lab
 from labkit.labs.lab1_sweeps import combined, quantization_seed
@@ -41,7 +42,7 @@ print(S)
 print("device:", provenance()["device"])
 dl = recipes.loaders(S)
 base, base_metrics = recipes.finetuned_model(S, dl, seed=SEEDS[0])
-say(lab.base_text(base_metrics, dl.sizes, SEEDS))
+say(words.base_text(base_metrics, dl.sizes, SEEDS))
 
 # %% [markdown]
 # ## Exercise: a fixed-point quantizer
@@ -119,7 +120,7 @@ with fixed.installed():  # your quantizer (once its check passes) quantizes ever
 for seed, r in zip(SEEDS, per_seed):
     print(f"seed {seed}: fp32 {r['fp32']:.4f}, control {r['control']['accuracy']:.4f}, SFT {r['sft_digest'][:12]}")
 numbers = combined(per_seed, SEEDS, dl.sizes)
-say(lab.sweep_text(numbers, S, base, per_seed[0]["input_ranges"], SEEDS[0]))
+say(words.sweep_text(numbers, S, lab.calibrated_int8_widths(base, per_seed[0]["input_ranges"]), SEEDS[0]))
 
 # %%
 redraw.show("lab1_quantize", "quantization", numbers, S)

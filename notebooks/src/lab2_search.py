@@ -38,9 +38,11 @@ import math
 import optuna
 
 from labkit import redraw
+from labkit.answers import lab2_search as words
 from labkit.exercises import check
 from labkit.exercises import lab2_replay as replay
-from labkit.labs import lab2, lab2_remeasure, lab2_summary as summary, lab2_tasks as tasks
+from labkit.labs import lab2, lab2_remeasure, lab2_tasks as tasks
+from labkit.readings import tables
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 from labkit.results import provenance
@@ -136,9 +138,9 @@ running = check("lab2.best_so_far", best_so_far)
 
 # %%
 task1 = tasks.run_task1(S, storage, workers)  # the studies, with their curves, bands over seeds and best trial
-say(summary.shortfall(task1.done, S["trials"]))
-say(table(summary.sampler_rows(task1.bands)))
-say(summary.best_architecture(task1.best_study, task1.best))
+say(words.shortfall(task1.done, S["trials"]))
+say(table(tables.sampler_rows(task1.bands)))
+say(words.best_architecture(task1.best_study, task1.best))
 
 # %% [markdown]
 # What the searches drew, read back through your `sample_architecture` (each study's first completed trial; a
@@ -227,11 +229,12 @@ objective = check("lab2.compression_objective", compression_objective)
 
 # %%
 task2 = tasks.run_task2(S, storage, workers, task1.best.params)  # the three searches from Task 1's best
-say(tasks.header(storage, S, task1, task2))
-say(tasks.cost(task1, task2, S))
-say(summary.shortfall(task2.done, S["compression_trials"]))
-say(table(summary.start_rows(task2.best, task2.starts)))
-say(table(summary.effect_rows(task2.effects)))
+facts = tasks.run_facts(storage, S, task1, task2)  # where the studies are, how their trials ran, what it cost
+say(words.run_header(facts, S))
+say(words.run_cost(facts, S))
+say(words.shortfall(task2.done, S["compression_trials"]))
+say(table(tables.start_rows(task2.best, task2.starts)))
+say(table(tables.effect_rows(task2.effects)))
 
 # %% [markdown]
 # Each search's start (Task 1's best architecture) replayed through your `compression_objective`, with its
@@ -281,4 +284,5 @@ say(lab2_remeasure.in_notebook(S, k=3, storage=storage))
 
 # %% tags=["answer-key"]
 from labkit import redraw
+from labkit.answers import lab2_search as words
 redraw.close("lab2_search", S)

@@ -28,6 +28,7 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"group_size": 16}
 import torch
 
 from labkit import redraw
+from labkit.answers import lab4_mxint8 as words
 from labkit.exercises import check
 from labkit.kernels import exclude
 from labkit.exercises import lab4_yours as yours
@@ -224,7 +225,7 @@ redraw.show("lab4_mxint8", "mxint8_tiling", kernel.tiling_numbers(), S)
 # %%
 KEEP = exclude("classifier")  # every Linear layer except the classifier becomes an MXINT8Linear
 PARAMETERS = memory.parameter_rows(S, KEEP)
-say(memory.parameter_text(PARAMETERS, G))
+say(words.parameter_table(PARAMETERS, G))
 if torch.cuda.is_available():
     MEMORY = memory.measure(S, KEEP, PARAMETERS)
     say(memory.here_text(MEMORY["measured"]))

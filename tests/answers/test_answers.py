@@ -5,6 +5,8 @@ import math
 import pytest
 
 from labkit.answers import lab2_search as lab2
+from labkit.answers import sources
+from labkit.readings import tables
 from labkit.search import band
 
 
@@ -15,17 +17,17 @@ def bands(finals: dict[str, list[float]], trials: int = 20) -> dict:
 
 
 def test_accuracy_standard_error():
-    assert lab2.accuracy_se(0.5, 100) == pytest.approx(0.05)
-    assert lab2.accuracy_se(0.86, 25000) == pytest.approx(math.sqrt(0.86 * 0.14 / 25000))
+    assert tables.test_set_se(0.5, 100) == pytest.approx(0.05)
+    assert tables.test_set_se(0.86, 25000) == pytest.approx(math.sqrt(0.86 * 0.14 / 25000))
 
 
 def test_within_trial():
     trials = [{"accuracy_trained": 0.80, "accuracy_compressed": 0.75}, {"accuracy_trained": 0.82,
                                                                         "accuracy_compressed": 0.80}]
-    eff = lab2.within_trial(trials, "accuracy_compressed")
+    eff = tables.within_trial(trials, "accuracy_compressed")
     assert eff == {"mean": pytest.approx(-0.035), "min": pytest.approx(-0.05), "max": pytest.approx(-0.02), "trials": 2}
     with pytest.raises(ValueError, match="no trial records both"):
-        lab2.within_trial(trials, "accuracy_post_trained")
+        tables.within_trial(trials, "accuracy_post_trained")
 
 
 def test_shortfall_names_only_unfinished_searches():
@@ -71,7 +73,7 @@ def test_how_trials_ran_counts_worker_processes_hosts_and_devices_from_the_trial
     prov = trial_provenance([_study_with_workers(records)])
     assert prov["trials"] == 19 and prov["processes"] == 10 and prov["boots"] == 3 and prov["unclaimed"] == 1
     assert prov["worker_ids"] == [0, 1, 2, 3, 4, 5, 6, 7, 11]
-    text = lab2.how_trials_ran(prov)
+    text = sources.how_trials_ran(prov)
     assert text.startswith("The 19 completed trials ran in 10 worker processes (worker ids 0-7, 11) on 2 hosts "
                            "(gpu-a: 17 trials, gpu-b: 1 trial, over 3 boots)"), text
     assert "devices: NVIDIA H100 (16 trials), device not recorded (3 trials)" in text
@@ -83,20 +85,20 @@ def test_how_trials_ran_names_the_sms_each_trial_saw_where_trials_recorded_them(
     records = [{"host": "h", "boot": "b", "pid": 7 + w, "worker": w, "device": "NVIDIA H200"} for w in range(3)]
     prov = trial_provenance([_study_with_workers(records, [32, 32, 132])])
     assert prov["sm_counts"] == {32: 2, 132: 1}
-    text = lab2.how_trials_ran(prov)
+    text = sources.how_trials_ran(prov)
     assert "each trial's process saw: 32 (2 trials), 132 (1 trial) (fewer under an MPS share" in text
     assert text.endswith("trains other weights).")
-    assert "multiprocessors" not in lab2.how_trials_ran(trial_provenance([_study_with_workers(records)]))
+    assert "multiprocessors" not in sources.how_trials_ran(trial_provenance([_study_with_workers(records)]))
 
 
 def test_how_trials_ran_in_one_process_and_with_no_records():
     from labkit.search import trial_provenance
-    one = lab2.how_trials_ran(trial_provenance([_study_with_workers(
+    one = sources.how_trials_ran(trial_provenance([_study_with_workers(
         [{"host": "h", "boot": "b", "pid": 7, "worker": 0, "device": "cpu"}] * 3)]))
     assert one == ("The 3 completed trials ran in 1 worker process (worker id 0) on 1 host (h: 3 trials); "
                    "devices: cpu (3 trials).")
-    assert "none of which recorded the worker" in lab2.how_trials_ran(trial_provenance([_study_with_workers([None])]))
-    assert lab2.how_trials_ran(trial_provenance([])) == "No trial has completed yet."
+    assert "none of which recorded the worker" in sources.how_trials_ran(trial_provenance([_study_with_workers([None])]))
+    assert sources.how_trials_ran(trial_provenance([])) == "No trial has completed yet."
 
 
 def test_studies_header_says_how_the_trials_ran_not_how_many_workers_drew_the_figures():

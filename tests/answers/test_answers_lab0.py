@@ -13,7 +13,7 @@ import pytest
 from labkit import settings
 from _results import committed_figures, no_machine_path, stored  # noqa: F401
 from labkit import redraw
-from labkit.labs import lab0_graphs
+from labkit.graph.draw import graph_stem
 from labkit.answers import lab0_graphs_lora as lab0, lab3_formats, measured
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def test_lab0_graph_statement_follows_the_files(tmp_path, monkeypatch):
     none = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder))
     assert "No rendered SVG exists for ids+mask+labels, ids only" in none and "not stored either" in none
     for name in nodes:
-        (folder / f"{lab0_graphs.graph_stem(name)}.dot").write_text("digraph {}")
+        (folder / f"{graph_stem(name)}.dot").write_text("digraph {}")
     dots = lab0.graphs_text(nodes, lab0.graph_files(nodes, folder), rendered_now=False)
     assert "graphviz's `dot` was not installed on the machine that measured these numbers" in dots
     assert "`dot -Tsvg $LABKIT_FIGURES_DIR/lab0/graph_ids_mask_labels.dot -o " \

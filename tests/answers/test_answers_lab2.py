@@ -7,7 +7,7 @@ import pytest
 
 from labkit.answers import lab2_search as lab2
 from labkit.readings import lab2_search as r2
-from labkit.readings import stats
+from labkit.readings import stats, tables
 from labkit.search import band
 
 
@@ -20,7 +20,7 @@ def bands(finals: dict[str, list[float]], trials: int = 20) -> dict:
 def _sampler_text(finals, n=25_000, grid=300, trials=20):
     b = bands(finals, trials)
     by = {r.key: r for r in r2.sampler_readings(b, n)}
-    text = lab2.sampler_text(lab2.sampler_rows(b), by, grid)
+    text = lab2.sampler_text(tables.sampler_rows(b), by, grid)
     assert all(r.says in text for r in by.values())
     return by, text
 
@@ -60,7 +60,7 @@ def test_collapse_is_counted_per_depth_and_read_against_the_best():
                     {"number": 1, "params": {"num_hidden_layers": 8}, "value": 0.5},
                     {"number": 2, "params": {"num_hidden_layers": 8}, "value": 0.84},
                     {"number": 3, "params": {"num_hidden_layers": 4}, "value": 0.501}]}
-    assert lab2.collapse_by_depth(trials, 25_000) == {2: {"trials": 1, "at_chance": 0}, 4: {"trials": 1, "at_chance": 1},
+    assert r2.collapse_by_depth(trials, 25_000) == {2: {"trials": 1, "at_chance": 0}, 4: {"trials": 1, "at_chance": 1},
                                                       8: {"trials": 2, "at_chance": 1}}
     text = _best_text(trials, {"num_hidden_layers": 2})
     assert "**2 of 4 trials ended at chance**" in text and "8 layers: 1 of 2 (50%)" in text
@@ -108,7 +108,7 @@ def test_post_training_is_read_against_its_control_by_the_rule_of_replicates():
     by, mixed = _post_text(_post([0.0, 0.01, 0.02, 0.03], [0.005, 0.015, 0.005, 0.025]))
     assert by["post.vs_control"].verdict == "level" and "stays ahead" not in mixed
     assert "are not told apart" in mixed and "about as far" not in mixed
-    assert lab2.post_vs_control([{"accuracy_post_trained": 0.8}]) is None
+    assert tables.post_vs_control([{"accuracy_post_trained": 0.8}]) is None
 
 
 def test_post_training_reads_the_trials_at_chance_apart():

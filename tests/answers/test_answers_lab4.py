@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from labkit.answers import lab4_mxint8, lab4_perf, sources
+from labkit.kernels.memory import theoretical_saving
+from labkit.perf import compile_study
 from labkit.labs import lab4_checks as checks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +172,7 @@ def test_the_committed_cpu_numbers_read_as_measured():
     study = stored("compile_cpu")
     text = lab4_perf.compile_answer(study, "cpu")
     c = next(c for c in study["numbers"]["comparisons"] if (c["variant"], c["state"]) == ("inductor", "train+grad"))
-    assert not lab4_perf.noisy(study["numbers"], c)
+    assert not compile_study.noisy(study["numbers"], c)
     assert f"{c['steady_speedup']:.2f}x, faster" in bullet(text, "Steady state")
     assert f"pays off after about {c['break_even_calls']:,.0f} calls" in bullet(text, "Steady state")
     assert "within noise" not in bullet(text, "Train vs inference")
@@ -256,8 +258,8 @@ def test_provenance_names_device_and_commit():
 # --- part 3: MXINT8 ---------------------------------------------------------------------------------
 
 def test_the_sheets_86_7_percent_is_the_mxint4_formula():
-    assert lab4_mxint8.saving(32) == pytest.approx(0.7421875)
-    assert round(lab4_mxint8.saving(32, mantissa_bits=4), 3) == lab4_mxint8.SHEET_FIGURE
+    assert theoretical_saving(32) == pytest.approx(0.7421875)
+    assert round(theoretical_saving(32, mantissa_bits=4), 3) == lab4_mxint8.SHEET_FIGURE
     mem = stored("mxint8_memory")
     if mem is None:
         pytest.skip("no committed memory results")

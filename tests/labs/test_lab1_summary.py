@@ -3,6 +3,7 @@ lab1_sweeps.combined), on a tiny model: the stored tensors and their average bit
 import torch
 
 from labkit import quant
+from labkit.answers import lab1_quantize as words
 from labkit.labs import lab1_prune, lab1_quantize
 from labkit.labs.lab1_sweeps import combined
 from labkit.quant import fixed_point
@@ -39,7 +40,7 @@ def test_average_bits_text_agrees_with_labkit_on_the_int8_model():
 
 
 def test_base_text_and_combined():
-    text = lab1_quantize.base_text({"accuracy": 0.81234, "cached": True}, {"test": 1200}, [3, 4])
+    text = words.base_text({"accuracy": 0.81234, "cached": True}, {"test": 1200}, [3, 4])
     assert text == ("Base: the SFT model of Lab 0 (training seed 3), **0.8123** accuracy on 1,200 test reviews "
                     "(from the cache); training seeds [3, 4].")
     numbers = combined([{"fp32": 0.5}, {"fp32": 0.7}], [3, 4], {"test": 1200})

@@ -1,4 +1,4 @@
-"""What the lab2_search notebook reads and stores from its studies (labkit.labs.lab2_tasks, lab2_summary,
+"""What the lab2_search notebook reads and stores from its studies (labkit.labs.lab2_tasks, readings.tables, answers.lab2_search,
 lab2_replay), on studies of made-up trials in memory: the curves and bests count completed trials only, up to the
 budget; Task 2's within-trial changes include the control where trials recorded one; the cost sentence counts the
 cached trials; and the replays through labkit's own exercise functions agree, while a wrong one is caught."""
@@ -7,7 +7,9 @@ import pytest
 
 from labkit.exercises import lab2 as ex
 from labkit.exercises import lab2_replay as replay
-from labkit.labs import lab2, lab2_summary as summary, lab2_tasks as tasks
+from labkit.answers import lab2_search as words
+from labkit.labs import lab2, lab2_tasks as tasks
+from labkit.readings import tables
 from labkit.labs.lab2_space import LINEAR_CHOICES, SQUARE_LINEARS, build_model
 from labkit.models import count_parameters
 
@@ -92,7 +94,7 @@ def test_samplers_numbers_cut_every_curve_to_the_budget_and_name_the_best_comple
     assert num["best"]["value"] == 0.9 and num["best"]["trial"] == 2  # the best trial of any study, past the budget too
     assert num["completed"]["lab2-smoke-grid-s1-" + num["best"]["study"].rsplit("-", 1)[1]] == 2
     assert len(num["trials"][num["best"]["study"]]) == 3 and num["trials_from"]["trials"] == 13
-    assert summary.shortfall(num["completed"], s["trials"]) == ""
+    assert words.shortfall(num["completed"], s["trials"]) == ""
 
 
 def test_compression_numbers_read_each_search_at_its_budget_with_the_control_where_recorded(ran):
@@ -106,18 +108,19 @@ def test_compression_numbers_read_each_search_at_its_budget_with_the_control_whe
     assert num["within_trial"]["post-training against its control"]["max"] == pytest.approx(0.04)
     assert num["post_vs_control"]["trials"] == 2
     assert num["start"]["value"] == 0.9 and num["prune"]["weight"]["sparsity"] == 0.5
-    rows = summary.start_rows(task2.best, task2.starts)
+    rows = tables.start_rows(task2.best, task2.starts)
     assert rows[0] == {"objective": "no compression", "best": 0.7, "start (Task 1's best)": 0.7, "start's trial": 0}
-    assert [r["within-trial change"] for r in summary.effect_rows(task2.effects)] == list(num["within_trial"])
+    assert [r["within-trial change"] for r in tables.effect_rows(task2.effects)] == list(num["within_trial"])
 
 
 def test_the_sentences_name_the_best_architecture_and_count_the_cached_trials(ran):
     s, task1, task2 = ran
-    assert summary.best_architecture(task1.best_study, task1.best).startswith(
+    assert words.best_architecture(task1.best_study, task1.best).startswith(
         f"Best architecture overall: {task1.best_study} trial 2, accuracy 0.9000, {PARAMETERS[128]:,} parameters: "
         "`{'num_hidden_layers': 2, 'num_attention_heads': 2, 'intermediate_size': 512, 'hidden_size': 128}`, 0 Linear")
-    assert "; 2 of 20 trials reused a cached result." in tasks.cost(task1, task2, s)
-    header = tasks.header("journal:nowhere", {**s, "mps": "on"}, task1, task2)
+    facts = tasks.run_facts("journal:nowhere", s, task1, task2)
+    assert "; 2 of 20 trials reused a cached result." in words.run_cost(facts, s)
+    header = words.run_header(facts, {**s, "mps": "on"})
     assert header.endswith("Workers ran under CUDA MPS in this run.") and "19 completed trials" in header
 
 

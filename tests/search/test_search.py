@@ -12,6 +12,7 @@ import torch
 
 from labkit import search
 from labkit.labs import lab2_objectives, lab2_space
+from labkit.records import lab2_search as space
 from labkit.quant import QuantLinear
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -45,8 +46,8 @@ def test_every_sampled_config_builds_a_model_with_those_values():
 
 
 def test_invalid_combination_is_pruned_not_built(monkeypatch):
-    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [130])
-    monkeypatch.setitem(lab2_space.SPACE, "num_attention_heads", [4, 8])
+    monkeypatch.setitem(space.SPACE, "hidden_size", [130])
+    monkeypatch.setitem(space.SPACE, "num_attention_heads", [4, 8])
     study = optuna.create_study()
     study.optimize(lambda t: lab2_space.sample_architecture(t) and 0.0, n_trials=2)
     assert all(t.state == optuna.trial.TrialState.PRUNED for t in study.trials)
@@ -57,9 +58,9 @@ def test_sampler_names_and_grid():
         search.make_sampler("cmaes", 0)
     with pytest.raises(ValueError, match="finite search space"):
         search.make_sampler("grid", 0)
-    assert len(search.grid_points(lab2_space.grid_space())) == 300
-    order = search.grid_order(lab2_space.grid_space(), seed=3)
-    assert len({tuple(p.values()) for p in order}) == 300 and order != search.grid_points(lab2_space.grid_space())
+    assert len(search.grid_points(space.grid_space())) == 300
+    order = search.grid_order(space.grid_space(), seed=3)
+    assert len({tuple(p.values()) for p in order}) == 300 and order != search.grid_points(space.grid_space())
 
 
 def test_best_so_far_is_monotone_and_matches_values(tmp_path):
@@ -113,9 +114,9 @@ def tiny_loaders():
 
 def test_compression_aware_objective_records_all_stages(tiny_loaders, tmp_path, monkeypatch):
     s, dl = tiny_loaders
-    monkeypatch.setitem(lab2_space.SPACE, "num_hidden_layers", [2])
-    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])
-    monkeypatch.setitem(lab2_space.SPACE, "intermediate_size", [512])
+    monkeypatch.setitem(space.SPACE, "num_hidden_layers", [2])
+    monkeypatch.setitem(space.SPACE, "hidden_size", [128])
+    monkeypatch.setitem(space.SPACE, "intermediate_size", [512])
     from labkit.quant import fixed_point
 
     prune_cfg = {"weight": {"sparsity": 0.5, "method": "l1-norm"}}
@@ -248,7 +249,7 @@ def _config_key(s, mode):
 def test_the_trial_cache_key_holds_warmup(monkeypatch):
     from labkit.run import profiles
 
-    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])  # valid with any first head count
+    monkeypatch.setitem(space.SPACE, "hidden_size", [128])  # valid with any first head count
     s = profiles.lab_settings("lab2_search", "smoke", device="cpu")
     assert lab2_objectives.trial_settings(s)["warmup"] == s["warmup"] > 0
     # warm-up changes what a trial computes: a trial without it is not reused for one with it
@@ -261,7 +262,7 @@ def test_only_compressed_cuda_trials_key_the_compressed_path(monkeypatch, fake_c
     from labkit.prune import mask_kernel
     from labkit.run import profiles
 
-    monkeypatch.setitem(lab2_space.SPACE, "hidden_size", [128])
+    monkeypatch.setitem(space.SPACE, "hidden_size", [128])
     s = profiles.lab_settings("lab2_search", "smoke", device="cpu")
     assert s["qat_matmul"] == "bf16" and "qat_matmul" not in lab2_objectives.trial_settings(s)
     for mode in ("none", "compress"):  # on a CPU nothing autocasts: the same key either way
