@@ -3,7 +3,7 @@ notes are Lab 1a's (``answers.lab1_quantize``)."""
 from __future__ import annotations
 
 from ..readings import lab1_prune as _p
-from ..readings.stats import accuracy_se as se, at_chance
+from ..readings.tables import test_set_se as se
 from .lab1_quantize import _Seeds, chance_note
 
 PRUNE_BASE_NOTE = ("The sheet prunes the best model of its Task 1 (the quantization sweep); labkit prunes the fp32 "
@@ -113,7 +113,7 @@ def _random_recovery(r: dict, get: dict, sps: list, epochs: float, lr: float, sd
                 part += (f"; against L1's {get[('l1-norm', s)]['finetuned']:.4f}, "
                          f"{r[f'random_finetuned.s{s:g}.vs_l1'].says}")
                 l1_seeds = sd.of(get[("l1-norm", s)], "finetuned")
-                flat = [i for i, a in enumerate(l1_seeds) if at_chance(a, sd.n)]
+                flat = sd.seeds_at_chance(get[("l1-norm", s)], "finetuned")
                 if flat and len(flat) < len(l1_seeds):  # a seed where L1 collapsed compares two models at chance
                     part += (f" (L1 itself ended at chance in seed{'s' if len(flat) > 1 else ''} "
                              f"{', '.join(str(i + 1) for i in flat)} of {len(l1_seeds)}, where both answer one "

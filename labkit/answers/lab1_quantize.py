@@ -9,8 +9,8 @@ only with the untouched base, since extra training alone can raise accuracy.
 from __future__ import annotations
 
 from ..readings import lab1_quantize as _q
-from ..readings import stats as _stats
-from ..readings.stats import accuracy_se as se
+from ..readings.stats import IN_WORDS
+from ..readings.tables import test_set_se as se
 from ..report import table
 
 BASE_NOTE = ("The sheet starts Lab 1 from Lab 0's LoRA model; labkit starts from the SFT model (every weight but "
@@ -46,7 +46,7 @@ def chance_note(acc: float, share, n: int) -> str:
     """Why an accuracy sits at chance: one class predicted for (almost) every review. ``share``: the share of
     positive predictions, or one per training seed."""
     shares = [share] if share is None or isinstance(share, (int, float)) else list(share)
-    if None in shares or not _stats.at_chance(acc, n):
+    if None in shares or not _q.at_chance(acc, n):
         return ""
     constant = [x <= 0.01 or x >= 0.99 for x in shares]
     if all(constant):
@@ -72,10 +72,6 @@ class _Seeds(_q.Seeds):
         """Per-seed positive-prediction shares of ``key`` (None where the run did not record them)."""
         return None if d.get(key) is None else self.of(d, key)
 
-    def at_chance(self, d: dict, key: str) -> bool:
-        """Every seed within two test-set SE of 0.5."""
-        return all(abs(v - 0.5) <= 2 * se(0.5, self.n) for v in self.of(d, key))
-
     def spread(self, d: dict, key: str) -> str:
         vals = self.of(d, key)
         return f"{d[key]:.4f}" + (f" (seeds {'/'.join(f'{v:.4f}' for v in vals)})" if self.k > 1 else "")
@@ -84,7 +80,7 @@ class _Seeds(_q.Seeds):
         if self.k > 1:
             return (f"{self.k} training seeds (one SFT model each, and every later training with the same seed); "
                     "numbers are means over seeds, and each difference is given as mean ± one SE combining the seed "
-                    f"spread with the test-set error, {_stats.IN_WORDS}.")
+                    f"spread with the test-set error, {IN_WORDS}.")
         why = " (the quick profile trains one to stay within its time budget)" if profile == "quick" else ""
         return (f"One training seed{why}: the seed spread is not measured, so differences below are judged on the "
                 "test-set error alone (± shows it) and what another seed would change is unknown.")

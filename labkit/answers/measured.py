@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import settings as _settings
-from ..readings.stats import accuracy_se
+from ..readings.tables import test_set_se
 
 
 def shown_path(path: str | Path) -> str:
@@ -23,7 +23,7 @@ def shown_path(path: str | Path) -> str:
 def pair_se(a: float, b: float, n: int) -> float:
     """One test-set standard error for comparing accuracies ``a`` and ``b`` on the same ``n`` reviews:
     sqrt(p (1 - p) / n) at whichever of the two lies nearer 0.5 (the larger of their two errors)."""
-    return max(accuracy_se(a, n), accuracy_se(b, n))
+    return max(test_set_se(a, n), test_set_se(b, n))
 
 
 def compare(a: float, b: float, n: int) -> dict:

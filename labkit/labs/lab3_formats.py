@@ -13,11 +13,6 @@ from ..training import precision, train
 from . import per_seed
 
 
-def snr_widths(settings: dict) -> list[int]:
-    """The widths the weight-SNR study sweeps: ``snr_widths`` and the study's own ``format_width``."""
-    return sorted(set(settings["snr_widths"]) | {settings["format_width"]})
-
-
 def study_plan(base, width: int) -> tuple[dict[str, dict], list[dict]]:
     """Every registered format of ``labkit.quant`` in the study's order: ``(configs, plan)``, ``configs`` its
     parameters at ``width`` by role (``study_params``) and ``plan`` the rows of the formats table (its parameters,

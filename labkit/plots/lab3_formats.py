@@ -4,7 +4,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..labs.lab3_formats import snr_widths
+from ..records.lab3_formats import snr_widths
 from ..quant.study import STUDY_ORDER
 from ..readings import seeds as _seeds
 

@@ -35,6 +35,15 @@ class Seeds:
         """Every seed within two test-set SE of 0.5."""
         return all(stats.at_chance(v, self.n) for v in self.of(d, key))
 
+    def seeds_at_chance(self, d: dict, key: str) -> list[int]:
+        """The (0-based) seeds whose ``key`` is within two test-set SE of 0.5."""
+        return [i for i, v in enumerate(self.of(d, key)) if stats.at_chance(v, self.n)]
+
+
+def at_chance(accuracy: float, n: int) -> bool:
+    """One accuracy within two test-set SE of 0.5 (``stats.at_chance``: the rule the answers' notes follow)."""
+    return stats.at_chance(accuracy, n)
+
 
 def sides_text(diffs: dict, unit: str) -> str:
     """Where a set of differences is established above and below zero, e.g. per width."""

@@ -37,6 +37,11 @@ SETTINGS = Settings(
             **ranges(NON_NEGATIVE, "search_seed", "lambdas")},
     parsers=SEARCH_PARSERS)
 
+def snr_widths(settings: dict) -> list[int]:
+    """The widths the weight-SNR study sweeps: ``snr_widths`` and the study's own ``format_width``."""
+    return sorted(set(settings["snr_widths"]) | {settings["format_width"]})
+
+
 RECORD = Notebook(
     "lab3_formats", "3a", "lab3", SETTINGS, results=("formats", "weight_snr"), figures=("formats", "weight_snr"),
     answers="formats_answers.md", steps=(Step("lab3_formats", 450, order=4, per_seed=True, min_slot=180),),
