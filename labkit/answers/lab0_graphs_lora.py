@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..graph.draw import graph_stem
+from ..readings import by_key
 from ..readings import seeds as _seeds
 from ..readings import lab0_graphs_lora as _readings
 from ..report import table
@@ -217,7 +218,7 @@ def control_text(numbers: dict) -> str:
         return (" No equal-training control (the SFT model trained fully for the same extra epoch) was trained in "
                 "this run (the quick profile leaves it out for time), so LoRA's difference from SFT mixes the adapters "
                 "with the extra epoch.")
-    r = _readings.by_key(_readings.read(numbers))
+    r = by_key(_readings.read(numbers))
     return (f" The equal-training control, the SFT model fine-tuned fully for that extra epoch at SFT's learning rate, "
             f"reaches {numbers['accuracy']['SFT + 1 epoch']:.4f} (the extra epoch alone: {r['extra_epoch'].says}); "
             f"LoRA minus that control: {r['lora_vs_control'].says}")
@@ -242,7 +243,7 @@ def answers_list(numbers: dict, settings: dict) -> str:
                "; the check of the removed graph against the eval-mode model is not stored in this JSON."))
     dm = merged["accuracy"] - lora["accuracy"]
     nseeds = _seeds.count(numbers)
-    r = _readings.by_key(_readings.read(numbers))
+    r = by_key(_readings.read(numbers))
     anchors = " and ".join(f"{v:.3f} ({k})" for k, v in COURSE.items())
     tune = (f"- **Fine-tuning.** SFT is {r['sft.above_chance'].says}. SFT {sft['accuracy']:.4f} vs LoRA "
             f"{lora['accuracy']:.4f} with {lora['trainable']:,} instead of "

@@ -2,6 +2,7 @@
 notes are Lab 1a's (``answers.lab1_quantize``)."""
 from __future__ import annotations
 
+from ..readings import by_key
 from ..readings import lab1_prune as _p
 from ..readings.tables import test_set_se as se
 from .lab1_quantize import _Seeds, chance_note
@@ -14,7 +15,7 @@ PRUNE_BASE_NOTE = ("The sheet prunes the best model of its Task 1 (the quantizat
 def pruning(p: dict, settings: dict) -> list[str]:
     """Bullets for Lab 1b from ``pruning.json`` numbers, wording ``labkit.readings.lab1_prune``."""
     sd = _Seeds(p)
-    r = _p.by_key(_p.read(p, settings))
+    r = by_key(_p.read(p, settings))
     fp32, n, rows = p["fp32"], sd.n, p["rows"]
     get = _p.local_rows(p, settings["prune_scope"])
     sps = sorted({s for _, s in get})

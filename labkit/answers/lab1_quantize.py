@@ -8,6 +8,7 @@ only with the untouched base, since extra training alone can raise accuracy.
 """
 from __future__ import annotations
 
+from ..readings import by_key
 from ..readings import lab1_quantize as _q
 from ..readings.stats import IN_WORDS
 from ..readings.tables import test_set_se as se
@@ -89,7 +90,7 @@ class _Seeds(_q.Seeds):
 def quantization(q: dict, settings: dict) -> list[str]:
     """Bullets for Lab 1a from ``quantization.json`` numbers, wording ``labkit.readings.lab1_quantize``."""
     sd = _Seeds(q)
-    r = _q.by_key(_q.read(q))
+    r = by_key(_q.read(q))
     fp32, n, rows = q["fp32"], sd.n, q["rows"]
     by_w = {row["width"]: row for row in rows}
     ctrl = q.get("control")

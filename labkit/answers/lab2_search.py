@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..readings import compute
+from ..readings import read
 from ..readings.lab2_search import n_test
 from ..readings.tables import sampler_rows, test_set_se
 from ..records.lab2_search import grid_space, restrict
@@ -13,10 +13,6 @@ from ..search.samplers import TPE_STARTUP
 from .sources import how_trials_ran, plural
 
 NAMES = ("samplers", "compression_aware", "remeasured")
-
-
-def _by_key(payloads: dict[str, dict | None]) -> dict:
-    return {r.key: r for r in compute("lab2_search", payloads)}
 
 
 # --- what the run did, as the notebook says it while running ---------------------------------------------
@@ -205,7 +201,7 @@ def render(payloads: dict[str, dict | None], folder=None) -> str:
     from .sources import header
 
     payloads = {name: payloads.get(name) for name in NAMES}
-    by = _by_key(payloads)
+    by = read("lab2_search", payloads)
     parts = [header("Lab 2: architecture search with Optuna, then compression-aware search", payloads,
                     "notebooks/lab2_search.ipynb")]
     s_p, c_p, r_p = payloads["samplers"], payloads["compression_aware"], payloads["remeasured"]

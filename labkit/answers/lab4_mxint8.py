@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..kernels import tiling
 from ..kernels.memory import theoretical_saving
+from ..readings import by_key
 from ..readings.tables import DECODE_COLUMNS, memory_rows
 from ..readings import lab4_mxint8 as _readings
 from ..report import table
@@ -272,7 +273,7 @@ def render(payloads: dict[str, dict | None], folder=None) -> str:
     """The whole answers file from the stored payloads named in ``NAMES`` (missing ones are said so)."""
     p = {n: payloads.get(n) for n in NAMES}
     g = next((q["settings"]["group_size"] for q in p.values() if q and "group_size" in q.get("settings", {})), 32)
-    read = _readings.by_key(_readings.readings(p))
+    read = by_key(_readings.readings(p))
     parts = [sources.header(TITLE, p, "notebooks/lab4_mxint8.ipynb")
              + ("\n\n`mxint8_format` holds exact computations (no timings): they come out the same on any device."
                 if p["mxint8_format"] else ""), "## The format: quantization rules and error"]

@@ -11,6 +11,7 @@ import math
 
 from ..perf import compile_study, sdpa
 from ..perf.compile_study import SHEET_STATE, get_comparison, get_run, per_device, share, timings
+from ..readings import by_key
 from ..readings import lab4_perf as _readings
 from ..perf.timing import PROFILER_BOOKKEEPING, spread
 from ..perf.timing import fmt_seconds as fmt
@@ -287,7 +288,7 @@ def compile_answer(payload: dict | None, dev: str) -> str:
                    + {"faster": f"{c['steady_speedup']:.2f}x faster than eager.",
                       "slower": f"slower than eager ({c['steady_speedup']:.2f}x).",
                       "within noise": f"**within noise** of eager ({c['steady_speedup']:.2f}x)."}[steady])
-    claim = _readings.by_key(_readings.compile_readings(payload, dev)).get(f"compile_{dev}.inductor_faster")
+    claim = by_key(_readings.compile_readings(payload, dev)).get(f"compile_{dev}.inductor_faster")
     if claim is not None:
         out.append(f"- **Inductor against eager, every comparison.** {claim.says}.")
     out += _sheet_bullets(st, main)
@@ -378,7 +379,7 @@ def attention_answer(payload: dict | None, dev: str) -> str:
                    f"{nb / mb:.1f} of them at once (scores and their scaled copy, then the softmax), fused only its "
                    "output and small tiles.")
     ok = _ok_sweep(st)
-    read = _readings.by_key(_readings.sdpa_readings(payload, dev))
+    read = by_key(_readings.sdpa_readings(payload, dev))
     if ok:
         t = {(r["seq"], w): r[w]["timing"] for r in ok for w in ("naive", "fused")}
         ratio = {r["seq"]: t[r["seq"], "naive"]["steady_median_s"] / t[r["seq"], "fused"]["steady_median_s"] for r in ok}

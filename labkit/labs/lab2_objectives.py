@@ -21,7 +21,7 @@ from ..training import cuda_graphs, determinism, precision, train
 from ..prune import mask_kernel
 from ..quant.compress import compress
 from ..models import count_parameters
-from ..search.cache import cached_or_run, config_key
+from ..search.cache import cached_or_run, config_key, device_settings
 from ..search.plan import RUN_ONLY
 from .lab2_space import build_model, restrict, sample_architecture
 
@@ -37,17 +37,8 @@ QAT_COMPILE = False
 
 def trial_settings(s: dict) -> dict:
     """The settings that determine one trial's result, for the cache key (device as its type)."""
-    out = {k: v for k, v in s.items() if k not in SEARCH_ONLY + COMPRESSED_ONLY + ("cpu_autocast",)}
-    out["device"] = train.pick_device(s["device"]).type
-    out.update(precision.cache_key(s))  # the CPU's precision as it resolved here, where it is bf16
-    if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
-        out["eval_sdpa"] = train.EVAL_SDPA
-        out.update(train.device_key("cuda"))  # the step, and the card and this process's share of it
-        # post-training and its control are graphed as well: not the bits of results stored without this key
-        out["graphed_loops"] = "all" if cuda_graphs.wanted(torch.device("cuda"), None) else "none"
-        # strict determinism switches attention's backward to its deterministic kernels: other weights
-        out["determinism"] = determinism.mode()
-    return out
+    return {**{k: v for k, v in s.items() if k not in SEARCH_ONLY + COMPRESSED_ONLY + ("cpu_autocast",)},
+            **device_settings(s)}
 
 
 def qat_matmul(s: dict) -> str:

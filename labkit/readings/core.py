@@ -126,6 +126,11 @@ def of_notebook(notebook: str):
     return module.readings
 
 
+def by_key(found: list[Reading]) -> dict[str, Reading]:
+    """Readings by key (the one way the answers look them up)."""
+    return {r.key: r for r in found}
+
+
 def compute(notebook: str, payloads: dict[str, dict | None]) -> list[Reading]:
     """``notebook``'s readings of ``payloads`` (``{result name: stored payload or None}``), each finding its
     notebook claims (``CLAIMS`` of its readings module: key -> the verdicts the full profile's results give) made a
@@ -166,3 +171,8 @@ def mismatches(readings: list[Reading], payloads: dict[str, dict | None]) -> lis
 def _result(stored: dict) -> dict:
     """A stored reading less its wording."""
     return {k: v for k, v in stored.items() if k != "says"}
+
+
+def read(notebook: str, payloads: dict[str, dict | None]) -> dict[str, Reading]:
+    """``compute``'s readings of ``notebook`` by key."""
+    return by_key(compute(notebook, payloads))

@@ -105,6 +105,3 @@ def readings(payloads: dict) -> list[Reading]:
     p = payloads.get(SOURCE)
     return [] if p is None else read(p["numbers"])
 
-
-def by_key(found: list[Reading]) -> dict[str, Reading]:
-    return {r.key: r for r in found}

@@ -104,6 +104,3 @@ def readings(payloads: dict) -> list[Reading]:
     p = payloads.get(SOURCE)
     return [] if p is None else read(p["numbers"], p["settings"])
 
-
-def by_key(found: list[Reading]) -> dict[str, Reading]:
-    return {r.key: r for r in found}

@@ -119,6 +119,3 @@ def readings(payloads: dict) -> list[Reading]:
         out.append(accuracy(p["numbers"]))
     return out
 
-
-def by_key(found: list[Reading]) -> dict[str, Reading]:
-    return {r.key: r for r in found}

@@ -21,6 +21,26 @@ _OWN_ATTRS = ("labkit_worker", "config_key", "cached", "cached_from", "retry_of"
               "enqueued")
 
 
+def device_settings(s: dict) -> dict:
+    """The part of a trial's cache key its device decides (``s["device"]`` as it resolves here): the device type,
+    the CPU's precision, and on CUDA the evaluation's attention, the step's kernels, the card and this process's
+    share of it, whether the loops are graphed and the determinism mode (each changes a trial's bits)."""
+    import torch
+
+    from ..training import cuda_graphs, determinism, precision, train
+
+    out = {"device": train.pick_device(s["device"]).type}
+    out.update(precision.cache_key(s))  # the CPU's precision as it resolved here, where it is bf16
+    if out["device"] == "cuda":  # which attention the evaluation may use (train.EVAL_SDPA) decides its rounding
+        out["eval_sdpa"] = train.EVAL_SDPA
+        out.update(train.device_key("cuda"))  # the step, and the card and this process's share of it
+        # post-training and its control are graphed as well: not the bits of results stored without this key
+        out["graphed_loops"] = "all" if cuda_graphs.wanted(torch.device("cuda"), None) else "none"
+        # strict determinism switches attention's backward to its deterministic kernels: other weights
+        out["determinism"] = determinism.mode()
+    return out
+
+
 def config_key(parts: dict) -> str:
     text = json.dumps({"version": VERSION, **parts}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
