@@ -4,7 +4,9 @@
 call 0 is ``first`` (compilation, lazy initialisation), the next ``warmup`` calls settle caches, autotuners
 and CUDA-graph recording, and only the last ``repeats`` calls form the steady state that medians and
 spreads are computed from. Averaging the first call in, as the lab sheet does, measures the compiler.
-``time_call(fn, device)`` is its clock for one call, for loops that interleave what they compare.
+``time_call(fn, device)`` is its clock for one call, for loops that interleave what they compare;
+``timed(fn, device)`` times one phase of seconds (an epoch, an evaluation) on the wall clock, the device
+synchronized on both sides, and hands back what it returned.
 
 CPU: ``time.perf_counter`` around each call. CUDA: a pair of CUDA events around each call, after a
 device-wide synchronize, so each call is timed alone (launch overhead included, the previous call's
@@ -206,6 +208,15 @@ def time_call(fn: Callable[[], object], device: str | torch.device = "cpu") -> f
     if dev.type == "cuda":
         return _time_cuda(fn, 1, 0, dev).per_call[0]
     return clock_calls(fn, 1, time.perf_counter)[0]
+
+
+def timed(fn: Callable[[], object], device: str | torch.device = "cpu") -> tuple[float, object]:
+    """(wall seconds, what ``fn()`` returned) of one call, ``device`` synchronized before and after it
+    (``clock_calls`` with a sync): how the benchmarks time a phase whose result they keep."""
+    dev = check_device(device)
+    out = []
+    seconds = clock_calls(lambda: out.append(fn()), 1, time.perf_counter, sync=lambda: synchronize(dev))[0]
+    return seconds, out[0]
 
 
 def clock_calls(fn: Callable[[], object], n: int, clock: Callable[[], float],

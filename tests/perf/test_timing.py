@@ -1,11 +1,11 @@
 """labkit.perf.timing's short-kernel clocks: a CUDA graph replay timed from GPU time, not the host's; the
-median timer; one call timed alone."""
+median timer; one call timed alone, and a phase timed with its result."""
 import time
 
 import pytest
 import torch
 
-from labkit.perf.timing import MedianTimer, graph_time, rotation, time_call
+from labkit.perf.timing import MedianTimer, graph_time, rotation, time_call, timed
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -31,6 +31,12 @@ def test_time_call_times_one_call_in_seconds():
     calls = []
     s = time_call(lambda: (calls.append(None), time.sleep(0.01)), "cpu")
     assert calls == [None] and 0.009 < s < 0.5, s
+
+
+def test_timed_returns_the_seconds_of_one_call_and_its_result():
+    calls = []
+    s, out = timed(lambda: (calls.append(None), time.sleep(0.01), "done")[-1], "cpu")
+    assert calls == [None] and out == "done" and 0.009 < s < 0.5, s
 
 
 @pytest.mark.cuda
