@@ -1,5 +1,5 @@
-# Sourced by the GPU scripts (gpu_kernel_run.sh, gpu_speed_run.sh, gpu_full_run.sh): the repository root as cwd,
-# the commit the results will name, the carried kit, labkit on the path, caches and $OUT.
+# Sourced by tools/gpu_run.sh: the repository root as cwd, the commit the results will name, the carried kit,
+# labkit on the path, caches and $OUT.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [[ -n "${LABKIT_COMMIT:-}" ]] || { echo "set LABKIT_COMMIT (git rev-parse HEAD where the tree came from)" >&2; exit 2; }
 export LABKIT_COMMIT

@@ -1,4 +1,4 @@
-"""Land what one `tools/gpu_full_run.sh` call brought back, here, so it can be committed at once:
+"""Land what one `tools/gpu_run.sh regen` call brought back, here, so it can be committed at once:
 
     python tools/land_gpu_call.py /work/.device/3      # the folder holding state.tgz and results.tgz
 
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     for needed in ("state.tgz", "results.tgz"):
         if not (args.call_dir / needed).is_file():
-            parser.error(f"{args.call_dir}: no {needed} (the folder a gpu_full_run.sh call returned)")
+            parser.error(f"{args.call_dir}: no {needed} (the folder a gpu_run.sh regen call returned)")
     print("\n".join(land(args.call_dir)))
     # Lab 0's and Lab 3 formats' notebooks head their answers "written by the notebook"; the tests hold the
     # committed answers to the render of the committed JSON (tests/test_redraw.py)

@@ -9,7 +9,7 @@ dest=${1:-.gpu-kit}
 # pydot: torch.fx draws graphs through it (Lab 0), and the GPU image lacks it
 bash ../shared/gpu/make-kit.sh "$dest" --extra-wheel "$(grep -i "^pydot==" constraints.txt || echo pydot==4.0.1)"
 rm -f "$dest"/wheels/{sqlalchemy,alembic,mako}-*.whl
-# gemlite, the peer of benchmarks/fused_linear.py (pyproject's bench extra): PyPI has only its sdist, so a
+# gemlite, the peer of benchmarks/mxint8/fused_linear.py (pyproject's bench extra): PyPI has only its sdist, so a
 # pure-Python wheel built here (its dependencies numpy, tqdm and triton are the GPU image's)
 python3 -m pip wheel -q --no-deps -w "$dest/wheels" "$(grep -i "^gemlite==" constraints.txt)"
 tmp=$(mktemp -d)

@@ -1,6 +1,6 @@
 """Fused MXINT8 linear vs bf16 F.linear (cuBLAS) vs dequantize-then-matmul, at small batch, on a CUDA GPU.
 
-    python benchmarks/mxint8/fused_linear.py [--out figures/lab4/fused_linear.json] [--batches 1 4 16 64]
+    python benchmarks/mxint8/fused_linear.py [--out benchmarks/mxint8/fused_linear.json] [--batches 1 4 16 64]
         [--shapes 4096x4096 14336x4096 28672x8192] [--group 32] [--reps 50] [--rounds 3] [--no-gemlite]
     python benchmarks/mxint8/fused_linear.py --dry-run     # CPU, tiny shapes: checks the code path, times nothing real
 
@@ -50,17 +50,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-DEFAULT_SHAPES = ("4096x4096", "14336x4096", "28672x8192")
 DRY_SHAPES = ("96x64", "40x160")
-REL_TOL = 2.0 ** -7  # relative Frobenius error vs float64: bf16 output rounding is 2^-8 per element
 ROUND_ORDER = ("fused", "gemlite", "bf16")  # reversed in every other round, so no path always goes first
-
-
-def parse_shape(text: str) -> tuple[int, int]:
-    n, _, k = text.lower().partition("x")
-    return int(n), int(k)
 
 
 def run(args) -> dict:
@@ -68,7 +59,7 @@ def run(args) -> dict:
     import torch.nn.functional as F
 
     from labkit.kernels import dequant, extension, fused_linear
-    from labkit.kernels.timing import rel_error, weight_copies
+    from labkit.kernels.timing import REL_TOL, parse_shape, rel_error, weight_copies
     from labkit.perf.timing import MedianTimer, rotation
 
     dev = torch.device("cpu" if args.dry_run else "cuda")
@@ -247,7 +238,7 @@ def gemlite_layer(w_bf16, dev):
 
 def _time_gemlite(row: dict, x, w_bf16, layers, timer, dry_run: bool) -> tuple[list, int]:
     """The first pass's check and timing of the gemlite peer; returns (graphed callables, reps) for the rounds."""
-    from labkit.kernels.timing import rel_error
+    from labkit.kernels.timing import REL_TOL, rel_error
 
     fn = lambda layer=layers[0]: layer(x)  # noqa: E731  (the first call also autotunes)
     y = fn()
@@ -280,7 +271,7 @@ def fused_configs(rows, dev) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", help="JSON path (default figures/lab4/fused_linear.json; --dry-run: a temp file)")
+    p.add_argument("--out", help="JSON path (default benchmarks/mxint8/fused_linear.json; --dry-run: a temp file)")
     p.add_argument("--shapes", nargs="+", default=None, help="N x K, e.g. 4096x4096")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--group", type=int, default=32)
@@ -297,7 +288,9 @@ def main(argv=None) -> int:
         p.error(f"--rounds must be an integer >= 1 (1, 2, 3, ...), got {args.rounds}")
     if args.dry_run:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
-    args.shapes = args.shapes or list(DRY_SHAPES if args.dry_run else DEFAULT_SHAPES)
+    from labkit.kernels.timing import REL_TOL, SHAPES, parse_shape  # after TRITON_INTERPRET: imports triton
+
+    args.shapes = args.shapes or list(DRY_SHAPES if args.dry_run else SHAPES)
     if args.dry_run:
         args.batches = [b for b in args.batches if b <= 16] or [1]
 
@@ -326,7 +319,7 @@ def main(argv=None) -> int:
     if torch.cuda.is_available() and not args.dry_run:
         out["sm_count"] = torch.cuda.get_device_properties(0).multi_processor_count
     path = Path(args.out or (Path(tempfile.gettempdir()) / "labkit_fused_linear_dry_run.json" if args.dry_run
-                             else ROOT / "figures" / "lab4" / "fused_linear.json"))
+                             else Path(__file__).with_name("fused_linear.json")))
     results.write_json(path, out, indent=2)
     bad = [(r["N"], r["K"], r["batch"], name) for r in out["rows"] for name in ("fused", "bf16", "dequant", "gemlite")
            if not r.get(f"{name}_ok", name == "gemlite")]  # gemlite: only where it ran

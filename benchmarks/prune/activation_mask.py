@@ -21,8 +21,8 @@ from labkit.perf.timing import time_calls
 from labkit.results import write_json
 
 
-def timed(fn, reps: int) -> float:
-    """Median seconds of ``reps`` calls after one untimed call."""
+def median_s(fn, reps: int) -> float:
+    """Median seconds of ``reps`` calls after one untimed call (``time_calls``' steady state)."""
     return time_calls(fn, reps, warmup=0).steady_median
 
 
@@ -46,11 +46,11 @@ def main(argv=None) -> int:
         x = torch.randn(32, 128, features, generator=gen)
         for sparsity in (0.5, 0.9):
             k = round(sparsity * features)
-            ms = timed(lambda: x.scatter(-1, x.abs().topk(k, dim=-1, largest=False).indices, 0.0), args.reps)
+            ms = median_s(lambda: x.scatter(-1, x.abs().topk(k, dim=-1, largest=False).indices, 0.0), args.reps)
             rows.append({"what": f"rank 32x128x{features} at {sparsity:.0%}, k smallest", "ms": ms * 1e3})
-            ms = timed(lambda: torch.where(mask_kernel.cpu_keep(x, k), x, 0.0), args.reps)
+            ms = median_s(lambda: torch.where(mask_kernel.cpu_keep(x, k), x, 0.0), args.reps)
             rows.append({"what": f"rank 32x128x{features} at {sparsity:.0%}, numpy select", "ms": ms * 1e3})
-        ms = timed(lambda: x.abs().topk(features - k, dim=-1).indices, args.reps)
+        ms = median_s(lambda: x.abs().topk(features - k, dim=-1).indices, args.reps)
         rows.append({"what": f"rank 32x128x{features} at {sparsity:.0%}, n - k largest", "ms": ms * 1e3})
 
     torch.manual_seed(0)
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         model(**batch).loss.backward()
         model.zero_grad(set_to_none=True)
 
-    unpruned = timed(plain, args.reps)
+    unpruned = median_s(plain, args.reps)
     for sparsity in args.sparsities:
         cfg = {"weight": {"sparsity": sparsity}, "activation": {"sparsity": sparsity}}
         pruned = prune.prune(model, cfg).model.train()
@@ -73,16 +73,16 @@ def main(argv=None) -> int:
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        now = timed(step, args.reps)
+        now = median_s(step, args.reps)
         os.environ[mask_kernel.ENV] = "0"  # the topk path (the reference)
         try:
-            topk = timed(step, args.reps)
+            topk = median_s(step, args.reps)
         finally:
             os.environ.pop(mask_kernel.ENV)
         current = prune.ActivationMask.forward
         prune.ActivationMask.forward = earlier_forward
         try:
-            old = timed(step, args.reps)
+            old = median_s(step, args.reps)
         finally:
             prune.ActivationMask.forward = current
         rows.append({"what": f"train step, {sparsity:.0%} L1 weights + activations", "earlier_ms": old * 1e3,

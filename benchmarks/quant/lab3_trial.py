@@ -24,12 +24,12 @@ import argparse
 import json
 import os
 import statistics
-import time
 import warnings
 
 import torch
 
 from labkit import recipes
+from labkit.perf.timing import timed
 from labkit.training import cuda_graphs, train
 from labkit.run.profiles import lab_settings
 from labkit.quant import fast, kernel_check
@@ -53,13 +53,8 @@ def trial(obj: PrecisionObjective, config, kernels: bool = True) -> dict:
     kernel_check.TRITON_FAKE_QUANT = kernels
     os.environ[cuda_graphs.ENV] = "1" if kernels else "0"
     t = Attrs()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    obj._measure(t, config)
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return {"seconds": time.perf_counter() - start, "accuracy": t.user_attrs["accuracy"],
+    seconds, _ = timed(lambda: obj._measure(t, config), "auto")
+    return {"seconds": seconds, "accuracy": t.user_attrs["accuracy"],
             "bf16_layers": t.user_attrs["bf16_layers"], "eval": t.user_attrs.get("eval")}
 
 
@@ -92,13 +87,13 @@ def main(argv=None) -> int:
     train.evaluate(base, dl.test, device=dev, progress=False)  # warm-up: data on the device, kernels loaded
     unq, unq_graphs = [], []
     for _ in range(2):
-        start = time.perf_counter()
-        acc = train.evaluate(base, dl.test, device=dev, progress=False)["accuracy"]
-        unq.append(time.perf_counter() - start)
+        seconds, ev = timed(lambda: train.evaluate(base, dl.test, device=dev, progress=False), dev)
+        unq.append(seconds)
+        acc = ev["accuracy"]
     for _ in range(2):  # as a search trial evaluates: a CUDA graph per repeated batch shape (eager on CPU)
-        start = time.perf_counter()
-        acc_graphs = train.evaluate(base, dl.test, device=dev, progress=False, graphs=None)["accuracy"]
-        unq_graphs.append(time.perf_counter() - start)
+        seconds, ev = timed(lambda: train.evaluate(base, dl.test, device=dev, progress=False, graphs=None), dev)
+        unq_graphs.append(seconds)
+        acc_graphs = ev["accuracy"]
     out = {"what": "Lab 3 PTQ trial per format family: reference vs fast path", "profile": s["profile"],
            "n_test": dl.sizes["test"], "max_len": s.get("max_len"), "layers": len(layers),
            "sft_digest": metrics["sft_digest"], "unquantized": {"seconds": min(unq), "accuracy": acc},

@@ -43,6 +43,7 @@ import torch
 
 from labkit import recipes
 from labkit.perf import flops
+from labkit.perf.timing import timed
 from labkit.training import cuda_graphs, train
 from labkit.run.profiles import lab_settings
 from labkit.results import provenance, write_json
@@ -163,14 +164,13 @@ def serial_baseline(s: dict, archs: list[dict]) -> dict:
     seconds = []
     with BusySampler() as busy:
         for params in archs:
-            start = time.perf_counter()
-            torch.manual_seed(s["seed"])
-            model = build_model(_arch(params))
-            legacy_train(model, dl.train, s["epochs"], s["lr"], dev)
-            legacy_evaluate(model, dl.test, dev)
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            seconds.append(time.perf_counter() - start)
+            def one(params=params):
+                torch.manual_seed(s["seed"])
+                model = build_model(_arch(params))
+                legacy_train(model, dl.train, s["epochs"], s["lr"], dev)
+                legacy_evaluate(model, dl.test, dev)
+
+            seconds.append(timed(one, dev)[0])
     return {"config": "serial (old loop)", "workers": 1, "trials": len(archs), "trial_seconds": seconds,
             "trials_per_min_sustained": 60 * len(seconds) / sum(seconds), "gpu_busy": busy.busy()}
 

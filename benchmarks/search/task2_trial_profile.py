@@ -17,7 +17,6 @@ import argparse
 import copy
 import itertools
 import os
-import time
 import warnings
 from unittest import mock
 
@@ -27,7 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 from labkit import recipes
 from labkit.labs import lab2
 from labkit.labs.lab2_space import build_model
-from labkit.perf.timing import synchronize
+from labkit.perf.timing import synchronize, timed
 from labkit.prune import mask_kernel
 from labkit.quant import set_qat_matmul
 from labkit.quant.compress import compress
@@ -43,14 +42,6 @@ ARCHS = {
                           "layer1.attention.self.key": "identity", "layer1.attention.self.value": "identity"}},
     "mid": {"config": dict(num_hidden_layers=4, num_attention_heads=4, hidden_size=256, intermediate_size=1024)},
 }
-
-
-def _timed(fn):
-    synchronize("auto")
-    t = time.perf_counter()
-    out = fn()
-    synchronize("auto")
-    return out, time.perf_counter() - t
 
 
 def _top_kernels(prof, steps: int, n: int = 12) -> dict:
@@ -94,16 +85,16 @@ def compressed_phases(s, dl, model, mm: str, topk: bool) -> dict:
     r = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        m, r["compress_s"] = _timed(lambda: compress(copy.deepcopy(model).cpu(), quant=quant, prune=prune).model)
+        r["compress_s"], m = timed(lambda: compress(copy.deepcopy(model).cpu(), quant=quant, prune=prune).model, "auto")
         # "bf16-eager": the bf16 path with its training fake quantization uncompiled (no torch.compile per process)
         r["paths"] = sorted(set(set_qat_matmul(m, mm.split("-")[0], compile=not mm.endswith("-eager")).values()))
     r["activation_mask"] = "topk" if topk else mask_kernel.VERSION
     r["warnings"] = sorted({str(w.message)[:160] for w in caught})
-    ev, r["eval_compressed_s"] = _timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False))
+    r["eval_compressed_s"], ev = timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False), "auto")
     r["accuracy_compressed"] = ev["accuracy"]
-    more, r["post_train_s"] = _timed(lambda: _post_train(s, dl, m))
+    r["post_train_s"], more = timed(lambda: _post_train(s, dl, m), "auto")
     r["post_train_graphs"] = {k: more.get(k) for k in ("graph_replays", "eager_calls", "graph_failure")}
-    ev, r["eval_post_s"] = _timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False))
+    r["eval_post_s"], ev = timed(lambda: train.evaluate(m, dl.test, device=s["device"], progress=False), "auto")
     r["accuracy_post_trained"] = ev["accuracy"]
     r["profile"] = profile_steps(s, dl, m)
     return r
@@ -112,16 +103,17 @@ def compressed_phases(s, dl, model, mm: str, topk: bool) -> dict:
 def trial_phases(s, dl, arch: dict, matmuls: list[str]) -> dict:
     row = {"arch": arch, "phases": {}}
     model = build_model(arch, seed=s["seed"])
-    fit, row["phases"]["train_s"] = _timed(lambda: train.train(
+    row["phases"]["train_s"], fit = timed(lambda: train.train(
         model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"], progress=False,
-        warmup=s["warmup"]))
-    ev, row["phases"]["eval_s"] = _timed(lambda: train.evaluate(model, dl.test, device=s["device"], progress=False))
+        warmup=s["warmup"]), "auto")
+    row["phases"]["eval_s"], ev = timed(lambda: train.evaluate(model, dl.test, device=s["device"], progress=False),
+                                       "auto")
     row["accuracy_trained"] = ev["accuracy"]
 
     control = copy.deepcopy(model).cpu()
-    _, row["phases"]["control_post_train_s"] = _timed(lambda: _post_train(s, dl, control))
-    ev, row["phases"]["control_eval_s"] = _timed(lambda: train.evaluate(control, dl.test, device=s["device"],
-                                                                         progress=False))
+    row["phases"]["control_post_train_s"], _ = timed(lambda: _post_train(s, dl, control), "auto")
+    row["phases"]["control_eval_s"], ev = timed(lambda: train.evaluate(control, dl.test, device=s["device"],
+                                                                        progress=False), "auto")
     row["accuracy_control"] = ev["accuracy"]
     row["by_matmul"] = {}
     for mm in matmuls:

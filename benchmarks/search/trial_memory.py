@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,20 +64,20 @@ class Phases:
     def wrap(self, fn, kind: str):
         import torch
 
+        from labkit.perf.timing import timed
+
         def run(*args, **kwargs):
             self._n[kind] = self._n.get(kind, 0) + 1
             if self.cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
-            start = time.perf_counter()
-            out = fn(*args, **kwargs)
+            seconds, out = timed(lambda: fn(*args, **kwargs), "cuda" if self.cuda else "cpu")
             row = {"phase": PHASE_NAMES[kind][self._n[kind] - 1]}
             if self.cuda:
-                torch.cuda.synchronize()
                 row.update(peak_allocated_gib=torch.cuda.max_memory_allocated() / GIB,
                            peak_reserved_gib=torch.cuda.max_memory_reserved() / GIB,
                            reserved_after_gib=torch.cuda.memory_reserved() / GIB)
-            row["seconds"] = time.perf_counter() - start
+            row["seconds"] = seconds
             self.rows.append(row)
             return out
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import time
 
 import torch
 
 from labkit import lora, models
 from labkit.quant import fixed_point
 from labkit.prune import prune
+from labkit.perf.timing import timed
 from labkit.quant import quantize
 from labkit.recipes import freeze_embeddings
 from labkit.results import write_json
@@ -52,12 +52,8 @@ def kinds(base) -> dict:
 
 
 def timed_train(model, split, graphs) -> tuple[float, dict]:
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    fit = train.train(model, TensorBatches(split, BATCH, shuffle=True, seed=0), epochs=1.0, lr=5e-5, device="cuda",
-                      progress=False, graphs=graphs)
-    torch.cuda.synchronize()
-    return time.perf_counter() - t, fit
+    return timed(lambda: train.train(model, TensorBatches(split, BATCH, shuffle=True, seed=0), epochs=1.0, lr=5e-5,
+                                     device="cuda", progress=False, graphs=graphs), "cuda")
 
 
 def main(argv=None) -> int:
@@ -90,11 +86,8 @@ def main(argv=None) -> int:
     test = random_split(25000, "cuda")
     evals = []
     for _ in range(2):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        train.evaluate(model, TensorBatches(test, 256), device="cuda", progress=False)
-        torch.cuda.synchronize()
-        evals.append(time.perf_counter() - t)
+        evals.append(timed(lambda: train.evaluate(model, TensorBatches(test, 256), device="cuda", progress=False),
+                           "cuda")[0])
     print(f"evaluation of 25,000 x {LENGTH} tokens: {min(evals):.2f} s", flush=True)
     write_json(args.out, {"rows": rows, "eval_25k_s": evals, "rows_per_epoch": ROWS, "length": LENGTH,
                           "batch": BATCH, "model": "minilm-l2"})

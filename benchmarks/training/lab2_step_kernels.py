@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 import torch
 
@@ -131,7 +130,7 @@ def main(argv=None) -> int:
 
 def _arch(spec: str, args, batches: list[dict], out: dict) -> None:
     """One architecture's row: the two variants' loss curves (dropout off) and graphed step times (dropout on)."""
-    from labkit.perf.timing import time_call
+    from labkit.perf.timing import time_call, timed
 
     layers, hidden, inter = map(int, spec.split("x"))
     # the two loss curves: dropout off, so the two models differ only by the kernels
@@ -146,11 +145,10 @@ def _arch(spec: str, args, batches: list[dict], out: dict) -> None:
     first = {True: 0.0, False: 0.0}  # each variant's first three calls: two eager, the capture
     for i in range(10):
         for on in (True, False):
-            start = time.perf_counter()
-            steppers[on](batches[i % 4])
             if i < 3:
-                torch.cuda.synchronize()
-                first[on] += time.perf_counter() - start
+                first[on] += timed(lambda: steppers[on](batches[i % 4]), "cuda")[0]
+            else:
+                steppers[on](batches[i % 4])
     times = {True: [], False: []}
     for _ in range(args.rounds):
         for on in (True, False):

@@ -19,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from labkit import recipes
 from labkit.training import cuda_graphs, train
-from labkit.perf.timing import synchronize
+from labkit.perf.timing import synchronize, timed
 from labkit.run.profiles import lab_settings
 from labkit.results import provenance, write_json
 from labkit.labs.lab2_space import build_model
@@ -31,19 +31,17 @@ ARCHS = [dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=128, inter
 
 
 def phases(s, dl, arch: dict, graphs: bool, eval_graphs: bool = False) -> dict:
-    synchronize(s["device"])
-    t0 = time.perf_counter()
-    torch.manual_seed(s["seed"])
-    model = build_model({"config": arch})
-    t1 = time.perf_counter()
-    fit = train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"], seed=s["seed"],
-                      progress=False, graphs=graphs)
-    synchronize(s["device"])
-    t2 = time.perf_counter()
-    ev = train.evaluate(model, dl.test, device=s["device"], progress=False, graphs=graphs and eval_graphs)
-    synchronize(s["device"])
-    t3 = time.perf_counter()
-    return {"build_s": t1 - t0, "train_s": t2 - t1, "eval_s": t3 - t2, "trial_s": t3 - t0, "steps": fit["steps"],
+    def build():
+        torch.manual_seed(s["seed"])
+        return build_model({"config": arch})
+
+    build_s, model = timed(build, s["device"])
+    train_s, fit = timed(lambda: train.train(model, dl.train, epochs=s["epochs"], lr=s["lr"], device=s["device"],
+                                             seed=s["seed"], progress=False, graphs=graphs), s["device"])
+    eval_s, ev = timed(lambda: train.evaluate(model, dl.test, device=s["device"], progress=False,
+                                              graphs=graphs and eval_graphs), s["device"])
+    return {"build_s": build_s, "train_s": train_s, "eval_s": eval_s, "trial_s": build_s + train_s + eval_s,
+            "steps": fit["steps"],
             "accuracy": ev["accuracy"], "train_graphs": {k: fit.get(k) for k in ("graph_replays", "eager_calls",
                                                                                    "graph_failure")},
             "eval_graphs": {k: ev.get(k) for k in ("graph_replays", "eager_calls", "graph_failure")}}

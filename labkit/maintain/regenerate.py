@@ -5,7 +5,7 @@ notebooks in order until its deadline and records what finished in a state file;
 session or a later one) skips finished steps, resumes searches through their Optuna journals, and starts
 a step only where its expected time fits what is left (searches start whenever a few minutes remain: their
 trials are kept). Everything the next call needs lives under ``runs/`` (the state, ``runs/optuna``), which
-``tools/gpu_full_run.sh`` packs and restores.
+``tools/gpu_run.sh regen`` packs and restores.
 
     labkit regenerate --budget 540            # run what fits in 540 s (or python -m labkit.maintain.regenerate)
     labkit regenerate --status                # what is done, what is left

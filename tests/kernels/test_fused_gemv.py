@@ -232,8 +232,9 @@ def test_gpu_gemv_split_dtypes_and_edges():
             assert_bounded(y.cpu(), x, m, e, g, None, u_round(dtype))
 
 
-def test_m1_benchmark_dry_run(tmp_path, monkeypatch):
-    """benchmarks/mxint8/fused_linear_m1.py end to end on CPU (interpreter, a tiny shape): the JSON it writes."""
+def test_one_row_sweep_dry_run(tmp_path, monkeypatch):
+    """benchmarks/mxint8/fused_linear_sweep.py's one-row sweep end to end on CPU (interpreter, a tiny shape): the
+    JSON it writes."""
     if not HAS_TRITON:
         pytest.skip("triton is not installed: the dry run launches the kernel in its interpreter")
     import importlib.util
@@ -241,16 +242,18 @@ def test_m1_benchmark_dry_run(tmp_path, monkeypatch):
     from pathlib import Path
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "mxint8" / "fused_linear_m1.py"
-    spec = importlib.util.spec_from_file_location("fused_linear_m1_bench", script)
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "mxint8" / "fused_linear_sweep.py"
+    spec = importlib.util.spec_from_file_location("fused_linear_sweep", script)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert 30 <= len(bench.candidates()) <= 80
+    assert 30 <= len(bench.one_row_candidates()) <= 80
+    assert bench.one_row_candidates() == bench.candidates(1, 4096, False, ("gemv_split",))
     configs = [cfg(8, 64, 2, X_PER_ROW=True), cfg(3, 64)]  # the second is refused: recorded, not fatal
     out = tmp_path / "m1.json"
-    assert bench.main(["--dry-run", "--configs", json.dumps(configs), "--out", str(out)]) == 0
+    assert bench.main(["--dry-run", "--batches", "1", "--configs", json.dumps(configs), "--out", str(out)]) == 0
     result = json.loads(out.read_text())
-    row = result["rows"][0]
-    assert result["dry_run"] and row["batch"] == 1 and row["picked"]["ok"] and row["bf16"]["ok"]
+    (row,) = result["rows"]
+    picked = next(c for c in row["configs"] if c.get("picked"))
+    assert result["dry_run"] and row["batch"] == 1 and picked["ok"] and row["bf16_ok"]
     assert row["configs"][0]["ok"] and "BLOCK_N=3" in row["configs"][1]["error"]
-    assert row["best"]["config"]["BLOCK_N"] == 8 and "gemlite" not in row
+    assert row["best"] in (row["configs"][0], picked)

@@ -580,14 +580,14 @@ def test_gpu_layer_uses_fused_without_warning_and_compiles(no_interpreter):
 
 @needs_triton
 def test_offline_compile_reports_resources_without_a_gpu(no_interpreter):
-    """benchmarks/mxint8/fused_linear_sass.py --offline: a tma and a dq configuration compile for sm_90 on a machine
+    """benchmarks/mxint8/fused_linear_sweep.py --offline: a tma and a dq configuration compile for sm_90 on a machine
     without a GPU; the tma kernel's W tiles arrive by TMA (UTMALDG) and its scale is the bf16 multiply
     (HMUL2), the dq kernel's W tiles by async copies (LDGSTS); an unknown kind names the allowed ones."""
     import importlib.util as iu
     from pathlib import Path
 
-    spec = iu.spec_from_file_location("fused_linear_sass", Path(__file__).resolve().parents[2] / "benchmarks"
-                                      / "mxint8" / "fused_linear_sass.py")
+    spec = iu.spec_from_file_location("fused_linear_sweep", Path(__file__).resolve().parents[2] / "benchmarks"
+                                      / "mxint8" / "fused_linear_sweep.py")
     sass = iu.module_from_spec(spec)
     spec.loader.exec_module(sass)
     tma = {"kind": "tma", "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 1, "W_LEFT": False, "num_warps": 4,
