@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--sparsities", type=float, nargs="+", default=[0.5, 0.9])
-    ap.add_argument("--out", type=Path)
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("activation_mask.json"))
     args = ap.parse_args(argv)
     gen = torch.Generator().manual_seed(0)
     rows = []
@@ -94,9 +94,8 @@ def main(argv=None) -> int:
         else:
             print(f"{r['what']:44s} earlier {r['earlier_ms']:7.1f} ms  topk {r['topk_ms']:7.1f} ms  now {r['now_ms']:7.1f} ms"
                   f"  {r['speedup']:.2f}x / {r['speedup_over_topk']:.2f}x  (unpruned forward+backward {r['unpruned_ms']:.1f} ms)")
-    if args.out:
-        write_json(args.out, {"rows": rows, "reps": args.reps})
-        print("wrote", args.out)
+    write_json(args.out, {"rows": rows, "reps": args.reps})
+    print("wrote", args.out)
     return 0
 
 

@@ -4,7 +4,7 @@ A step is forward + backward + AdamW on one batch (embeddings frozen, as in labk
 The two models alternate, repeat by repeat, so drift in machine load hits both; medians are compared.
 
     python benchmarks/quant/qat_step.py [--device cpu|cuda] [--batch 32] [--seq 128] [--width 8] [--repeats 20]
-        [--qat-matmul fp32|bf16] [--no-compile]
+        [--qat-matmul fp32|bf16] [--no-compile] [--compile-model] [--profile] [--out FILE]
 
 ``--qat-matmul bf16``: the quantized model's layers feed bf16 matmuls under autocast with fused fake
 quantization (``labkit.quant.fast``; int8 fixed point is exact in bf16); fp32 (default) is the reference.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from pathlib import Path
 
 import torch
 
@@ -52,7 +53,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="bf16 path: eager fake quantization")
     ap.add_argument("--compile-model", action="store_true",
                     help="torch.compile both models' forward (the fake quantizations fuse with their neighbours)")
-    ap.add_argument("--out", help="write the numbers as JSON here")
+    ap.add_argument("--out", help="the JSON (default: qat_step_eager.json, with --compile-model qat_step_compiled.json, "
+                                  "beside this script)")
     ap.add_argument("--profile", action="store_true",
                     help="after timing: torch.profiler over 3 steps of each model, kernels per step and top ops")
     args = ap.parse_args()
@@ -88,9 +90,10 @@ def main():
         print(f"  {name:6s} median {1e3 * med[name]:8.2f} ms/step  (IQR {1e3 * q1:.2f}-{1e3 * q3:.2f})")
     print(f"QAT step / fp32 step = {ratio:.3f}x (goal <= 1.3x)")
     profiles = {name: profile_steps(fn, device) for name, fn in steps.items()} if args.profile else None
-    if args.out:
-        write_json(args.out, {"median_seconds": med, "times": times, "ratio": ratio, "args": vars(args),
-                              "qat_paths": paths, "profiles": profiles, "provenance": prov}, indent=2)
+    out = args.out or Path(__file__).with_name(f"qat_step_{'compiled' if args.compile_model else 'eager'}.json")
+    write_json(out, {"median_seconds": med, "times": times, "ratio": ratio, "args": vars(args),
+                     "qat_paths": paths, "profiles": profiles, "provenance": prov}, indent=2)
+    print(f"wrote {out}")
 
 
 def profile_steps(fn, device, steps: int = 3) -> dict:

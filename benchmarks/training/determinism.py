@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="full")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--jobs", nargs="+", default=list(JOBS), choices=list(JOBS))
-    ap.add_argument("--out", type=Path)
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("determinism.json"))
     args = ap.parse_args(argv)
     from labkit.results import provenance, write_json
 
@@ -105,8 +105,8 @@ def main(argv=None) -> int:
         summary[job] = row
     result = {"provenance": prov, "profile": args.profile, "summary": summary, "runs": runs}
     print(json.dumps(summary, indent=1))
-    if args.out:
-        write_json(args.out, result)
+    write_json(args.out, result)
+    print(f"wrote {args.out}")
     return 0 if all(v["same_digest"] for v in summary.values()) else 1
 
 

@@ -94,10 +94,12 @@ def main(argv=None) -> int:
                     help="strict: as labkit trains (rows before this option ran off)")
     ap.add_argument("--padding", choices=("none", "imdb"), default=None, help="default: imdb for attention, else none")
     ap.add_argument("--kernels", action="store_true", help="also each variant's top kernels over 10 replays (profiler)")
-    ap.add_argument("--out", default=None, help="default: benchmarks/training/lab2_step_<compare>.json")
+    ap.add_argument("--out", default=None, help="default: benchmarks/training/lab2_step_<compare>.json "
+                                                "(compiled: lab2_step_compiled_<determinism>.json)")
     args = ap.parse_args(argv)
     padding = args.padding or ("imdb" if args.compare == "attention" else "none")
-    args.out = args.out or f"benchmarks/training/lab2_step_{args.compare}.json"
+    mode = f"_{args.determinism}" if args.compare == "compiled" else ""
+    args.out = args.out or f"benchmarks/training/lab2_step_{args.compare}{mode}.json"
     if not torch.cuda.is_available():
         print("needs a CUDA device: GPU step timings")
         return 2
