@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..perf.compile_study import get_comparison, timings
 from ..perf.timing import fmt_seconds as fmt
 from ..perf.timing import iqr, spread, within_noise
-from .core import Reading, check
+from .core import Reading, by_key, check
 
 # the findings the committed results state, as claims (labkit.readings.core.compute)
 CLAIMS = {"compile_cuda.cudagraphs.eval+no_grad.b128": ('level',)}
@@ -108,10 +108,6 @@ def readings(payloads: dict) -> list[Reading]:
         out += compile_readings(payloads.get(f"compile_{dev}"), dev)
         out += sdpa_readings(payloads.get(f"sdpa_{dev}"), dev)
     return out
-
-
-def by_key(found: list[Reading]) -> dict[str, Reading]:
-    return {r.key: r for r in found}
 
 
 def of_comparison(found: dict[str, Reading], dev: str, c: dict) -> Reading:
