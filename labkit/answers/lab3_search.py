@@ -3,31 +3,20 @@ from __future__ import annotations
 
 # the table rows the notebook saves, and layer names, are built in lab3_precision (kept here for the answers)
 from ..labs.lab3_precision import cost_rows, format_rows, front_of, short  # noqa: F401
+from ..quant.formats.base import check_covers, declared, entry
 from ..readings import compute
 from ..readings.lab3_search import chance_count, lambdas
 from ..readings.stats import accuracy_se
 
-# Why a format family loses accuracy when it does: what its value set cannot hold (see each format's
-# docstring in labkit.quant.formats). Cited next to the measured numbers, never instead of them.
-WHY = {
-    "binary": "one bit keeps only the sign of every input and weight: magnitudes, which attention scores, "
-              "LayerNorm inputs and the classifier's margin are made of, are gone",
-    "binary_scaling": "one bit plus a scale per row keeps each row's mean magnitude but not the spread inside "
-                      "it; the inputs are binarized too, so every token vector becomes a sign pattern",
-    "binary_residual_sign": "two residual levels give four values (two magnitudes, each with its sign) per tensor, "
-                            "too coarse for activations whose values span several orders of magnitude",
-    "log": "only powers of two, with a fixed exponent window: a relative error of up to ~41% near the middle "
-           "between two powers, and values outside the window clip or vanish",
-    "block_log": "powers of two with a per-block window: like log, the mantissa-free rounding error remains",
-    "block_fp": "one shared exponent per block: small values next to a large one in the same block lose their "
-                "mantissa bits",
-    "block_minifloat": "few mantissa bits per element, with a per-block exponent bias",
-    "minifloat_denorm": "few mantissa bits and no implicit leading one",
-    "minifloat_ieee": "few mantissa bits (an implicit leading one, subnormals near zero)",
-    "integer": "a fixed step 2^-frac and range 2^(width-1-frac): small frac widths clip large activations, "
-               "large ones round small weights away",
-    "mxint8": "8-bit mantissas with a shared exponent per 32 values",
-}
+# Why a format family loses accuracy when it does: what its value set cannot hold, one sentence each format
+# declares beside its class (FormatSpec.why in labkit.quant.formats). Cited next to the measured numbers, never
+# instead of them.
+WHY: dict[str, str] = check_covers(declared("why"), "labkit.answers.lab3_search.WHY")
+
+
+def why_of(name: str) -> str:
+    """Format ``name``'s sentence (a format the table lacks: an error naming it, never a skipped sentence)."""
+    return entry(WHY, name, "labkit.answers.lab3_search.WHY")
 
 
 def formats_answer(rows: list[dict], fp32: float, n_test: int, all_formats: dict, read: dict) -> str:
@@ -38,9 +27,9 @@ def formats_answer(rows: list[dict], fp32: float, n_test: int, all_formats: dict
             f"Task 1's search), each format's best against fp32 {fp32:.4f} on the search's SFT model (one seed, so "
             f"judged on the test set's error alone, one SE {se:.4f}; each a best of its search's trials): "
             + "; ".join(r.says for r in vs) + ". ")
-    low = [r.quantities["a_name"] for r in vs if r.verdict == "lower" and r.quantities["a_name"] in WHY]
+    low = [r.quantities["a_name"] for r in vs if r.verdict == "lower"]
     if low:
-        text += "What the formats below fp32 cannot hold: " + "; ".join(f"**{k}**: {WHY[k]}" for k in low) + ". "
+        text += "What the formats below fp32 cannot hold: " + "; ".join(f"**{k}**: {why_of(k)}" for k in low) + ". "
     if "task1.all_integer" in read:
         text += read["task1.all_integer"].says + ". "
     if "all.found" in read:

@@ -73,6 +73,9 @@ def _denorm_cases() -> list[Case]:
         Case("float64, 2-D, width 8 E 2 (M 5: max 3.875)", (torch.tensor([[0.1, 0.33, 3.9], [-0.01, 2.0 ** -6, 1.03125]],
                                                                           dtype=torch.float64), 8, 2),
              hint="return the shape and dtype of x"),
+        Case("a 3-D activation (batch, tokens, features), as PTQ and QAT feed it (width 8, E 4)",
+             (_f32([[[0.3, -1.7, 9.5], [2.0 ** -9, 0.0, 300.0]], [[-0.06, 17.0, 1.125], [-240.0, 0.7, 2.0 ** -12]]]), 8, 4),
+             hint="the same rule on any shape: elementwise, returning x's shape"),
     ]
 
 
@@ -159,6 +162,9 @@ def _log_cases() -> list[Case]:
         Case("a fitted bias, float64 (width 5, bias 20: 2^-19 .. 2^-5)",
              (torch.tensor([[0.01, 0.04, 1.0], [1e-6, 5e-7, -0.02]], dtype=torch.float64), 5, 20),
              hint="emin = 1 - 20 = -19, emax = 15 - 20 = -5; return x's dtype and shape"),
+        Case("a 3-D activation (batch, tokens, features), as PTQ and QAT feed it (width 8, bias 64)",
+             (_f32([[[0.3, -1.7, 9.5], [1e-21, 0.0, 3e5]], [[-0.06, 17.0, 1.45], [-2.9, 0.7, 1e-25]]]), 8, 64),
+             hint="the same rule on any shape: elementwise, returning x's shape"),
     ]
 
 
@@ -245,6 +251,11 @@ def _block_cases() -> list[Case]:
         Case("a block max just below a power of two (float32)", (_f32([_below(2.0 ** -7), 0.003, -0.0011, 0.0004]), 8, 4),
              hint="floor(log2 max) must be exact: torch.log2 in float32 returns -7.0 for the float32 just below "
                   "2^-7 (true: -7.0000001); use float64 (x.double()) or torch.frexp"),
+        Case("a 3-D activation (batch, tokens, features), as PTQ and QAT feed it: blocks along the features",
+             (torch.tensor([[[0.5, 0.1, 0.2, 0.3, 4.0, 0.25], [-0.01, 0.02, 0.015, 0.003, 0.9, 1.7]],
+                            [[3.0, -2.0, 1.0, 0.0, 0.0, 0.0], [0.05, -0.4, 0.125, 6.0, -0.3, 0.02]]]), 5, 4),
+             hint="block only the last dimension, each (batch, token) row on its own: reshape with *x.shape[:-1], "
+                  "never over the flattened tensor nor across tokens"),
     ]
 
 

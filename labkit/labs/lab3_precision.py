@@ -24,7 +24,8 @@ from ..quant.config import LinearQuantConfig
 from ..quant.formats import (BinaryFormat, BinaryScalingFormat, BlockFP, BlockLog, BlockMinifloat, IntegerFormat,
                              LogFormat, MinifloatDenorm, MinifloatIEEE, MXInt8Format, ResidualSignFormat)
 from ..quant.formats.mxint import SHARED_BITS as MX_SHARED_BITS
-from ..quant.study import BINARY, ROLES, flat_config
+from ..quant.formats.base import check_covers, declared, entry, spec_of
+from ..quant.study import ROLES, STUDY_ORDER, flat_config
 from ..search.cache import cached_or_run, config_key
 from .lab2_objectives import trial_settings as _lab2_trial_settings
 
@@ -37,26 +38,15 @@ def trial_settings(s: dict) -> dict:
     longer or differently weighted search reuses every measurement)."""
     return _lab2_trial_settings({k: s[k] for k in MEASURE_KEYS if k in s})
 
-# Each format's searched parameters: natural ranges (integer: the sheet's width x frac). A choice a
-# format rejects for a given width (more exponent bits than the width holds) is cut to the widest valid
-# one: see ``_effective``.
-FORMAT_SPACE: dict[str, dict[str, list]] = {
-    "integer": {"width": [8, 16, 32], "frac_width": [2, 4, 8]},
-    "minifloat_denorm": {"width": [4, 5, 6, 8], "exponent_width": [2, 3, 4]},
-    "minifloat_ieee": {"width": [4, 5, 6, 8], "exponent_width": [2, 3, 4, 5]},
-    "log": {"width": [3, 4, 5, 6, 8]},
-    "block_fp": {"width": [3, 4, 5, 6, 8], "block_size": [16, 32]},
-    "block_minifloat": {"width": [4, 5, 6, 8], "exponent_width": [2, 3], "block_size": [16, 32]},
-    "block_log": {"width": [3, 4, 5, 6, 8], "block_size": [16, 32]},
-    "mxint8": {},
-    "binary": {},
-    "binary_scaling": {},
-    "binary_residual_sign": {},
-}
-# Parameters that are not searched but fixed for the format (block shared fields: 8 bits, as in Lab 3).
-FIXED = {"block_fp": {"exponent_width": 8}, "block_minifloat": {"exponent_bias_width": 8},
-         "block_log": {"exponent_bias_width": 8}, "mxint8": {"group_size": 32}, "binary": {"stochastic": False},
-         "binary_scaling": {"per_channel": True}, "binary_residual_sign": {"levels": 2}}
+# Views of the formats' declarations (FormatSpec, beside each class in labkit.quant.formats), in the study's order.
+# Each format's searched parameters: natural ranges (integer: the sheet's width x frac). A choice a format rejects
+# for a given width (more exponent bits than the width holds) is cut to the widest valid one: see ``_effective``.
+FORMAT_SPACE: dict[str, dict[str, list]] = {n: {k: list(v) for k, v in space.items()}
+                                            for n, space in declared("space", STUDY_ORDER).items()}
+# Parameters that are not searched but fixed for the format (block shared fields: 8 bits, as in Lab 3); {}: none.
+FIXED: dict[str, dict] = {n: dict(fixed) for n, fixed in declared("fixed", STUDY_ORDER).items()}
+check_covers(FORMAT_SPACE, "lab3_precision.FORMAT_SPACE")
+check_covers(FIXED, "lab3_precision.FIXED")
 # The sheet's choice of leaving a layer in full precision: a pseudo-format with no parameters, the layer stays
 # an unquantized nn.Linear (32 bits a weight in average_bits). Not in FORMAT_SPACE, so the studies that do not
 # offer it keep their spaces; a study offers it by naming it in its formats.
@@ -67,7 +57,12 @@ MODES = ("ptq", "qat")
 
 def space_of(name: str) -> dict[str, list]:
     """A format's searched parameters (``fp32``: none)."""
-    return {} if name == FP32 else FORMAT_SPACE[name]
+    return {} if name == FP32 else entry(FORMAT_SPACE, name, "lab3_precision.FORMAT_SPACE")
+
+
+def fixed_of(name: str) -> dict:
+    """A format's fixed parameters, set on every layer of it (``fp32``: none)."""
+    return {} if name == FP32 else entry(FIXED, name, "lab3_precision.FIXED")
 
 
 def check_formats(formats) -> list[str]:
@@ -80,8 +75,9 @@ def check_formats(formats) -> list[str]:
     return formats
 
 
-# Bits a format needs beside its exponent field: sign + at least one mantissa bit (denorm), sign (IEEE-style).
-_NON_EXPONENT_BITS = {"minifloat_denorm": 2, "minifloat_ieee": 1, "block_minifloat": 1}
+# Bits a format needs beside its exponent field (FormatSpec.exponent_leaves): sign + at least one mantissa bit
+# (denorm), sign (IEEE-style); formats without a searched exponent field: none.
+_NON_EXPONENT_BITS = {n: b for n, b in declared("exponent_leaves", STUDY_ORDER).items() if b is not None}
 
 
 def _effective(name: str, params: dict) -> dict:
@@ -95,12 +91,12 @@ def _effective(name: str, params: dict) -> dict:
 def sample_layer(trial: optuna.Trial, layer: str, formats: list[str]) -> tuple[str, dict]:
     name = formats[0] if len(formats) == 1 else trial.suggest_categorical(f"{layer}:format", formats)
     params = {k: trial.suggest_categorical(f"{layer}:{name}.{k}", v) for k, v in space_of(name).items()}
-    return name, {**FIXED.get(name, {}), **_effective(name, params)}
+    return name, {**fixed_of(name), **_effective(name, params)}
 
 
 def layer_config(name: str, params: dict) -> dict:
     """The course's flat dict for one layer: every role in the format (binary family: bias stays fp32)."""
-    roles = ("data_in", "weight") if name in BINARY else ROLES
+    roles = [r for r in ROLES if r in spec_of(name).roles]  # the binary family's: data_in and weight
     return flat_config(name, {role: dict(params) for role in roles})
 
 
@@ -128,7 +124,7 @@ def params_of(config: dict[str, tuple[str, dict]], formats: list[str]) -> dict:
 def uniform(layers: list[str], name: str, **params) -> dict[str, tuple[str, dict]]:
     """Every layer in one format (``params`` fill the searched ones; defaults: each range's largest)."""
     chosen = _effective(name, {k: params.get(k, v[-1]) for k, v in space_of(name).items()})
-    return {layer: (name, {**FIXED.get(name, {}), **chosen}) for layer in layers}
+    return {layer: (name, {**fixed_of(name), **chosen}) for layer in layers}
 
 
 def short(layer: str) -> str:

@@ -18,6 +18,11 @@ matmul reads; its first result per format is checked against the reference formu
 kernel differs or fails runs the reference from then on, with a warning. ``LABKIT_TRITON_FAKE_QUANT=0``
 (``kernel_check.TRITON_FAKE_QUANT``, shared with the sign GEMM) turns the kernels off (the reference formulas,
 eager or compiled as below).
+
+A format whose hook holds a function other than labkit's (a student's, put there by ``labkit.exercises``'
+``installed()``: ``NumberFormat.replaced``) takes none of these paths while it is there (``why_reference``): no
+Triton kernel, no compiled or fused formula, no memoised result; its values come from ``fmt.quantize_values``,
+eagerly, so that function computes every one of them on every device (the STE mask stays labkit's ``pass_mask``).
 """
 from __future__ import annotations
 
@@ -45,6 +50,16 @@ _TRITON_OFF: dict = {}  # format -> why its kernel is not used (it differed or f
 _LAST: list = [None]
 
 
+def why_reference(fmt: NumberFormat) -> str | None:
+    """Why ``fmt`` must run its own ``quantize_values`` eagerly, none of this module's fast paths (the Triton
+    kernel, the compiled and fused formulas, the memoised last result): a function other than labkit's sits at
+    its hook (``NumberFormat.replaced``: a student's, installed by ``labkit.exercises``), and that function is
+    what computes the format's values while it is there, on every device. None: the fast paths may run."""
+    where = type(fmt).replaced()
+    return f"{fmt.name}: another function than labkit's is installed at {where}; it computes every value" if where \
+        else None
+
+
 def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"qat_matmul={mode!r}: allowed values are {', '.join(map(repr, MODES))}")
@@ -63,7 +78,7 @@ def fused_fn(fmt: NumberFormat, compile: bool = True):
     def fake_quant(x):
         return _values_and_mask(fmt, x)
 
-    if not compile:
+    if not compile or why_reference(fmt):  # an installed function runs as it is, never traced
         return fake_quant
     if fmt not in _COMPILED:
         # a code object of its own per format: dynamo caches, and counts recompiles against its limit, per code
@@ -98,7 +113,9 @@ class _FusedFakeQuant(torch.autograd.Function):
 
 
 def fake_quantize_bf16(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) -> torch.Tensor:
-    """``fmt.fake_quantize(x.float())`` as bf16 (the same values) with the same clipped-STE gradient."""
+    """``fmt.fake_quantize(x.float())`` as bf16 (the same values) with the same clipped-STE gradient (a format
+    with an installed function: that function, eagerly; ``why_reference``)."""
+    compile = compile and why_reference(fmt) is None
     if not (torch.is_grad_enabled() and x.requires_grad):  # no STE mask: nobody asks for a gradient
         q = triton_values(fmt, x, torch.bfloat16)
         if q is not None:
@@ -111,13 +128,16 @@ def fake_quantize_bf16(fmt: NumberFormat, x: torch.Tensor, compile: bool = True)
 
 def triton_values(fmt: NumberFormat, x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor | None:
     """``fmt.quantize_values(x.float()).to(out_dtype)`` by the one-pass kernel, or None where it does not
-    apply (kernels off, not CUDA, an unsupported format or dtype, or a format whose kernel was found wrong).
+    apply (kernels off, not CUDA, an unsupported format or dtype, a format whose kernel was found wrong, or one
+    with an installed function: ``why_reference``).
 
     The first call per (format, out_dtype) also computes the reference and compares the bits; a difference
     or a failure turns the kernel off for that format (warning, ``kernel_check.FALLBACKS``) and the reference is
     returned.
     """
     if not (kernel_check.TRITON_FAKE_QUANT and (x.is_cuda or fake_quant_triton.interpreting())) or fmt in _TRITON_OFF:
+        return None
+    if why_reference(fmt):  # before the memo too: a result of labkit's kernel is not the installed function's
         return None
     last = _LAST[0]
     if last is not None and last[0]() is x and last[1] == x._version and last[2] == fmt and last[3] == out_dtype:
@@ -169,8 +189,11 @@ def quantize_values(fmt: NumberFormat, x: torch.Tensor, compile: bool = True) ->
     gradient nobody needs (evaluation, PTQ) skips the STE and its extra passes.
 
     The first call per format checks the compiled result against the eager reference on its own input;
-    a format whose compilation fails or differs runs eagerly from then on, with a warning saying so.
+    a format whose compilation fails or differs runs eagerly from then on, with a warning saying so. A format
+    with an installed function runs it eagerly (``why_reference``).
     """
+    if why_reference(fmt):
+        return rowwise_values(fmt, x)
     if x.dtype == torch.float32:  # the kernel computes from x.float(): the same as the format only for fp32
         q = triton_values(fmt, x, torch.float32)
         if q is not None:

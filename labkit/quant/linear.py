@@ -14,6 +14,11 @@ formats without a kernel run eagerly, or compiled with ``LABKIT_INFERENCE_COMPIL
 such a forward multiplies in bf16 where the formats' values >= 2^-126 are bf16 values (``fast.why_not``),
 and a layer whose input and weight formats are binary ones multiplies their signs exactly in fp16
 (``sign_matmul``, CUDA).
+
+While a format's hook holds another function than labkit's (a student's, ``installed()``), that function computes
+the format's values in every forward on every device: ``fast`` takes none of its fast paths for the format
+(``fast.why_reference``), the frozen weights are keyed by the function in place (installing or removing one
+recomputes them), and the layer refuses CUDA graph capture (``why_not_graphed``: a replay would not call it).
 """
 from __future__ import annotations
 
@@ -136,12 +141,31 @@ class QuantLinear(torch.nn.Linear):
         if (torch.is_grad_enabled() and t.requires_grad) or self.training or t.is_inference():
             return fn(t)
         cache = self.__dict__.setdefault("_frozen_cache", {})
-        key = (t._version, t.data_ptr(), t.device, t.dtype, self.qat_matmul, self.compile, self._state_key())
+        key = (t._version, t.data_ptr(), t.device, t.dtype, self.qat_matmul, self.compile, self._hooks(),
+               self._state_key())
         if role not in cache or cache[role][0] != key:
             value = fn(t)
             # a quantizer that sets its state on first use (residual sign's scales) did so inside fn: key after
             cache[role] = ((*key[:-1], self._state_key()), value)
         return cache[role][1]
+
+    def _formats(self):
+        return [f for f in (self.config.data_in, self.config.weight, self.config.bias) if f is not None]
+
+    def _hooks(self) -> tuple:
+        """The functions now at the formats' hooks (``NumberFormat.hook_now``): a student's installed in place of
+        labkit's is another key, so no weight quantized by the other function is reused."""
+        return tuple(type(f).hook_now() for f in self._formats())
+
+    def why_not_graphed(self) -> str | None:
+        """Why a CUDA graph must not replay this layer (``labkit.training.cuda_graphs``): a format whose hook holds
+        another function than labkit's (a student's) is computed by that function in every forward, which a
+        replay would skip. None: it may be replayed."""
+        for f in self._formats():
+            where = type(f).replaced()
+            if where:
+                return f"{f.name}: another function than labkit's is installed at {where} (a replay would not call it)"
+        return None
 
     def _state_key(self) -> tuple:
         """Versions and storages of the quantizers' parameters and buffers (learned scales): they can change

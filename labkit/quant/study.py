@@ -2,7 +2,8 @@
 the per-format settings Lab 3 compares at a given width.
 
 ``ptq_qat``, ``flat_config`` and ``weight_snr`` are generic (any model factory, config and loaders);
-``study_params`` holds Lab 3's choice of parameters for each registered format.
+``study_params`` reads Lab 3's choice of parameters for each registered format from the format's own declaration
+(``FormatSpec.study``, beside its class in ``labkit.quant.formats``).
 """
 from __future__ import annotations
 
@@ -15,20 +16,23 @@ import torch
 from ..training import precision, train
 from .bits import average_bits
 from .formats import FORMATS, NumberFormat, make_format
+from .formats.base import ROLES, check_covers, declared, spec_of
 from .formats.log import LogFormat
 from .transform import quantize
 
-ROLES = ("data_in", "weight", "bias")
-BINARY = ("binary", "binary_scaling", "binary_residual_sign")
 # The order of Lab 3's tables and figures; formats whose width is fixed by definition last.
 STUDY_ORDER = ("integer", "minifloat_denorm", "minifloat_ieee", "log", "block_fp", "block_minifloat",
                "block_log", "mxint8", "binary", "binary_scaling", "binary_residual_sign")
-FIXED_WIDTH = BINARY + ("mxint8",)
-MIN_WIDTH = {"minifloat_denorm": 3}  # sign + 1 exponent + 1 mantissa bit; every other width format: 2
+check_covers(dict.fromkeys(STUDY_ORDER), "labkit.quant.study.STUDY_ORDER")
+# Views of the formats' declarations (FormatSpec.roles, .min_width), in the study's order
+BINARY = tuple(n for n, roles in declared("roles", STUDY_ORDER).items() if "bias" not in roles)  # biases stay fp32
+FIXED_WIDTH = tuple(n for n, w in declared("min_width", STUDY_ORDER).items() if w is None)
+MIN_WIDTH = {n: w for n, w in declared("min_width", STUDY_ORDER).items() if w is not None}
 
 
 def study_params(name: str, width: int) -> dict[str, dict]:
-    """Lab 3's per-role parameters for format ``name`` at ``width`` bits; roles absent stay fp32.
+    """Lab 3's per-role parameters for format ``name`` at ``width`` bits (its ``FormatSpec.study``); roles absent
+    (``FormatSpec.roles``) stay fp32.
 
     Width formats: the element width is ``width`` (shared exponents come on top, in bits_per_element).
     integer: frac = width // 2 (the course's int8 with 4 fractional bits, as in Lab 1). Minifloats:
@@ -37,30 +41,11 @@ def study_params(name: str, width: int) -> dict[str, dict]:
     Fixed-width formats ignore ``width``: mxint8 groups of 32 (8.25 bits); the binary family keeps
     biases in fp32 (binarizing a bias to +-1 destroys it; BNNs keep biases in full precision).
     """
-    if name not in FORMATS:
-        raise KeyError(f"unknown number format {name!r}; allowed: {', '.join(sorted(FORMATS))}")
-    if name not in FIXED_WIDTH and width < MIN_WIDTH.get(name, 2):
-        raise ValueError(f"{name}: width={width} is below its minimum {MIN_WIDTH.get(name, 2)}")
-    w = width
-    table = {
-        "integer": {"width": w, "frac_width": w // 2},
-        "minifloat_denorm": {"width": w, "exponent_width": min(4, w - 2)},
-        "minifloat_ieee": {"width": w, "exponent_width": min(4, w - 1)},
-        "log": {"width": w},
-        "block_fp": {"width": w, "exponent_width": 8, "block_size": 16},
-        "block_minifloat": {"width": w, "exponent_width": min(3, w - 1), "exponent_bias_width": 8,
-                            "block_size": 16},
-        "block_log": {"width": w, "exponent_bias_width": 8, "block_size": 16},
-        "mxint8": {"group_size": 32},
-        "binary": {"stochastic": False},
-        "binary_scaling": {"per_channel": True},
-        "binary_residual_sign": {"levels": 2},
-    }
-    if name not in table:
-        raise KeyError(f"format {name!r} is registered but has no Lab 3 study parameters; add it to "
-                       "labkit.quant.study.study_params")
-    roles = ("data_in", "weight") if name in BINARY else ROLES
-    return {role: dict(table[name]) for role in roles}
+    spec = spec_of(name)  # an unknown name, or a format that declares no study parameters: an error naming it
+    if spec.min_width is not None and width < spec.min_width:
+        raise ValueError(f"{name}: width={width} is below its minimum {spec.min_width}")
+    params = spec.study(width)
+    return {role: dict(params) for role in ROLES if role in spec.roles}
 
 
 def flat_config(name: str, per_role: dict[str, dict]) -> dict:
@@ -154,7 +139,7 @@ def snr_sweep(model: torch.nn.Module, widths, names=STUDY_ORDER) -> list[dict]:
     weights = linear_weights(model)
     rows = []
     for name in names:
-        for width in ([None] if name in FIXED_WIDTH else [w for w in widths if w >= MIN_WIDTH.get(name, 2)]):
+        for width in ([None] if name in FIXED_WIDTH else [w for w in widths if w >= MIN_WIDTH[name]]):
             fmt = make_format(name, **study_params(name, width or 8)["weight"])
             rows.append({"format": name, "width": width, **weight_snr(weights, lambda n, w, f=fmt: f)})
     fitted = {

@@ -15,8 +15,9 @@ state such as the optimizer's is created there), the next one is captured and ev
 Capture is refused, loudly, where a replay could silently differ from eager code: a model with hooks (a hook
 may record something per batch, which a replay skips), unless each hook has ``graph_safe = True`` (a function of
 its inputs and the module's tensors that keeps no per-call record, such as activation pruning's mask: a replay
-recomputes it). A capture that fails (an op that waits on the host,
-e.g. ``.item()``) warns once with the reason and leaves that run eager.
+recomputes it), and a module whose ``why_not_graphed()`` gives a reason (a quantized Linear while a student's
+function computes its format: every forward must call that function). A capture that fails (an op that waits on
+the host, e.g. ``.item()``) warns once with the reason and leaves that run eager.
 """
 from __future__ import annotations
 
@@ -57,6 +58,10 @@ def why_not(model: torch.nn.Module) -> str | None:
                  *m._backward_pre_hooks.values()]
         if any(not getattr(h, "graph_safe", False) for h in hooks):
             return f"module {name or type(m).__name__!r} has hooks (a replay would skip them)"
+        own = getattr(m, "why_not_graphed", None)
+        reason = own() if callable(own) else None
+        if reason:
+            return f"module {name or type(m).__name__!r}: {reason}"
     return None
 
 

@@ -17,8 +17,10 @@
 # test-set error (`labkit.readings.seeds`) and calls a difference that is not established a tie.
 #
 # **Your part.** Three of the formats are yours to write (the denorm minifloat, the log format and block floating
-# point), each checked on the spot against labkit's own; once a check passes, your function quantizes the weights
-# of the SNR study below in place of labkit's. Two questions ask what the measurements mean.
+# point), each checked on the spot against labkit's own; once a check passes, your function computes that format's
+# values in place of labkit's in the grid, the SNR study and PTQ and QAT below, on every device (while it is
+# installed labkit's Triton kernel, compiled formulas and CUDA graphs are off for that format, and no value labkit's
+# function computed is reused). Two questions ask what the measurements mean.
 
 # %% tags=["parameters"]
 PROFILE = "auto"   # smoke | quick | full | auto (full on a CUDA machine, quick on CPU)
@@ -34,6 +36,7 @@ from labkit.exercises import check
 from labkit.labs import lab3_formats, lab3_formats_summary as summary
 from labkit.labs.lab3_precision import linear_layers
 from labkit.quant import study
+from labkit.records.lab3_formats import snr_widths
 from labkit.report import say
 from labkit.results import provenance
 from labkit.run.profiles import lab_settings
@@ -177,11 +180,12 @@ say(summary.grid_table(denorm.fn, logq.fn, bfp.fn))
 # parameter to each tensor's largest magnitude: integer with its frac width, log with its exponent bias. The
 # minifloat denorm, log (both variants) and block FP rows quantize the weights with your functions once their checks
 # pass (labkit's formats call `minifloat_denorm`, `log_quantize` and `block_fp` of `labkit.quant.formats`, which
-# `installed()` replaces for the duration of the sweep).
+# `installed()` replaces for the duration of the block; a format with another exponent bias than the default,
+# as the fitted log variant's, still calls yours: `log_quantize` takes the bias).
 
 # %%
 with denorm.installed(), logq.installed(), bfp.installed():  # your quantizers, where their checks passed
-    snr_rows = study.snr_sweep(base, lab3_formats.snr_widths(S), list(configs))
+    snr_rows = study.snr_sweep(base, snr_widths(S), list(configs))
 redraw.show("lab3_formats", "weight_snr", lab3_formats.snr_numbers(snr_rows, configs), S)
 
 # %%
@@ -207,10 +211,18 @@ say(summary.snr_table(snr_rows))
 # Each format starts from a fresh copy of the SFT model: quantize, evaluate (PTQ), train `qat_epochs`
 # epochs with the quantizers in place at `qat_lr` (embeddings frozen, as in SFT; the straight-through
 # estimators carry the gradients), evaluate again (QAT).
+#
+# **What runs.** Inside `installed()` each of your three functions whose check passed computes its format's values
+# in every quantized Linear of the minifloat denorm, log and block FP models (input, weight and bias, in PTQ and in
+# every QAT step's forward), on the CPU and on a GPU alike: labkit's fast paths for those formats are off while yours
+# is in place, so they run eagerly. The straight-through gradient's mask (where it passes) is labkit's, and the
+# other eight formats are labkit's own. A function whose check failed is not installed: labkit's runs there. Numbers
+# measured with your functions are kept apart from labkit's (`runs/seeds` keys them by your functions' code).
 
 # %%
 # one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
-numbers = lab3_formats.run(S, dl, SEEDS, configs, plan, linears)
+with denorm.installed(), logq.installed(), bfp.installed():  # your quantizers, where their checks passed
+    numbers = lab3_formats.run(S, dl, SEEDS, configs, plan, linears)
 say(summary.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))
 
 # %%

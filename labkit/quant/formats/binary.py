@@ -13,7 +13,7 @@ import torch
 
 from .. import sign_matmul
 from ._util import check_bool, check_range
-from .base import NumberFormat, Quantizer, register
+from .base import FormatSpec, NumberFormat, Quantizer, register
 
 
 def _sign(x: torch.Tensor) -> torch.Tensor:
@@ -35,6 +35,14 @@ class BinaryFormat(NumberFormat):
     """
 
     name = "binary"
+    # width fixed by definition; biases stay fp32 (binarizing a bias to +-1 destroys it; BNNs keep them)
+    spec = FormatSpec(
+        study=lambda w: {"stochastic": False},
+        space={},
+        fixed={"stochastic": False},
+        why="one bit keeps only the sign of every input and weight: magnitudes, which attention scores, "
+            "LayerNorm inputs and the classifier's margin are made of, are gone",
+        min_width=None, roles=("data_in", "weight"))
     stochastic: bool = False
 
     def validate(self):
@@ -106,6 +114,13 @@ class BinaryScalingFormat(NumberFormat):
     """
 
     name = "binary_scaling"
+    spec = FormatSpec(
+        study=lambda w: {"per_channel": True},
+        space={},
+        fixed={"per_channel": True},
+        why="one bit plus a scale per row keeps each row's mean magnitude but not the spread inside it; the inputs "
+            "are binarized too, so every token vector becomes a sign pattern",
+        min_width=None, roles=("data_in", "weight"))
     per_channel: bool = True
 
     def validate(self):
@@ -176,6 +191,13 @@ class ResidualSignFormat(NumberFormat):
     """
 
     name = "binary_residual_sign"
+    spec = FormatSpec(
+        study=lambda w: {"levels": 2},
+        space={},
+        fixed={"levels": 2},
+        why="two residual levels give four values (two magnitudes, each with its sign) per tensor, too coarse for "
+            "activations whose values span several orders of magnitude",
+        min_width=None, roles=("data_in", "weight"))
     levels: int = 2
 
     def validate(self):

@@ -20,7 +20,7 @@ import torch
 
 from ._util import (F32_MAX_FLOOR_EXP, Blocks, blocks_per_element, check_exponent_range, check_range, finish,
                     floor_log2, pow2, pow2_pair, round_log2, round_to_step, why_not_bf16, work, work_dtype)
-from .base import NumberFormat, register
+from .base import FormatSpec, NumberFormat, hook, register
 from .log import log_round
 from .minifloat import ieee_saturation
 
@@ -56,6 +56,7 @@ def block_fp_values(x, width: int, block_size: int, exponent_width: int, exponen
     return finish(blk.restore(torch.round(a * inv).clamp(max=kmax) * step), x)
 
 
+@hook
 def block_fp(x, width: int, block_size: int, exponent_width: int = 8):
     """``block_fp(width, exponent_width, block_size)`` with its default bias 2^(E-1)-1: ``x``'s values.
 
@@ -77,6 +78,14 @@ class BlockFP(NumberFormat):
     """
 
     name = "block_fp"
+    # Lab 3: blocks of 16 along the reduction dimension, 8-bit shared exponents (fixed in the search)
+    spec = FormatSpec(
+        study=lambda w: {"width": w, "exponent_width": 8, "block_size": 16},
+        space={"width": (3, 4, 5, 6, 8), "block_size": (16, 32)},
+        fixed={"exponent_width": 8},
+        why="one shared exponent per block: small values next to a large one in the same block lose their "
+            "mantissa bits",
+        hook="block_fp")
     width: int = 8
     exponent_width: int = 8
     exponent_bias: int | None = None
@@ -151,6 +160,13 @@ class BlockMinifloat(NumberFormat):
     """
 
     name = "block_minifloat"
+    # Lab 3: E3 elements (fewer when the width is small), an 8-bit shared bias, blocks of 16
+    spec = FormatSpec(
+        study=lambda w: {"width": w, "exponent_width": min(3, w - 1), "exponent_bias_width": 8, "block_size": 16},
+        space={"width": (4, 5, 6, 8), "exponent_width": (2, 3), "block_size": (16, 32)},
+        fixed={"exponent_bias_width": 8},
+        why="few mantissa bits per element, with a per-block exponent bias",
+        exponent_leaves=1)
     width: int = 8
     exponent_width: int = 3
     exponent_bias_width: int = 8
@@ -250,6 +266,11 @@ class BlockLog(NumberFormat):
     """
 
     name = "block_log"
+    spec = FormatSpec(
+        study=lambda w: {"width": w, "exponent_bias_width": 8, "block_size": 16},
+        space={"width": (3, 4, 5, 6, 8), "block_size": (16, 32)},
+        fixed={"exponent_bias_width": 8},
+        why="powers of two with a per-block window: like log, the mantissa-free rounding error remains")
     width: int = 8
     exponent_bias_width: int = 8
     block_size: int = 16

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from ._util import check_range, why_not_bf16
-from .base import NumberFormat, register
+from .base import FormatSpec, NumberFormat, hook, register
 
 # Bounds that keep every value of the format, and every scale 2^+-frac_width, a normal float32 number:
 # |k| / 2^f <= 2^(63+64) = 2^127 < float32's max (~2^128) and the finest step 2^-64 > 2^-126 (its smallest
@@ -16,6 +16,7 @@ MAX_WIDTH = 64
 MAX_FRAC_WIDTH = 64
 
 
+@hook
 def quantize_fixed_point(x: torch.Tensor, width: int, frac_width: int) -> torch.Tensor:
     """``clamp(round(x * 2^f), -2^(w-1), 2^(w-1) - 1) / 2^f``, rounding half to even, in ``x``'s dtype.
 
@@ -37,6 +38,15 @@ class IntegerFormat(NumberFormat):
     """
 
     name = "integer"
+    # Lab 3: frac = width // 2 (the course's int8 with 4 fractional bits, as in Lab 1); the search: the sheet's
+    # width x frac
+    spec = FormatSpec(
+        study=lambda w: {"width": w, "frac_width": w // 2},
+        space={"width": (8, 16, 32), "frac_width": (2, 4, 8)},
+        fixed={},
+        why="a fixed step 2^-frac and range 2^(width-1-frac): small frac widths clip large activations, "
+            "large ones round small weights away",
+        hook="quantize_fixed_point")
     width: int = 8
     frac_width: int = 4
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from ._util import check_exponent_range, check_range, finish, pow2, round_log2, why_not_bf16, work, work_dtype
-from .base import NumberFormat, Quantizer, register
+from .base import FormatSpec, NumberFormat, Quantizer, hook, register
 
 # A first batch where more than this share of the non-zero inputs flushes to zero or saturates makes a
 # log quantizer warn: the format's range does not fit the tensor (the reference's silent collapse).
@@ -37,6 +37,14 @@ class LogFormat(NumberFormat):
     """
 
     name = "log"
+    # Lab 3: the default bias 2^(width-2)
+    spec = FormatSpec(
+        study=lambda w: {"width": w},
+        space={"width": (3, 4, 5, 6, 8)},
+        fixed={},
+        why="only powers of two, with a fixed exponent window: a relative error of up to ~41% near the middle "
+            "between two powers, and values outside the window clip or vanish",
+        hook="log_quantize")
     width: int = 8
     exponent_bias: int | None = None
 
@@ -115,6 +123,7 @@ def log_values(x: torch.Tensor, width: int, bias: int) -> torch.Tensor:
     return finish(log_round(work(x, work_dtype(emin - 1, emax + 1, 1)), emin, emax), x)
 
 
+@hook
 def log_quantize(x: torch.Tensor, width: int, bias: int) -> torch.Tensor:
     """The ``log`` format's values (``log_values``). A module-level function (looked up at each call) so Lab 3's
     exercise can put a student's in its place."""

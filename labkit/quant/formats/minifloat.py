@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from ._util import (ceil_log2, check_exponent_range, check_range, finish, floor_log2, round_to_step,
                     why_not_bf16, work, work_dtype)
-from .base import NumberFormat, register
+from .base import FormatSpec, NumberFormat, hook, register
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,7 @@ def denorm_values(x, width: int, exponent_width: int, exponent_bias: int):
     return finish(round_to_step(a, e - m), x)
 
 
+@hook
 def minifloat_denorm(x, width: int, exponent_width: int):
     """``minifloat_denorm(width, exponent_width)`` with its default bias 2^(E-1)-1: ``x``'s values.
 
@@ -114,6 +115,14 @@ class MinifloatDenorm(_Minifloat):
     """
 
     name = "minifloat_denorm"
+    # Lab 3: E4M3-style (4 exponent bits, fewer when the width is small); a searched exponent width leaves the
+    # sign and >= 1 mantissa bit
+    spec = FormatSpec(
+        study=lambda w: {"width": w, "exponent_width": min(4, w - 2)},
+        space={"width": (4, 5, 6, 8), "exponent_width": (2, 3, 4)},
+        fixed={},
+        why="few mantissa bits and no implicit leading one",
+        min_width=3, exponent_leaves=2, hook="minifloat_denorm")
     _significant_bits = property(lambda self: self.mantissa_width)  # m < 2^M, no implicit bit
     _min_width = 3
     _min_mantissa = 1
@@ -161,6 +170,12 @@ class MinifloatIEEE(_Minifloat):
     """
 
     name = "minifloat_ieee"
+    spec = FormatSpec(
+        study=lambda w: {"width": w, "exponent_width": min(4, w - 1)},
+        space={"width": (4, 5, 6, 8), "exponent_width": (2, 3, 4, 5)},
+        fixed={},
+        why="few mantissa bits (an implicit leading one, subnormals near zero)",
+        exponent_leaves=1)
     _significant_bits = property(lambda self: self.mantissa_width + 1)  # the implicit 1
     _min_width = 2
     _min_mantissa = 0

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from ._util import blocks_per_element, check_range
-from .base import NumberFormat, register
+from .base import FormatSpec, NumberFormat, register
 
 SHARED_BITS = 8
 MANTISSA_MAX = 127
@@ -178,6 +178,13 @@ class MXInt8Format(NumberFormat):
     """
 
     name = "mxint8"
+    # width fixed by definition: groups of 32 (8.25 bits), nothing to search
+    spec = FormatSpec(
+        study=lambda w: {"group_size": 32},
+        space={},
+        fixed={"group_size": 32},
+        why="8-bit mantissas with a shared exponent per 32 values",
+        min_width=None)
     group_size: int = 32
 
     def validate(self):
