@@ -46,6 +46,14 @@ def test_an_answers_module_imports_no_lab_and_no_deciding_statistics(path):
         assert not names & DECIDES, f"{path.name} imports {names & DECIDES} from {module}: readings decide"
 
 
+@pytest.mark.parametrize("path", modules("narrate"), ids=lambda p: p.stem)
+def test_what_a_notebook_says_while_running_needs_no_lab_no_key_and_no_deciding_statistics(path):
+    """narrate ships to students with the notebooks: it may not reach the answers (the key) nor decide."""
+    for module, names in imports(path):
+        assert not module.startswith(("labkit.labs", "labkit.answers")), f"{path.name} imports {module}"
+        assert module != "labkit.readings.stats" and not names & DECIDES, f"{path.name} takes {names} from {module}"
+
+
 @pytest.mark.parametrize("path", modules("labs"), ids=lambda p: p.stem)
 def test_a_lab_module_imports_no_other_labs_module_nor_answers(path):
     lab = path.stem.split("_")[0]

@@ -12,33 +12,11 @@ from ..readings import by_key
 from ..readings import lab1_quantize as _q
 from ..readings.stats import IN_WORDS
 from ..readings.tables import test_set_se as se
-from ..report import table
 
 BASE_NOTE = ("The sheet starts Lab 1 from Lab 0's LoRA model; labkit starts from the SFT model (every weight but "
              "the frozen embeddings fine-tuned, no adapter to merge first), so absolute numbers are not the sheet's.")
 
 # --- what the notebook says beside its figure ---------------------------------------------------------------
-
-SWEEP_COLUMNS = ["width", "frac_width", "ptq", "qat", "qat_train_seconds"]
-
-
-def base_text(metrics: dict, sizes: dict, seeds: list[int]) -> str:
-    """The base model: the SFT model of Lab 0 at the first training seed, its accuracy and where it came from."""
-    return (f"Base: the SFT model of Lab 0 (training seed {seeds[0]}), **{metrics['accuracy']:.4f}** accuracy on "
-            f"{sizes['test']:,} test reviews ({'from the cache' if 'cached' in metrics else 'trained now'}); "
-            f"training seeds {seeds}.")
-
-
-def sweep_text(numbers: dict, settings: dict, widths: dict[str, list[int]], seed: int) -> str:
-    """The calibrated int8 frac widths (``labs.lab1_quantize.calibrated_int8_widths`` of training seed ``seed``)
-    beside the sheet's single rule, the equal-training control, and the sweep's table."""
-    calibrated = (f"Calibrated int8 frac widths (seed {seed}) range over inputs {widths['inputs']}, weights "
-                  f"{widths['weights']}. For comparison, the "
-                  f"sheet's single int8 rule (frac 4 everywhere) gives PTQ "
-                  f"**{numbers['sheet_rule_int8_frac4_ptq']:.4f}** (mean over seeds).")
-    control = (f"Equal-training control: fp32 trained {settings['qat_epochs']:g} epoch more at lr "
-               f"{settings['finetune_lr']:g}: **{numbers['control']['accuracy']:.4f}** (mean over seeds).")
-    return "\n\n".join([calibrated, control, table(numbers["rows"], SWEEP_COLUMNS)])
 
 
 # --- the answers ------------------------------------------------------------------------------------------

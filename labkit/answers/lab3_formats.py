@@ -13,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..readings import seeds as _seeds
-from ..readings import compute
+from ..readings import read as read_all
 from ..readings.stats import IN_WORDS
-from ..quant.formats.log import LogFormat
+from ..narrate.lab3_formats import base_text, plan_table, qat_text
+from ..readings.tables import log_range, steps_of, stored_accuracy as _acc
 from ..report import table
 from . import measured
-from ..labs.lab3_formats_summary import (  # noqa: F401  (the answers' inputs, also read from here)
-    QAT_COLUMNS, _acc, base_text, plan_table, qat_rows, qat_text, steps_of)
 
 TITLE = "Lab 3 (part 1): every Linear number format, after PTQ and after QAT"
 NAMES = ("formats", "weight_snr")
@@ -99,9 +98,9 @@ def log_small_text(rows: list[dict], width: int) -> str:
     if small >= width or "log" not in at:
         return ""
     lg, fit = at["log"], at.get("log (bias fit per tensor)")
-    fmt = LogFormat(width=small)
+    emin, emax = log_range(small)
     text = (f"At {small} bits the default log bias flushes **{100 * lg['zeroed']:.0f}%** of the weights to zero "
-            f"({lg['snr_db']:.1f} dB): its range 2^{fmt.emin}..2^{fmt.emax} cannot hold both weights and activations.")
+            f"({lg['snr_db']:.1f} dB): its range 2^{emin}..2^{emax} cannot hold both weights and activations.")
     if fit:
         text += (f" Fitting the bias to each tensor keeps {100 * (1 - fit['zeroed']):.0f}% non-zero "
                  f"({fit['snr_db']:.1f} dB); the log quantizer module warns when most of a tensor flushes, instead of "
@@ -117,11 +116,11 @@ def log_vs_block_log(formats: dict[str, dict], rows: list[dict], width: int, rea
     lg, bl = formats["log"], formats["block_log"]
     snr = at_width(rows, width)
     pl, pb = _acc(lg.get("ptq")), _acc(bl.get("ptq"))
-    fmt = LogFormat(width=width)
+    emin, emax = log_range(width)
     text = read["log_block_log.same"].says
     if read["log_block_log.same"].verdict == "holds":
         text += (f": PTQ {pl:.4f} both (equal loss too), weight SNR "
-                 f"{snr['log']['snr_db']:.2f} dB both. log's {width - 1} exponent bits span 2^{fmt.emin}..2^{fmt.emax}, "
+                 f"{snr['log']['snr_db']:.2f} dB both. log's {width - 1} exponent bits span 2^{emin}..2^{emax}, "
                  "which flushes none of the weights (0.0% zeroed) and, as the equal PTQ shows, holds the activations "
                  "too, so block_log's per-block window has nothing to move: a log element has no mantissa, and inside "
                  "both windows both give 2^round(log2|x|).")
@@ -201,7 +200,7 @@ def summary(formats: dict[str, dict], fp32: dict, snr_rows: list[dict], width: i
         payloads = {"formats": {"numbers": {"formats": formats, "fp32": fp32, **({"seeds": list(range(k))} if k > 1 else {})},
                                 "settings": {"format_width": width}},
                     "weight_snr": {"numbers": {"rows": snr_rows}}}
-        read = {r.key: r for r in compute("lab3_formats", payloads)}
+        read = read_all("lab3_formats", payloads)
     f32 = _seeds.values(fp32, "accuracy", k)
     bits = [r["bits"]["weight_bits"] for r in formats.values()]
     parts = [("- **Seeds.** " + (f"{k} training seeds (an SFT model each; every QAT with the same seed): "
@@ -251,5 +250,5 @@ def render(payloads: dict[str, dict | None], folder: Path | None = None, how: st
         parts += ["## PTQ and QAT on IMDb", qat_text(f["settings"], num["fp32"], num["dataset_sizes"], num["formats"]),
                   "## What the numbers say",
                   summary(num["formats"], num["fp32"], rows, width, _seeds.count(num),
-                          {r.key: r for r in compute("lab3_formats", payloads)})]
+                          read_all("lab3_formats", payloads))]
     return "\n\n".join(parts) + "\n"

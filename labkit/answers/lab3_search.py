@@ -1,12 +1,10 @@
 """Lab 3's search answers as Markdown from its numbers (unit-tested, so the notebook only calls them)."""
 from __future__ import annotations
 
-# the table rows the notebook saves, and layer names, are built in lab3_precision (kept here for the answers)
-from ..labs.lab3_precision import cost_rows, format_rows, front_of, short  # noqa: F401
 from ..quant.formats.base import check_covers, declared, entry
 from ..readings import compute
 from ..readings.lab3_search import chance_count, lambdas
-from ..readings.stats import accuracy_se
+from ..readings.tables import test_set_se as accuracy_se
 
 # Why a format family loses accuracy when it does: what its value set cannot hold, one sentence each format
 # declares beside its class (FormatSpec.why in labkit.quant.formats). Cited next to the measured numbers, never
@@ -197,3 +195,5 @@ def table_md(rows: list[dict]) -> str:
     from ..report import table
 
     return table(rows) if rows else "(no rows stored)"
+
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..kernels import tiling
 from ..kernels.memory import theoretical_saving
+from ..narrate.lab4_mxint8 import parameter_table
 from ..readings import by_key
 from ..readings.tables import DECODE_COLUMNS, memory_rows
 from ..readings import lab4_mxint8 as _readings
@@ -22,12 +23,6 @@ SHEET_GROUP, SHEET_FIGURE = 32, 0.867
 COURSE_PEAK_MB = (2906, 976)
 COURSE_COPY_PCT = (22, 30)
 GRID_Y_MAX = 65535
-
-
-def parameter_table(parameters: list[dict], group_size: int) -> str:
-    """The parameter bytes table (``labs.lab4_memory.parameter_rows``) under the theory for a quantized tensor."""
-    return (f"Parameter and buffer bytes (theory for a quantized tensor: (32 - {8 + 8 / group_size:g}) / 32 = "
-            f"{theoretical_saving(group_size):.1%}):\n\n" + table(parameters, floatfmt=".3f"))
 
 
 def error_text(rows: list[dict]) -> str:

@@ -212,7 +212,7 @@ def task1_numbers(study: optuna.Study, layers: list[str], n_trials: int) -> dict
     trials (baselines first), every completed trial with ``baseline`` (its label, or None for a searched trial),
     the baselines alone, and the best trial's per-layer choice (``widths``/``fracs`` of its integer layers,
     ``fp32_layers``) and average weight bits. Layer names are shortened as the answers print them."""
-    from .lab3_precision import short
+    from ..readings.tables import short
     from ..search.curves import best_so_far
 
     labels = {_key(p): label for label, p in integer_baselines(layers).items()}

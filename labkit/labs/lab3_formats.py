@@ -9,6 +9,7 @@ from ..quant import FORMATS, average_bits, make_format, quantize, study
 from ..quant.study import flat_config, ptq_qat
 from ..readings import seeds as _seeds
 from ..recipes import finetuned_model, freeze_embeddings, sft_record
+from ..report import table
 from ..training import precision, train
 from . import per_seed
 
@@ -59,3 +60,29 @@ def run(s: dict, dl, seeds: list[int], configs: dict[str, dict], plan: list[dict
     train sizes, the formats table and the Linear layers quantized."""
     runs = per_seed.run("lab3", "formats", s, seeds, lambda seed: formats_seed(s, dl, seed, configs))
     return {**_seeds.combine(runs, seeds), "dataset_sizes": dl.sizes, "plan": plan, "linears": linears}
+
+
+# The small grid the exercise formats are shown on: both signs, zero, below the smallest steps, beyond the largest.
+GRID = (-300.0, -3.0, -0.7, -0.05, 0.0, 0.004, 0.02, 0.07, 0.2, 0.45, 1.0, 1.45, 2.9, 7.9, 300.0, 0.001)
+
+
+def grid_table(minifloat_denorm, log_quantize, block_fp) -> str:
+    """``GRID`` through each exercise's function as the notebook uses it (the student's once its check
+    passed, labkit's otherwise) beside labkit's format of the same parameters."""
+    import torch
+
+    grid = torch.tensor(GRID)
+    shown = {"minifloat_denorm w8 E4": (minifloat_denorm(grid, 8, 4), make_format(
+                 "minifloat_denorm", width=8, exponent_width=4).quantize_values(grid)),
+             "log w4 bias 4": (log_quantize(grid, 4, 4),
+                               make_format("log", width=4, exponent_bias=4).quantize_values(grid)),
+             "block_fp w4, blocks of 4": (block_fp(grid, 4, 4),
+                                          make_format("block_fp", width=4, block_size=4).quantize_values(grid))}
+    rows = []
+    for i, v in enumerate(grid.tolist()):
+        row = {"x": f"{v:g}"}
+        for label, (used, labkit_values) in shown.items():
+            row[f"{label} (used here)"] = f"{used[i].item():g}"
+            row[f"{label} (labkit)"] = f"{labkit_values[i].item():g}"
+        rows.append(row)
+    return table(rows)

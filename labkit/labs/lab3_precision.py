@@ -26,8 +26,7 @@ from ..quant.formats import (BinaryFormat, BinaryScalingFormat, BlockFP, BlockLo
 from ..quant.formats.mxint import SHARED_BITS as MX_SHARED_BITS
 from ..quant.formats.base import check_covers, declared, entry, spec_of
 from ..quant.study import ROLES, STUDY_ORDER, flat_config
-from ..search.cache import cached_or_run, config_key
-from .lab2_objectives import trial_settings as _lab2_trial_settings
+from ..search.cache import cached_or_run, config_key, device_settings
 
 # The settings that determine one Lab 3 measurement: the SFT model, the test batches, QAT.
 MEASURE_KEYS = tuple(dict.fromkeys(recipes.SFT_KEYS + recipes.DATA_KEYS + ("qat_epochs", "qat_lr", "cpu_autocast")))
@@ -36,7 +35,8 @@ MEASURE_KEYS = tuple(dict.fromkeys(recipes.SFT_KEYS + recipes.DATA_KEYS + ("qat_
 def trial_settings(s: dict) -> dict:
     """What the cache key holds of the settings (trial counts, lambdas and the like are left out, so a
     longer or differently weighted search reuses every measurement)."""
-    return _lab2_trial_settings({k: s[k] for k in MEASURE_KEYS if k in s})
+    kept = {k: s[k] for k in MEASURE_KEYS if k in s}
+    return {**{k: v for k, v in kept.items() if k not in ("device", "cpu_autocast")}, **device_settings(kept)}
 
 # Views of the formats' declarations (FormatSpec, beside each class in labkit.quant.formats), in the study's order.
 # Each format's searched parameters: natural ranges (integer: the sheet's width x frac). A choice a format rejects
@@ -125,37 +125,6 @@ def uniform(layers: list[str], name: str, **params) -> dict[str, tuple[str, dict
     """Every layer in one format (``params`` fill the searched ones; defaults: each range's largest)."""
     chosen = _effective(name, {k: params.get(k, v[-1]) for k, v in space_of(name).items()})
     return {layer: (name, {**fixed_of(name), **chosen}) for layer in layers}
-
-
-def short(layer: str) -> str:
-    """A layer's name as the answers print it: ``bert.encoder.layer.0.attention.self.query`` ->
-    ``0.attention.self.query``."""
-    return layer.replace("bert.encoder.layer.", "").replace("bert.", "")
-
-
-# Table rows of the search's results, as the notebook saves them and the answers read them.
-def format_rows(per_format: dict[str, dict], fp32: float) -> list[dict]:
-    """``per_format[name] = {"best": accuracy, "bits": average weight bits of that trial, "trials": n}``."""
-    rows = [{"format": name, "best accuracy": r["best"], "vs fp32": r["best"] - fp32, "weight bits": r["bits"],
-             "trials": r["trials"]} for name, r in per_format.items()]
-    return sorted(rows, key=lambda r: -r["best accuracy"])
-
-
-def cost_rows(per_lambda: dict[float, dict]) -> list[dict]:
-    """``per_lambda[lam] = {"accuracy", "bits", "counts"}`` of each cost search's best trial."""
-    return [{"lambda": lam, "accuracy": r["accuracy"], "weight bits": r["bits"],
-             "objective": r["accuracy"] - lam * r["bits"],
-             "formats": ", ".join(f"{k} x{v}" for k, v in sorted(r["counts"].items(), key=lambda kv: -kv[1]))}
-            for lam, r in sorted(per_lambda.items())]
-
-
-def front_of(points: list[dict]) -> list[dict]:
-    """The accuracy-vs-bits Pareto front of ``points`` (each with ``accuracy``, ``bits``), fewest bits first."""
-    out = []
-    for p in sorted(points, key=lambda p: (p["bits"], -p["accuracy"])):
-        if not out or p["accuracy"] > out[-1]["accuracy"]:
-            out.append(p)
-    return out
 
 
 def linear_layers(model: torch.nn.Module) -> list[str]:

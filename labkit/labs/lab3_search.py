@@ -11,8 +11,8 @@ from ..search.curves import best_so_far, trial_provenance
 from ..search.plan import StudyPlan
 from ..search.storage import shown_url
 from . import lab3
-from .lab3_precision import (FORMAT_SPACE, config_tensors, format_rows, front_of, sample_config, selection, short,
-                             uniform)
+from ..readings.tables import format_rows, front_of, short
+from .lab3_precision import FORMAT_SPACE, config_tensors, sample_config, selection, uniform
 
 # The uniform points counted both ways before the search: every layer in one format at these parameters.
 UNIFORM = (("fp32", {}), ("integer", {"width": 8, "frac_width": 4}), ("block_fp", {"width": 6, "block_size": 16}),
@@ -149,15 +149,12 @@ def front_rows(studies: dict[str, optuna.Study], plans: dict[str, StudyPlan], ba
             for t in lab3.front(studies["pareto"])]
 
 
-def search_cost_text(studies: dict[str, optuna.Study], qat_study: optuna.Study, search_seconds: float,
-                     qat_seconds: float) -> str:
-    """How long the searches and the QAT took here, how many trials reused a measured configuration, and how the
-    trials ran (workers, hosts, devices)."""
-    from .lab2_summary import how_trials_ran
-
+def search_cost(studies: dict[str, optuna.Study], qat_study: optuna.Study, search_seconds: float,
+                qat_seconds: float) -> dict:
+    """What the searches and the QAT cost here (``answers.lab3_search.cost_text`` words it): their seconds, how many
+    trials reused a measured configuration, and how the trials ran (``search.trial_provenance``)."""
     every = list(studies.values()) + [qat_study]
-    trials = sum(len(st.trials) for st in every)
-    cached = sum(bool(t.user_attrs.get("cached")) for st in every for t in st.trials)
-    return (f"- **Cost of the search.** {search_seconds / 60:.1f} min for the searches and {qat_seconds / 60:.1f} min "
-            f"for the QAT here (a resumed run counts only what was left); {cached} of {trials} trials reused a measured "
-            "configuration. " + how_trials_ran(trial_provenance(every)))
+    return {"search_seconds": search_seconds, "qat_seconds": qat_seconds,
+            "trials": sum(len(st.trials) for st in every),
+            "cached": sum(bool(t.user_attrs.get("cached")) for st in every for t in st.trials),
+            "provenance": trial_provenance(every)}

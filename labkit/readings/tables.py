@@ -2,6 +2,8 @@
 the numbers, no verdict (the readings decide those) and no prose (the answers word them)."""
 from __future__ import annotations
 
+import math
+
 from . import stats
 
 
@@ -60,6 +62,70 @@ def start_rows(best: dict[str, float], starts: dict[str, dict | None]) -> list[d
 def effect_rows(effects: dict[str, dict]) -> list[dict]:
     """Table rows of the within-trial changes (``within_trial`` of each)."""
     return [{"within-trial change": k, **v} for k, v in effects.items()]
+
+
+# --- Lab 3 -------------------------------------------------------------------------------------------------
+
+def stored_accuracy(d: dict | None) -> float | None:
+    """An accuracy as stored (NaN is written as null), None when missing or not finite."""
+    a = (d or {}).get("accuracy")
+    return a if isinstance(a, (int, float)) and math.isfinite(a) else None
+
+
+def qat_rows(formats: dict[str, dict]) -> list[dict]:
+    rows = []
+    for n, r in formats.items():
+        p, q = stored_accuracy(r.get("ptq")), stored_accuracy(r.get("qat"))
+        rows.append({"format": n, "bits/weight": r["bits"]["weight_bits"], "bits/input": r["bits"]["data_in_bits"],
+                     "PTQ": p if p is not None else "-", "QAT": q if q is not None else "-",
+                     "QAT - PTQ": q - p if p is not None and q is not None else "-", "seconds": r["seconds"]})
+    return rows
+
+
+def steps_of(formats: dict[str, dict]) -> int:
+    return next((r["qat_train"]["steps"] for r in formats.values() if (r.get("qat_train") or {}).get("steps")), 0)
+
+
+def log_range(width: int) -> tuple[int, int]:
+    """(emin, emax) of labkit's log format of ``width`` bits at its default bias: the powers of two it holds."""
+    from ..quant.formats.log import LogFormat
+
+    fmt = LogFormat(width=width)
+    return fmt.emin, fmt.emax
+
+
+
+def short(layer: str) -> str:
+    """A layer's name as the answers print it: ``bert.encoder.layer.0.attention.self.query`` ->
+    ``0.attention.self.query``."""
+    return layer.replace("bert.encoder.layer.", "").replace("bert.", "")
+
+
+# Table rows of the search's results, as the notebook saves them and the answers read them.
+
+
+def format_rows(per_format: dict[str, dict], fp32: float) -> list[dict]:
+    """``per_format[name] = {"best": accuracy, "bits": average weight bits of that trial, "trials": n}``."""
+    rows = [{"format": name, "best accuracy": r["best"], "vs fp32": r["best"] - fp32, "weight bits": r["bits"],
+             "trials": r["trials"]} for name, r in per_format.items()]
+    return sorted(rows, key=lambda r: -r["best accuracy"])
+
+
+def cost_rows(per_lambda: dict[float, dict]) -> list[dict]:
+    """``per_lambda[lam] = {"accuracy", "bits", "counts"}`` of each cost search's best trial."""
+    return [{"lambda": lam, "accuracy": r["accuracy"], "weight bits": r["bits"],
+             "objective": r["accuracy"] - lam * r["bits"],
+             "formats": ", ".join(f"{k} x{v}" for k, v in sorted(r["counts"].items(), key=lambda kv: -kv[1]))}
+            for lam, r in sorted(per_lambda.items())]
+
+
+def front_of(points: list[dict]) -> list[dict]:
+    """The accuracy-vs-bits Pareto front of ``points`` (each with ``accuracy``, ``bits``), fewest bits first."""
+    out = []
+    for p in sorted(points, key=lambda p: (p["bits"], -p["accuracy"])):
+        if not out or p["accuracy"] > out[-1]["accuracy"]:
+            out.append(p)
+    return out
 
 
 # --- Lab 4 -------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"widths": [4, 8], "seeds"
 import torch
 
 from labkit import quant, recipes, redraw
-from labkit.answers import lab1_quantize as words
+from labkit.narrate import lab1_quantize as words
 from labkit.labs import per_seed as per_seed_runs
 from labkit.labs import lab1_quantize as lab
 from labkit.labs.lab1_sweeps import combined, quantization_seed

@@ -38,7 +38,7 @@ import math
 import optuna
 
 from labkit import redraw
-from labkit.answers import lab2_search as words
+from labkit.narrate import lab2_search as words
 from labkit.exercises import check
 from labkit.exercises import lab2_replay as replay
 from labkit.labs import lab2, lab2_remeasure, lab2_tasks as tasks
@@ -284,5 +284,4 @@ say(lab2_remeasure.in_notebook(S, k=3, storage=storage))
 
 # %% tags=["answer-key"]
 from labkit import redraw
-from labkit.answers import lab2_search as words
 redraw.close("lab2_search", S)

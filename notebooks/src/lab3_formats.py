@@ -33,7 +33,8 @@ import torch
 
 from labkit import recipes, redraw
 from labkit.exercises import check
-from labkit.labs import lab3_formats, lab3_formats_summary as summary
+from labkit.labs import lab3_formats
+from labkit.narrate import lab3_formats as words
 from labkit.labs.lab3_precision import linear_layers
 from labkit.quant import study
 from labkit.records.lab3_formats import snr_widths
@@ -50,7 +51,7 @@ dl = recipes.loaders(S)
 base, sft = recipes.finetuned_model(S, dl, seed=SEEDS[0])
 fp32 = train.evaluate(base, dl.test, **precision.on(S), desc="fp32", progress=False)
 linears = linear_layers(base)
-say(summary.base_text(S, fp32, dl.sizes, sft, linears))
+say(words.base_text(S, fp32, dl.sizes, sft, linears))
 
 # %% [markdown]
 # ## The formats and their parameters
@@ -63,7 +64,7 @@ say(summary.base_text(S, fp32, dl.sizes, sft, linears))
 
 # %%
 configs, plan = lab3_formats.study_plan(base, S["format_width"])  # every registered format, at format_width
-say(summary.plan_table(plan))
+say(words.plan_table(plan))
 
 # %% [markdown]
 # ## Exercise: the denorm minifloat
@@ -170,7 +171,7 @@ bfp = check("lab3.block_fp", block_fp)
 # shares the exponent of its largest magnitude.
 
 # %%
-say(summary.grid_table(denorm.fn, logq.fn, bfp.fn))
+say(lab3_formats.grid_table(denorm.fn, logq.fn, bfp.fn))
 
 # %% [markdown]
 # ## Quantization error on the real weights, against bits per element
@@ -189,7 +190,7 @@ with denorm.installed(), logq.installed(), bfp.installed():  # your quantizers, 
 redraw.show("lab3_formats", "weight_snr", lab3_formats.snr_numbers(snr_rows, configs), S)
 
 # %%
-say(summary.snr_table(snr_rows))
+say(words.snr_table(snr_rows))
 
 # %% [markdown]
 # **Question 3a.** Why does the log format collapse at small widths (look at its SNR and at the share of weights it
@@ -223,7 +224,7 @@ say(summary.snr_table(snr_rows))
 # one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
 with denorm.installed(), logq.installed(), bfp.installed():  # your quantizers, where their checks passed
     numbers = lab3_formats.run(S, dl, SEEDS, configs, plan, linears)
-say(summary.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))
+say(words.qat_text(S, numbers["fp32"], dl.sizes, numbers["formats"]))
 
 # %%
 redraw.show("lab3_formats", "formats", numbers, S)

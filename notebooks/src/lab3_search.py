@@ -33,10 +33,12 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"pareto_trials": 200, "wo
 import optuna
 
 from labkit import recipes, redraw
+from labkit.narrate import lab3_search as words
 from labkit.exercises import check
 from labkit.labs.lab3_precision import config_tensors
 from labkit.labs import lab3, lab3_search as results
-from labkit.labs.lab3_precision import cost_rows, linear_layers
+from labkit.labs.lab3_precision import linear_layers
+from labkit.readings.tables import cost_rows
 from labkit.report import say, table
 from labkit.results import provenance
 from labkit.run.profiles import lab_settings
@@ -150,7 +152,7 @@ pareto = results.pareto_numbers(studies, qat_study, crows, fp32, search_seconds,
 redraw.show("lab3_search", "search_pareto", pareto, S)
 # the front's average weight bits counted by bit_cost (yours once its check passed) from each configuration
 say(table(results.front_rows(studies, plans, base, layers, cost.fn)))
-say(results.search_cost_text(studies, qat_study, search_seconds, qat_seconds))
+say(words.cost_text(results.search_cost(studies, qat_study, search_seconds, qat_seconds)))
 
 # %% [markdown]
 # ## The searched bests on fresh seeds

@@ -28,7 +28,7 @@ OVERRIDES = {}     # any setting of the profile, e.g. {"group_size": 16}
 import torch
 
 from labkit import redraw
-from labkit.answers import lab4_mxint8 as words
+from labkit.narrate import lab4_mxint8 as words
 from labkit.exercises import check
 from labkit.kernels import exclude
 from labkit.exercises import lab4_yours as yours

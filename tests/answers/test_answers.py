@@ -5,7 +5,7 @@ import math
 import pytest
 
 from labkit.answers import lab2_search as lab2
-from labkit.answers import sources
+from labkit.narrate import lab2_search as narrate2, runs
 from labkit.readings import tables
 from labkit.search import band
 
@@ -31,8 +31,8 @@ def test_within_trial():
 
 
 def test_shortfall_names_only_unfinished_searches():
-    assert lab2.shortfall({"a": 20, "b": 20}, 20) == ""
-    text = lab2.shortfall({"grid-s1": 18, "tpe-s0": 20}, 20)
+    assert narrate2.shortfall({"a": 20, "b": 20}, 20) == ""
+    text = narrate2.shortfall({"grid-s1": 18, "tpe-s0": 20}, 20)
     assert "grid-s1 18" in text and "tpe-s0" not in text and "stop at 18 trials" in text
 
 
@@ -73,7 +73,7 @@ def test_how_trials_ran_counts_worker_processes_hosts_and_devices_from_the_trial
     prov = trial_provenance([_study_with_workers(records)])
     assert prov["trials"] == 19 and prov["processes"] == 10 and prov["boots"] == 3 and prov["unclaimed"] == 1
     assert prov["worker_ids"] == [0, 1, 2, 3, 4, 5, 6, 7, 11]
-    text = sources.how_trials_ran(prov)
+    text = runs.how_trials_ran(prov)
     assert text.startswith("The 19 completed trials ran in 10 worker processes (worker ids 0-7, 11) on 2 hosts "
                            "(gpu-a: 17 trials, gpu-b: 1 trial, over 3 boots)"), text
     assert "devices: NVIDIA H100 (16 trials), device not recorded (3 trials)" in text
@@ -85,20 +85,20 @@ def test_how_trials_ran_names_the_sms_each_trial_saw_where_trials_recorded_them(
     records = [{"host": "h", "boot": "b", "pid": 7 + w, "worker": w, "device": "NVIDIA H200"} for w in range(3)]
     prov = trial_provenance([_study_with_workers(records, [32, 32, 132])])
     assert prov["sm_counts"] == {32: 2, 132: 1}
-    text = sources.how_trials_ran(prov)
+    text = runs.how_trials_ran(prov)
     assert "each trial's process saw: 32 (2 trials), 132 (1 trial) (fewer under an MPS share" in text
     assert text.endswith("trains other weights).")
-    assert "multiprocessors" not in sources.how_trials_ran(trial_provenance([_study_with_workers(records)]))
+    assert "multiprocessors" not in runs.how_trials_ran(trial_provenance([_study_with_workers(records)]))
 
 
 def test_how_trials_ran_in_one_process_and_with_no_records():
     from labkit.search import trial_provenance
-    one = sources.how_trials_ran(trial_provenance([_study_with_workers(
+    one = runs.how_trials_ran(trial_provenance([_study_with_workers(
         [{"host": "h", "boot": "b", "pid": 7, "worker": 0, "device": "cpu"}] * 3)]))
     assert one == ("The 3 completed trials ran in 1 worker process (worker id 0) on 1 host (h: 3 trials); "
                    "devices: cpu (3 trials).")
-    assert "none of which recorded the worker" in sources.how_trials_ran(trial_provenance([_study_with_workers([None])]))
-    assert sources.how_trials_ran(trial_provenance([])) == "No trial has completed yet."
+    assert "none of which recorded the worker" in runs.how_trials_ran(trial_provenance([_study_with_workers([None])]))
+    assert runs.how_trials_ran(trial_provenance([])) == "No trial has completed yet."
 
 
 def test_studies_header_says_how_the_trials_ran_not_how_many_workers_drew_the_figures():
@@ -106,7 +106,7 @@ def test_studies_header_says_how_the_trials_ran_not_how_many_workers_drew_the_fi
     from labkit.search import trial_provenance
     s = lab_settings("lab2_search", "smoke", workers=1)  # the drawing process: one worker
     records = [{"host": "vm", "boot": "b", "pid": 200 + w, "worker": w} for w in range(12)]
-    text = lab2.studies_header("journal:figures/lab2/studies.journal", "abcd1234",
+    text = narrate2.studies_header("journal:figures/lab2/studies.journal", "abcd1234",
                                trial_provenance([_study_with_workers(records)]), s)
     assert "ran in 12 worker processes (worker ids 0-11)" in text and "process(es)" not in text
     assert text.startswith(f"Studies in `journal:figures/lab2/studies.journal` (tag `abcd1234`); {s['trials']} "

@@ -3,6 +3,7 @@ from the front over every study, what QAT did to each front point, the all-forma
 search read against its own uniform point."""
 from labkit.answers import lab3_search as lab3
 from labkit.readings import lab3_search as read3
+from labkit.readings import tables
 from labkit.results import load_results
 
 
@@ -23,7 +24,7 @@ def test_the_pareto_headline_comes_from_the_front_over_every_study():
     p = payloads()
     text = lab3.render(p)
     num = p["search_pareto"]["numbers"]
-    assert lab3.front_of([{"bits": 2, "accuracy": 0.6}, {"bits": 3, "accuracy": 0.59},
+    assert tables.front_of([{"bits": 2, "accuracy": 0.6}, {"bits": 3, "accuracy": 0.59},
                           {"bits": 4, "accuracy": 0.8}]) == [{"bits": 2, "accuracy": 0.6}, {"bits": 4, "accuracy": 0.8}]
     # the untrained points of the drawn front, not each study's best, and the uniform points that front dominates
     want = [p for p in num["front_all"] if p["bits"] <= 6 and p["accuracy"] >= num["fp32"] - 0.01]
@@ -61,7 +62,7 @@ def test_each_format_search_is_read_against_its_own_uniform_point():
 
 
 def test_formats_answer_separates_level_from_below_and_says_why():
-    rows = lab3.format_rows({"integer": {"best": 0.864, "bits": 8.0, "trials": 25},
+    rows = tables.format_rows({"integer": {"best": 0.864, "bits": 8.0, "trials": 25},
                              "binary": {"best": 0.50, "bits": 1.06, "trials": 1}}, 0.865)
     num = {"rows": rows, "best_so_far": {}, "all_formats": {"best": 0.866, "bits": 11.2, "counts": {"integer": 14}}}
     read = {r.key: r for r in read3.formats(num, 0.865, 25000, None, None)}

@@ -3,7 +3,7 @@ lab1_sweeps.combined), on a tiny model: the stored tensors and their average bit
 import torch
 
 from labkit import quant
-from labkit.answers import lab1_quantize as words
+from labkit.narrate import lab1_quantize as words
 from labkit.labs import lab1_prune, lab1_quantize
 from labkit.labs.lab1_sweeps import combined
 from labkit.quant import fixed_point

@@ -1,4 +1,4 @@
-"""What the lab2_search notebook reads and stores from its studies (labkit.labs.lab2_tasks, readings.tables, answers.lab2_search,
+"""What the lab2_search notebook reads and stores from its studies (labkit.labs.lab2_tasks, readings.tables, narrate.lab2_search,
 lab2_replay), on studies of made-up trials in memory: the curves and bests count completed trials only, up to the
 budget; Task 2's within-trial changes include the control where trials recorded one; the cost sentence counts the
 cached trials; and the replays through labkit's own exercise functions agree, while a wrong one is caught."""
@@ -7,7 +7,7 @@ import pytest
 
 from labkit.exercises import lab2 as ex
 from labkit.exercises import lab2_replay as replay
-from labkit.answers import lab2_search as words
+from labkit.narrate import lab2_search as words
 from labkit.labs import lab2, lab2_tasks as tasks
 from labkit.readings import tables
 from labkit.labs.lab2_space import LINEAR_CHOICES, SQUARE_LINEARS, build_model

@@ -13,6 +13,7 @@ from labkit.labs import lab3
 from labkit.labs import lab3_precision as precision
 from labkit.labs.lab3_precision import FORMAT_SPACE, FP32, PrecisionObjective
 from labkit.readings import lab3_search as lab3_readings
+from labkit.readings import tables
 from labkit.quant import QuantLinear, average_bits, quantize
 from labkit.results import load_results
 
@@ -121,8 +122,8 @@ def test_task1_numbers_mark_the_baselines_and_the_best_configuration():
     assert sum(t["baseline"] is None for t in num["trials"]) == 6 and len(num["best_so_far"]) == 16
     best = study.best_trial
     assert num["best"] == best.user_attrs["accuracy"] and num["best_bits"] == best.user_attrs["weight_bits"]
-    fp = [answers.short(x) for x in LAYERS if best.params[f"{x}:format"] == FP32]
-    assert num["fp32_layers"] == fp and set(num["widths"]) == {answers.short(x) for x in LAYERS} - set(fp)
+    fp = [tables.short(x) for x in LAYERS if best.params[f"{x}:format"] == FP32]
+    assert num["fp32_layers"] == fp and set(num["widths"]) == {tables.short(x) for x in LAYERS} - set(fp)
 
 
 def synthetic(searched: list[float], fp32_layers=("pooler.dense",)) -> dict:

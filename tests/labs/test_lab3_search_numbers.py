@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import optuna
 import pytest
 
+from labkit.narrate import lab3_search as words
 from labkit.labs import lab3_search as results
 from labkit.labs.lab3_precision import FORMAT_SPACE, FP32
 
@@ -66,7 +67,7 @@ def test_cost_and_pareto_numbers_read_the_best_trials_and_every_configuration_me
     assert pareto["front_all"][-1]["accuracy"] == 0.9  # Task 1's trial with an fp32 layer
     assert pareto["uniform"] == [{"format": "integer", **results.point(studies["uniform"].trials[0])}]
     assert pareto["qat"][0]["ptq"] == pytest.approx(0.74)
-    text = results.search_cost_text(studies, qat, 60.0, 30.0)
+    text = words.cost_text(results.search_cost(studies, qat, 60.0, 30.0))
     reused = len(FORMAT_SPACE) - 1
     assert text.startswith("- **Cost of the search.** 1.0 min for the searches and 0.5 min for the QAT here")
     assert f"{reused} of {sum(len(st.trials) for st in studies.values()) + 1} trials reused" in text

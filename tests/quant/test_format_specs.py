@@ -14,6 +14,7 @@ from labkit.quant.formats import FORMATS, NumberFormat, make_format
 from labkit.quant.formats import base
 from labkit.quant.formats.base import PARTS, FormatSpec, MissingDeclaration, check_covers, declared, register
 from labkit.readings import lab3_search as read3
+from labkit.readings import tables
 
 ROLES = ("data_in", "weight", "bias")
 
@@ -185,7 +186,7 @@ def test_a_table_without_a_registered_format_is_named_never_skipped(registered):
 
 def test_the_answers_name_a_lower_format_without_a_why_instead_of_skipping_it(registered):
     registered(_toy("toy_low", FormatSpec(**FULL)))
-    rows = answers.format_rows({"integer": {"best": 0.864, "bits": 8.0, "trials": 25},
+    rows = tables.format_rows({"integer": {"best": 0.864, "bits": 8.0, "trials": 25},
                                 "toy_low": {"best": 0.50, "bits": 2.0, "trials": 1}}, 0.865)
     num = {"rows": rows, "best_so_far": {}, "all_formats": {"best": 0.866, "bits": 11.2, "counts": {"integer": 14}}}
     read = {r.key: r for r in read3.formats(num, 0.865, 25000, None, None)}
