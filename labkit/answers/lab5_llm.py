@@ -14,9 +14,10 @@ def perplexity(p: dict, r: dict) -> list[str]:
     out = [f"**Reference.** float32 perplexity {base['ppl']:.3f} ± {base['ppl_se']:.3f} over {base['blocks']} "
            f"blocks of {s['block_len']} tokens ({base['tokens']:,} predicted tokens, SE over blocks by the delta "
            "method)."]
-    out.append("**The sweep.** " + "; ".join(f"{row['spec']}: {row['weight_bits']:.3f} bits, {row['ppl']:.3f} ± "
-                                             f"{row['ppl_se']:.3f}" for row in rows) + ".")
-    int8 = [v for k, v in r.items() if k.startswith("int8.")]
+    out.append("**The sweep** (perplexity ± SE at the average stored bits per weight, scales included): " + "; ".join(
+        f"{row['format']} {row['width']}-bit g{row['group_size']}: {row['ppl']:.4g} ± {row['ppl_se']:.2g} at "
+        f"{row['weight_bits']:.3f} bits" for row in rows) + ".")
+    int8 = [v for k, v in r.items() if k.startswith("int8.") and k.endswith(".vs_fp32")]
     if int8:
         out.append(f"**8 bits.** {Q4_1}: " + "; ".join(x.says for x in int8) + ".")
     groups = [v for k, v in r.items() if k.startswith("int") and "_vs_g" in k]
@@ -41,7 +42,8 @@ def awq(p: dict, r: dict) -> list[str]:
 
 def decode(p: dict, r: dict) -> list[str]:
     n = p["numbers"]
-    return [f"**Decoding.** {r['decode.tokens_equal'].says}; {n['decode_ms_per_token']:.1f} ms per token for the "
+    says = r["decode.tokens_equal"].says
+    return [f"**Decoding.** {says[0].upper() + says[1:]}; {n['decode_ms_per_token']:.1f} ms per token for the "
             f"loop, {n['generate_ms_per_token']:.1f} for generate ({n['device']}, batch {n['batch']}, prompt "
             f"{n['prompt_len']} tokens, steady-call medians)."]
 
