@@ -165,7 +165,7 @@ def test_the_ptq_qat_cell_runs_the_installed_functions_from_a_cold_and_a_warm_ca
         ns = {"lab3_formats": lab3_formats, "S": s, "dl": dl, "SEEDS": [0], "configs": configs, "plan": plan,
               "linears": linears, "denorm": results["lab3.minifloat_denorm"], "logq": results["lab3.log"],
               "bfp": results["lab3.block_fp"], "say": lambda text: None,
-              "summary": SimpleNamespace(qat_text=lambda *a: "")}
+              "words": SimpleNamespace(qat_text=lambda *a: "")}
         exec(compile(cell, "lab3_formats PTQ/QAT cell", "exec"), ns)
         return ns["numbers"]
 
