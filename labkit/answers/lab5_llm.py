@@ -1,0 +1,57 @@
+"""Lab 5's answers as Markdown from its stored numbers, wording ``labkit.readings.lab5_llm``."""
+from __future__ import annotations
+
+from ..readings import by_key, compute
+from .sources import header
+
+TITLE = "Lab 5: quantizing SmolLM2-135M group-wise, AWQ, KV-cache decoding"
+Q4_1 = ("The shipped weights are Q4_1 (each block of 32 weights along a row holds at most 16 values d * q + m), "
+        "dequantized to float32: 8 bits per group of 32 is a finer grid over values already on a 4-bit one")
+
+
+def perplexity(p: dict, r: dict) -> list[str]:
+    s, base, rows = p["settings"], p["numbers"]["base"], p["numbers"]["rows"]
+    out = [f"**Reference.** float32 perplexity {base['ppl']:.3f} ± {base['ppl_se']:.3f} over {base['blocks']} "
+           f"blocks of {s['block_len']} tokens ({base['tokens']:,} predicted tokens, SE over blocks by the delta "
+           "method)."]
+    out.append("**The sweep** (perplexity ± SE at the average stored bits per weight, scales included): " + "; ".join(
+        f"{row['format']} {row['width']}-bit g{row['group_size']}: {row['ppl']:.4g} ± {row['ppl_se']:.2g} at "
+        f"{row['weight_bits']:.3f} bits" for row in rows) + ".")
+    int8 = [v for k, v in r.items() if k.startswith("int8.") and k.endswith(".vs_fp32")]
+    if int8:
+        out.append(f"**8 bits.** {Q4_1}: " + "; ".join(x.says for x in int8) + ".")
+    groups = [v for k, v in r.items() if k.startswith("int") and "_vs_g" in k]
+    if groups:
+        out.append("**Group size** (paired over blocks; group sizes must divide 576 and 1536, so 128 is not among "
+                   "them): " + "; ".join(x.says for x in groups) + ". A coarser group shares one scale among more "
+                   "weights, so one large weight sets a coarse step for all of them; a finer group pays 16 / g bits "
+                   "of scale per weight.")
+    else:
+        out.append("**Group size.** This run measured one group size per width, so no group sizes are compared.")
+    return out
+
+
+def awq(p: dict, r: dict) -> list[str]:
+    rows = [v for k, v in r.items() if k.startswith("awq.")]
+    if not rows:
+        return []
+    s = p["settings"]
+    return [f"**AWQ against RTN** (alphas {s['alphas']} searched per layer on {s['calib_blocks']} training-review "
+            f"blocks; paired over the evaluation blocks): " + "; ".join(x.says for x in rows) + "."]
+
+
+def decode(p: dict, r: dict) -> list[str]:
+    n = p["numbers"]
+    says = r["decode.tokens_equal"].says
+    return [f"**Decoding.** {says[0].upper() + says[1:]}; {n['decode_ms_per_token']:.1f} ms per token for the "
+            f"loop, {n['generate_ms_per_token']:.1f} for generate ({n['device']}, batch {n['batch']}, prompt "
+            f"{n['prompt_len']} tokens, steady-call medians)."]
+
+
+def render(payloads: dict, folder=None) -> str:
+    r = by_key(compute("lab5_llm", payloads))
+    out = []
+    for name, words in (("perplexity", perplexity), ("awq", awq), ("decode", decode)):
+        if payloads.get(name) is not None:
+            out += words(payloads[name], r)
+    return header(TITLE, payloads, "lab5_llm") + "\n\n" + "\n\n".join(f"- {line}" for line in out) + "\n"

@@ -1,0 +1,92 @@
+"""Lab 5's readings, answers and figure on synthetic payloads: each verdict flips with the numbers it reads."""
+import math
+
+import pytest
+
+from labkit.answers import lab5_llm as answers
+from labkit.plots import lab5_llm as plots
+from labkit.readings import by_key, compute
+from labkit.readings import lab5_llm as lab5
+from labkit.records import get
+
+
+def nll(center, k=16, spread=0.3):
+    """Block NLLs with a spread in difficulty shared by every model (what pairing removes)."""
+    return [center + spread * math.sin(i) for i in range(k)]
+
+
+def row(fmt, width, group, per_block, bits=None):
+    mean = sum(per_block) / len(per_block)
+    return {"format": fmt, "width": width, "group_size": group, "per_block": per_block, "ppl": math.exp(mean),
+            "ppl_se": 0.1, "nll": mean, "spec": f"{fmt} {width} g{group}", "weight_bits": bits or width + 16 / group,
+            "blocks": len(per_block), "tokens": 255 * len(per_block)}
+
+
+def jitter(values, size):
+    return [v + size * (-1) ** i for i, v in enumerate(values)]
+
+
+def payloads(g192_shift=0.2, awq_shift=-0.1, equal=True, profile="quick"):
+    base = row("float32", 32, 1, nll(3.8))
+    settings = {"profile": profile, "block_len": 256, "alphas": [0.0, 0.5, 1.0], "calib_blocks": 4}
+    rows = [row("integer", 8, 32, jitter(nll(3.8), 1e-4)), row("integer", 4, 32, nll(3.9)),
+            row("integer", 4, 192, jitter(nll(3.9 + g192_shift), 0.01)), row("minifloat_ieee", 4, 32, nll(4.0))]
+    rtn, awq = row("integer", 4, 64, nll(4.0)), row("integer", 4, 64, jitter(nll(4.0 + awq_shift), 0.01))
+    decode = {"new_tokens": 8, "tokens_equal": equal, "decode_ms_per_token": 20.0, "generate_ms_per_token": 25.0,
+              "device": "cpu", "batch": 1, "prompt_len": 16}
+    prov = {"device": "cpu", "versions": {"torch": "2"}, "created": "today", "commit": "x"}
+    wrap = lambda n: {"numbers": n, "settings": settings, "provenance": prov}  # noqa: E731
+    return {"perplexity": wrap({"base": base, "rows": rows}),
+            "awq": wrap({"base": base, "rows": [{"width": 4, "group_size": 64, "rtn": rtn, "awq": awq}]}),
+            "decode": wrap(decode)}
+
+
+def test_verdicts_flip_with_the_numbers():
+    r = by_key(lab5.readings(payloads()))
+    assert r["int4.g192_vs_g32"].verdict == "higher" and "worse" in r["int4.g192_vs_g32"].says
+    assert r["awq.int4.g64"].verdict == "lower" and "better" in r["awq.int4.g64"].says
+    assert r["int8.g32.vs_fp32"].verdict == "level"
+    assert r["decode.tokens_equal"].verdict == "holds"
+    r = by_key(lab5.readings(payloads(g192_shift=0.0, awq_shift=0.1, equal=False)))
+    assert r["int4.g192_vs_g32"].verdict == "level"
+    assert r["awq.int4.g64"].verdict == "higher"
+    assert r["decode.tokens_equal"].verdict == "fails" and "differ" in r["decode.tokens_equal"].says
+
+
+def test_pairing_removes_the_blocks_spread():
+    """A shift far below either side's spread over blocks is still established when every block moves alike."""
+    q = lab5.paired_nll(nll(3.0, spread=1.0), nll(2.99, spread=1.0))
+    assert q["difference"] == pytest.approx(0.01) and q["se"] < 1e-9 and q["established"]
+    with pytest.raises(ValueError, match="same blocks"):
+        lab5.paired_nll([1.0, 2.0], [1.0])
+
+
+def test_missing_results_and_single_groups_give_fewer_readings():
+    p = payloads()
+    p["perplexity"]["numbers"]["rows"] = [r for r in p["perplexity"]["numbers"]["rows"] if r["group_size"] == 32]
+    keys = {r.key for r in lab5.readings({**p, "awq": None, "decode": None})}
+    assert keys == {"int8.g32.vs_fp32"}
+    assert "no group sizes are compared" in answers.render({**p, "awq": None, "decode": None})
+
+
+def test_no_claims_without_committed_full_numbers():
+    assert lab5.CLAIMS == {}
+    assert all(r.expect in ((), ("holds",)) for r in compute("lab5_llm", payloads(profile="full")))
+
+
+def test_answers_word_the_readings_and_the_figure_draws():
+    text = answers.render(payloads())
+    assert "int4 g192 is worse than int4 g32" in text and "AWQ int4 g64 is better than RTN int4 g64" in text
+    assert "same 8 tokens as generate" in text and "Q4_1" in text
+    fig = plots.plot_perplexity(payloads()["perplexity"])
+    assert len(fig.axes[0].get_legend().get_texts()) == 4  # float32 and three series
+    assert get("lab5_llm").figures == ("perplexity",)
+
+
+def test_settings_ranges_refuse_bad_values():
+    from labkit.run.profiles import lab_settings
+
+    assert lab_settings("lab5_llm", "smoke")["group_sizes"] == [32]
+    for key, value in (("group_sizes", [0]), ("int_widths", [0]), ("block_len", 1), ("alphas", [1.5])):
+        with pytest.raises(ValueError, match=f"setting {key}.*out of range"):
+            lab_settings("lab5_llm", "quick", **{key: value})
