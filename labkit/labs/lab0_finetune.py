@@ -52,27 +52,23 @@ def lab0_seed(s: dict, dl, seed: int, batch: dict) -> dict:
         "sft_trainable": sft_params}
 
 
-def all_seeds(s: dict, dl) -> tuple[dict, str]:
-    """``lab0_seed`` for every training seed of ``s``, combined over seeds (``readings.seeds.combine``), and the
-    lines the notebook prints (each seed's accuracies, the trainable parameters, the merge's logit change). A
-    finished seed's numbers are kept (``per_seed``), so a stopped run resumes after it."""
+def all_seeds(s: dict, dl) -> tuple[dict, list[dict]]:
+    """``lab0_seed`` for every training seed of ``s``: ``(tuned, per_seed)``, the seeds combined
+    (``readings.seeds.combine``) and each seed's own numbers (``narrate.lab0_graphs_lora.seeds_lines`` prints
+    them). A finished seed's numbers are kept (``per_seed``), so a stopped run resumes after it."""
     seeds = recipes.train_seeds(s)
     dev = train.pick_device(s["device"])
     batch = {k: v.to(dev) for k, v in next(iter(dl.test)).items()}
     per_seed = _per_seed.run("lab0", "accuracy", s, seeds, lambda seed: lab0_seed(s, dl, seed, batch))
-    lines = [f"seed {seed}: " + ", ".join(f"{k} {v:.4f}" for k, v in r["accuracy"].items())
-             for seed, r in zip(seeds, per_seed)]
-    tuned = _seeds.combine(per_seed, seeds)
-    lines.append(f"trainable parameters: SFT {tuned['sft_trainable']['trainable']:,}, LoRA "
-                 f"{tuned['lora']['trainable']:,}; largest logit change from merging: "
-                 f"{max(_seeds.values(tuned, 'merge_max_logit_diff', len(seeds))):.1e}")
-    return tuned, "\n".join(lines)
+    return _seeds.combine(per_seed, seeds), per_seed
 
 
-def merge_check(model: torch.nn.Module, s: dict, merge) -> str:
+def merge_gaps(model: torch.nn.Module, s: dict, merge) -> dict:
     """``merge`` (the exercise's ``merge_lora(W, A, B, alpha, rank)``) on layer 0's query of a LoRA copy of
-    ``model`` against peft's ``merge_and_unload``: what the notebook prints. Every adapter's ``B`` is drawn at
-    random, standing in for a trained one (a fresh adapter's ``B`` is 0, which any merge gets right)."""
+    ``model`` against peft's ``merge_and_unload``: the layer's ``shape``, ``rank``, ``alpha``, the largest change
+    the update makes to W (``update``) and the largest gap between the two merges (``gap``). Every adapter's
+    ``B`` is drawn at random, standing in for a trained one (a fresh adapter's ``B`` is 0, which any merge gets
+    right)."""
     demo = lora.add_lora(copy.deepcopy(model), rank=s["lora_rank"], alpha=s["lora_alpha"], dropout=s["lora_dropout"],
                          seed=s["seed"])
     gen = torch.Generator().manual_seed(s["seed"])
@@ -85,6 +81,5 @@ def merge_check(model: torch.nn.Module, s: dict, merge) -> str:
                                              layer.lora_B["default"].weight))
     mine = merge(W, A, B, s["lora_alpha"], s["lora_rank"])
     peft_merged = lora.merge_lora(demo).bert.encoder.layer[0].attention.self.query.weight.detach()
-    return (f"layer 0 query {tuple(W.shape)}, rank {s['lora_rank']}, alpha {s['lora_alpha']}: the update moves W by "
-            f"up to {(peft_merged - W).abs().max().item():.2e}; max |merge_lora - peft's merge_and_unload| = "
-            f"{(mine - peft_merged).abs().max().item():.1e}")
+    return {"shape": tuple(W.shape), "rank": s["lora_rank"], "alpha": s["lora_alpha"],
+            "update": (peft_merged - W).abs().max().item(), "gap": (mine - peft_merged).abs().max().item()}

@@ -1,6 +1,7 @@
-"""Lab 0's graph tutorials: what each graph cell of the notebook measures, prints and shows (the metadata of
-the captured graph, the dropout passes on a training-mode graph, FX's refusal to erase a node still read, the
-three captures drawn side by side and how their topologies differ), and the numbers the lab stores."""
+"""Lab 0's graph tutorials: what each graph cell of the notebook measures and shows (the metadata of the
+captured graph, the dropout passes on a training-mode graph, FX's refusal to erase a node still read, the three
+captures drawn side by side and how their topologies differ), and the numbers the lab stores; what the cells
+print is ``labkit.narrate.lab0_graphs_lora``'s."""
 from __future__ import annotations
 
 import base64
@@ -32,21 +33,16 @@ def metadata(model: torch.nn.Module) -> dict:
     return found
 
 
-def metadata_line(meta: dict) -> str:
-    return (f"{meta['nodes']} nodes {meta['by_op']}; {meta['parameters']:,} parameters, "
-            f"{meta['parameter_bytes']:,} bytes")
-
-
-def dropout_passes(model: torch.nn.Module, counting, removing) -> tuple[dict, dict, str]:
+def dropout_passes(model: torch.nn.Module, counting, removing) -> tuple[dict, dict, dict]:
     """Count the dropout of ``model``'s training-mode graph, remove it and check what is left: ``(counted,
-    removed, printed)``; ``counted``: ``graph.CountDropout``'s info, ``removed``: what the pass changed, the
-    dropout nodes after it and the largest logit gaps between two seeds and to the eval-mode model.
-    ``counting``, ``removing``: the two exercises' checks (the student's count, and the student's pass once its
-    check passed). Leaves ``model`` in eval mode."""
+    removed, yours)``; ``counted``: ``graph.CountDropout``'s info, ``removed``: what the pass changed, the
+    dropout nodes after it and the largest logit gaps between two seeds and to the eval-mode model, ``yours``: the
+    exercise's dropout count ``before`` and ``after`` the pass (``narrate.lab0_graphs_lora.dropout_lines`` words
+    them). ``counting``, ``removing``: the two exercises' checks (the student's count, and the student's pass once
+    its check passed). Leaves ``model`` in eval mode."""
     gm_train = graph.capture(model, train=True)
     counted = graph.CountDropout()(gm_train).info
-    lines = [f"count_dropout: {counting.fn(gm_train)} dropout nodes (labkit's CountDropout: {counted['dropout']}: "
-             f"{counted['nodes']}); attention nodes with a fused dropout_p: {counted['fused_attention_dropout']}"]
+    yours = {"before": counting.fn(gm_train)}
     with removing.installed():
         result = graph.RemoveDropout()(gm_train)
     after = graph.CountDropout()(result.graph_module).info
@@ -60,10 +56,8 @@ def dropout_passes(model: torch.nn.Module, counting, removing) -> tuple[dict, di
         ref = model(**x).logits
     removed = {"changes": list(result.changes), "after": after["dropout"],
                "seed_gap": (a - b).abs().max().item(), "eval_gap": (a - ref).abs().max().item()}
-    lines.append(f"removed: {removed['changes']}; count_dropout after: {counting.fn(result.graph_module)}; "
-                 f"largest logit gap between two seeds {removed['seed_gap']:.1e}, "
-                 f"to the eval-mode model {removed['eval_gap']:.1e}")
-    return counted, removed, "\n".join(lines)
+    yours["after"] = counting.fn(result.graph_module)
+    return counted, removed, yours
 
 
 def fx_error(model: torch.nn.Module) -> str | None:
@@ -105,23 +99,15 @@ def node_counts(graphs: dict[str, torch.fx.GraphModule]) -> dict[str, int]:
     return {name: len(g.graph.nodes) for name, g in graphs.items()}
 
 
-def graphs_lines(graphs: dict[str, torch.fx.GraphModule], folder: Path) -> str:
-    """The node count of each capture and the graph files in ``folder``."""
-    return (f"nodes per captured graph: {node_counts(graphs)}\n"
-            f"graph files: {sorted(p.name for p in Path(folder).glob('graph_*'))}")
+def graph_files(folder: Path) -> list[str]:
+    """The names of the graph files in ``folder`` (graphviz sources, and SVGs where drawn)."""
+    return sorted(p.name for p in Path(folder).glob("graph_*"))
 
 
 def topology(graphs: dict[str, torch.fx.GraphModule]) -> dict[str, dict]:
     """``graph.topology_diff`` of dropping labels (``drop_labels``) and then the mask (``drop_mask``)."""
     return {"drop_labels": graph.topology_diff(graphs["ids+mask+labels"], graphs["ids+mask"]),
             "drop_mask": graph.topology_diff(graphs["ids+mask"], graphs["ids only"])}
-
-
-def topology_lines(topo: dict[str, dict]) -> str:
-    return "\n".join(f"{what}: {d['nodes_a']} -> {d['nodes_b']} nodes\n  node kinds removed: {d['removed']}\n"
-                     f"  node kinds added: {d['added']}"
-                     for what, d in (("without labels", topo["drop_labels"]),
-                                     ("without attention_mask (and labels)", topo["drop_mask"])))
 
 
 def numbers(tuned: dict, sizes: dict, graph_meta: dict, dropout: dict, dropout_removed: dict,

@@ -27,6 +27,7 @@ from IPython.display import display
 from labkit import models, recipes, redraw
 from labkit.exercises import check
 from labkit.labs import lab0_finetune, lab0_graphs
+from labkit.narrate import lab0_graphs_lora as words
 from labkit.report import say, table
 from labkit.results import provenance, result_dir
 from labkit.run.profiles import lab_settings
@@ -46,7 +47,7 @@ print("device:", provenance()["device"])
 # %%
 model = models.load_model(S["model"], seed=S["seed"])
 graph_meta = lab0_graphs.metadata(model)  # captured with input_ids, attention_mask and labels
-print(lab0_graphs.metadata_line(graph_meta))
+print(words.metadata_line(graph_meta))
 # the activations of the pass's run on a dummy batch: inputs, the first node of each kind of compute, the outputs
 say(table(graph_meta["first_shapes"]))
 
@@ -121,8 +122,8 @@ removing = check("lab0.remove_dropout", remove_dropout)
 
 # %%
 # your count, and your pass once its check passes, on BERT's training-mode graph (the model is left in eval mode)
-counted, dropout_removed, shown = lab0_graphs.dropout_passes(model, counting, removing)
-print(shown)
+counted, dropout_removed, yours = lab0_graphs.dropout_passes(model, counting, removing)
+print(words.dropout_lines(counted, dropout_removed, yours))
 
 # %% [markdown]
 # **Task: skip `replace_all_uses_with`.** FX refuses to erase a node that other nodes still read, because
@@ -154,11 +155,11 @@ print("RuntimeError:", fx_error)
 graphs = lab0_graphs.capture_variants(model, OUT)
 if (drawn := lab0_graphs.drawings(graphs, OUT)) is not None:
     display(drawn)
-print(lab0_graphs.graphs_lines(graphs, OUT))
+print(words.graphs_lines(lab0_graphs.node_counts(graphs), lab0_graphs.graph_files(OUT)))
 
 # %%
 topology = lab0_graphs.topology(graphs)  # node kinds removed and added by dropping labels, then the mask
-print(lab0_graphs.topology_lines(topology))
+print(words.topology_lines(topology))
 
 # %% [markdown]
 # **Question 0b.** From the three captures and the node kinds printed above: how does the graph's topology
@@ -191,8 +192,8 @@ print(lab0_graphs.topology_lines(topology))
 # %%
 dl = recipes.loaders(S)
 # one seed at a time; a finished seed's numbers are kept (runs/seeds), so a stopped run resumes after it
-tuned, shown = lab0_finetune.all_seeds(S, dl)
-print(shown)
+tuned, per_seed = lab0_finetune.all_seeds(S, dl)
+print(words.seeds_lines(tuned, per_seed))
 
 # %% [markdown]
 # ## Exercise: merge a LoRA adapter into its weight
@@ -224,7 +225,7 @@ merging = check("lab0.merge_lora", merge_lora)
 # which any merge gets right).
 
 # %%
-print(lab0_finetune.merge_check(model, S, merging.fn))
+print(words.merge_line(lab0_finetune.merge_gaps(model, S, merging.fn)))
 
 # %%
 numbers = lab0_graphs.numbers(tuned, dl.sizes, graph_meta, counted, dropout_removed, fx_error, topology, graphs)
