@@ -104,12 +104,22 @@ def time_decode(model: torch.nn.Module, input_ids: torch.Tensor, new_tokens: int
         "generate": lambda: generate_greedy(model, ids, new_tokens, min_new_tokens=new_tokens,
                                             pad_token_id=pad),
     }
-    times = {key: [] for key in runs}
-    for _ in range(1 + warmup + repeats):
-        for key, fn in runs.items():
-            times[key].append(time_call(fn, dev))
     out = {"new_tokens": new_tokens, "batch": ids.shape[0], "prompt_len": ids.shape[1], "cache": cache,
            "device": str(dev)}
+    return {**out, **time_loops(runs, new_tokens, dev, repeats, warmup)}
+
+
+def time_loops(loops: dict, new_tokens: int, device: str | torch.device, repeats: int = 3, warmup: int = 1) -> dict:
+    """``{name}_ms_per_token`` and ``{name}_timing`` of each loop in ``loops`` (name -> a call making
+    ``new_tokens`` tokens per sequence): ``1 + warmup + repeats`` rounds, each timing one call of every loop in
+    turn on ``time_call``'s clock, so a change of the machine's load falls on all alike; ms per token is the
+    steady calls' median over ``new_tokens``."""
+    dev = check_device(device)
+    times = {key: [] for key in loops}
+    for _ in range(1 + warmup + repeats):
+        for key, fn in loops.items():
+            times[key].append(time_call(fn, dev))
+    out = {}
     for key, per_call in times.items():
         cpu = dev.type == "cpu"  # time_call: perf_counter on a CPU, CUDA events on a GPU
         t = Timing(device=str(dev), warmup=warmup, per_call=per_call, per_call_wall=list(per_call) if cpu else [],

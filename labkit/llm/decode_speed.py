@@ -1,0 +1,166 @@
+"""Decode speed on a GPU: tokens/s of ``generate`` and of labkit's static-shape step (eager, and replayed as a CUDA
+graph; bf16, and with every Linear as ``MXINT8Linear``'s fused kernel), per batch, beside the weight-bandwidth
+roofline (bytes a step reads for weights / the card's measured copy bandwidth).
+
+The models are random-init Llamas of SmolLM2's shapes (``labkit.models.llm_from_config``): the speed of a step
+does not depend on the weights' values, so each row names its weights as built from config. One row per (shape,
+batch, loop); the loops of one (shape, batch, weights) are timed interleaved (``decode.time_loops``).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..perf.timing import copy_ms
+from .decode import generate_greedy, roofline_tokens_per_s, time_loops
+from .static_decode import StaticDecoder, step_bytes
+
+LOOPS_BF16 = ("generate", "labkit_eager", "labkit_graph")
+LOOPS_MXINT8 = ("generate_mxint8", "labkit_graph_mxint8")
+LOOP_WORDS = {
+    "generate": "transformers generate (greedy, static cache, not compiled)",
+    "labkit_eager": "labkit's static-shape step, eager",
+    "labkit_graph": "labkit's static-shape step replayed as one CUDA graph",
+    "generate_mxint8": "generate with every Linear as MXINT8Linear (fused kernel)",
+    "labkit_graph_mxint8": "labkit's graphed step with every Linear as MXINT8Linear (fused kernel)",
+}
+
+
+def copy_bandwidth(device, nbytes: int = 1 << 30) -> float:
+    """The card's device-to-device copy rate in bytes/s (read + written), ``copy_ms`` of ``nbytes``."""
+    return 2 * nbytes / (copy_ms(nbytes, 2, device) * 1e-3)
+
+
+def _loops(model, ids, new: int, names) -> dict:
+    dec = StaticDecoder(model, graph=True)
+    eager = StaticDecoder(model, graph=False)
+    pad = model.config.pad_token_id
+    make = {
+        "generate": lambda: generate_greedy(model, ids, new, min_new_tokens=new, pad_token_id=pad,
+                                            cache_implementation="static", disable_compile=True),
+        "labkit_eager": lambda: eager.generate(ids, new),
+        "labkit_graph": lambda: dec.generate(ids, new),
+    }
+    make["generate_mxint8"], make["labkit_graph_mxint8"] = make["generate"], make["labkit_graph"]
+    return {name: make[name] for name in names}
+
+
+def _agreement(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Fraction of sequences whose tokens are all equal."""
+    return float((a == b).all(dim=1).float().mean())
+
+
+def measure(model, shape: str, weights: str, batches, new_tokens: int, prompt_len: int, bandwidth: float,
+            names, repeats: int, warmup: int, seed: int = 0, progress=print) -> list[dict]:
+    """Rows of ``names`` loops at every batch on ``model`` (on its CUDA device)."""
+    dev = next(model.parameters()).device
+    nbytes = step_bytes(model)
+    rows = []
+    for batch in batches:
+        g = torch.Generator(device="cpu").manual_seed(seed + batch)
+        ids = torch.randint(0, model.config.vocab_size, (batch, prompt_len), generator=g).to(dev)
+        loops = _loops(model, ids, new_tokens, names)
+        tokens = {name: fn() for name, fn in loops.items()}  # first calls: graph capture, Triton compiles
+        timed = time_loops(loops, new_tokens, dev, repeats, warmup)
+        peer = tokens[names[0]]
+        for name in names:
+            ms = timed[f"{name}_ms_per_token"]
+            roof = roofline_tokens_per_s(nbytes, bandwidth, batch)
+            rows.append({"shape": shape, "weights": weights, "batch": batch, "loop": name, "ms_per_token": ms,
+                         "tokens_per_s": batch * 1e3 / ms, "step_weight_bytes": nbytes,
+                         "roofline_tokens_per_s": roof, "fraction_of_roofline": batch * 1e3 / ms / roof,
+                         "peer": names[0], "tokens_agree_with_peer": _agreement(tokens[name], peer),
+                         "timing": timed[f"{name}_timing"]})
+            progress(f"{shape} {weights} batch {batch:>2} {name:<20} {ms:7.3f} ms/token "
+                     f"{batch * 1e3 / ms:9.1f} tokens/s  {100 * rows[-1]['fraction_of_roofline']:5.1f}% of roofline")
+    return rows
+
+
+def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_tokens: int = 128,
+          prompt_len: int = 16, repeats: int = 3, warmup: int = 1, mxint8: bool = True, group_size: int = 32,
+          device="cuda", seed: int = 0, progress=print) -> dict:
+    """Every loop at every (shape, batch), bf16 and (``mxint8``) MXINT8; the roofline from a copy measured here."""
+    from ..kernels.packed_linear import convert_to_mxint8
+    from ..models import llm_from_config
+
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        raise RuntimeError(f"the decode speed sweep times CUDA graphs: it needs a CUDA device, got {device!r} "
+                           f"(torch.cuda.is_available() = {torch.cuda.is_available()})")
+    bandwidth = copy_bandwidth(dev)
+    progress(f"copy bandwidth {bandwidth / 1e12:.3f} TB/s (read + written) on {torch.cuda.get_device_name(dev)}")
+    rows, conversions = [], {}
+    for shape in shapes:
+        model = llm_from_config(shape, seed=seed, device=dev, dtype=torch.bfloat16)
+        weights = f"random init from SmolLM2's {shape} config (seed {seed}), bf16"
+        rows += measure(model, shape, weights, batches, new_tokens, prompt_len, bandwidth, LOOPS_BF16, repeats,
+                        warmup, seed, progress)
+        if mxint8:
+            report = convert_to_mxint8(model, group_size)
+            conversions[shape] = {k: report[k] for k in ("group_size", "weight_bytes_before", "weight_bytes_after")}
+            conversions[shape]["converted"] = len(report["converted"])
+            rows += measure(model, shape, weights.replace("bf16", f"every Linear MXINT8 g{group_size}"), batches,
+                            new_tokens, prompt_len, bandwidth, LOOPS_MXINT8, repeats, warmup, seed, progress)
+        del model
+        torch.cuda.empty_cache()
+    return {"rows": rows, "copy_bandwidth_bytes_per_s": bandwidth, "conversions": conversions,
+            "new_tokens": new_tokens, "prompt_len": prompt_len, "repeats": repeats, "warmup": warmup,
+            "loops": LOOP_WORDS, "device": torch.cuda.get_device_name(dev),
+            "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count,
+            "method": "ms per token = median steady call (prefill of the prompt + new_tokens - 1 steps) / new_tokens;"
+                      " roofline = batch x copy bandwidth / bytes a step reads for weights (KV cache not counted)"}
+
+
+def ratios(result: dict) -> list[dict]:
+    """Per (shape, batch): labkit graph / generate, MXINT8 graph / bf16 graph, and each's fraction of roofline."""
+    by = {(r["shape"], r["batch"], r["loop"]): r for r in result["rows"]}
+    out = []
+    for shape, batch in sorted({(r["shape"], r["batch"]) for r in result["rows"]}):
+        def tps(loop):
+            row = by.get((shape, batch, loop))
+            return row["tokens_per_s"] if row else None
+        row = {"shape": shape, "batch": batch}
+        for name, a, b in (("graph_vs_generate", "labkit_graph", "generate"),
+                           ("graph_vs_eager", "labkit_graph", "labkit_eager"),
+                           ("mxint8_vs_bf16_graph", "labkit_graph_mxint8", "labkit_graph"),
+                           ("mxint8_generate_vs_generate", "generate_mxint8", "generate")):
+            if tps(a) and tps(b):
+                row[name] = tps(a) / tps(b)
+        for loop in ("labkit_graph", "labkit_graph_mxint8"):
+            if (shape, batch, loop) in by:
+                row[f"{loop}_roofline_fraction"] = by[shape, batch, loop]["fraction_of_roofline"]
+        out.append(row)
+    return out
+
+
+COMMAND = "python -m labkit.llm.decode_speed"
+
+
+def main(argv=None) -> int:
+    import argparse
+    import sys
+
+    from .. import results
+    from ..report import table
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="JSON path (the Lab 5 notebook's full profile saves its own)")
+    p.add_argument("--shapes", nargs="+", default=["smollm2-135m", "smollm2-1.7b"])
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
+    p.add_argument("--tokens", type=int, default=128, help="new tokens per call")
+    p.add_argument("--prompt", type=int, default=16, help="prompt tokens")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-mxint8", action="store_true")
+    args = p.parse_args(argv)
+    if any(b < 1 for b in args.batches) or args.tokens < 1 or args.prompt < 1 or args.repeats < 1:
+        p.error("--batches, --tokens, --prompt and --repeats must be >= 1")
+    out = sweep(args.shapes, args.batches, args.tokens, args.prompt, args.repeats, mxint8=not args.no_mxint8)
+    out.update(ratios=ratios(out), versions=results.versions(), command=" ".join([COMMAND, *argv]))
+    path = results.write_json(args.out, out, indent=2)
+    print(table(out["ratios"], list(out["ratios"][0]), floatfmt=".3f"))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,190 @@
+"""labkit's own decode step for a Llama-family model: a preallocated KV cache, static shapes, and the step captured
+once as a CUDA graph, so a token costs one graph replay instead of hundreds of Python-launched kernels.
+
+``generate``'s step (transformers) is launch- and host-bound at small batch: each of a decoder layer's ~15 kernels
+is a Python call with checks, and the GPU waits for the host between them. Here the step is the same arithmetic
+written with fixed shapes (one token per sequence, positions held in a device tensor, the causal mask computed
+from them, keys and values written into the cache in place), so the whole step, the argmax and the bookkeeping
+for the next step included, records into one CUDA graph; ``generate`` then replays it ``new - 1`` times with no
+host work in between. On a CPU (or ``graph=False``) the same step runs eagerly: that is how the tests check its
+tokens against ``generate``'s.
+
+The Linear layers are called as modules, so a model whose Linears were replaced (``convert_to_mxint8``: the fused
+MXINT8 kernel) decodes through them unchanged.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .decode import _check_ids
+
+_NEEDS = ("model.embed_tokens", "model.layers", "model.norm", "model.rotary_emb", "lm_head")
+
+
+def _check_model(model) -> None:
+    missing = [name for name in _NEEDS if _get(model, name) is None]
+    if missing:
+        raise TypeError(f"StaticDecoder needs a Llama-family causal LM (transformers' LlamaForCausalLM layout); "
+                        f"{type(model).__name__} has no {', '.join(missing)}")
+    attn = model.model.layers[0].self_attn
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        if not hasattr(attn, name):
+            raise TypeError(f"StaticDecoder: the attention of {type(model).__name__} has no {name}")
+
+
+def _get(obj, dotted: str):
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _rms(norm, x: torch.Tensor) -> torch.Tensor:
+    # LlamaRMSNorm: the mean square in float32, the weight applied in the input dtype
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * h.to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class StaticDecoder:
+    """Greedy decoding of ``model`` with labkit's static-shape step (``graph``: captured as a CUDA graph; default:
+    on CUDA). ``generate(input_ids, new)`` returns the ``new`` tokens (``(batch, new)``, int64); EOS is not a stop
+    (every sequence makes ``new`` tokens), as in a throughput benchmark.
+
+    A graph belongs to one (batch, prompt length, new tokens); a call of another shape captures another (cached)."""
+
+    def __init__(self, model: torch.nn.Module, graph: bool | None = None):
+        _check_model(model)
+        self.model = model
+        p = next(model.parameters())
+        self.device, self.dtype = p.device, p.dtype
+        if graph is None:
+            graph = self.device.type == "cuda"
+        if graph and self.device.type != "cuda":
+            raise ValueError(f"graph=True needs the model on a CUDA device; it is on {self.device}")
+        self.graph = bool(graph)
+        c = model.config
+        self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.scale = 1.0 / math.sqrt(self.head_dim)
+        self._states: dict[tuple[int, int, int], dict] = {}
+
+    # -- the arithmetic: T new tokens per sequence at `positions` (T,) ------------------------------------------
+    def _forward(self, st: dict, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        m = self.model.model
+        B, T = tokens.shape
+        h = m.embed_tokens(tokens)
+        cos = st["cos"].index_select(0, positions)[None, None]  # (1, 1, T, head_dim)
+        sin = st["sin"].index_select(0, positions)[None, None]
+        mask = (st["key_pos"][None, :] <= positions[:, None])[None, None]  # (1, 1, T, max_len): causal by position
+        for i, layer in enumerate(m.layers):
+            a = layer.self_attn
+            x = _rms(layer.input_layernorm, h)
+            q = a.q_proj(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)
+            k = a.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = a.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            keys, values = st["k"][i], st["v"][i]
+            keys.index_copy_(2, positions, k)
+            values.index_copy_(2, positions, v)
+            o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale,
+                                               enable_gqa=self.heads != self.kv_heads)
+            h = h + a.o_proj(o.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))
+            mlp = layer.mlp
+            x = _rms(layer.post_attention_layernorm, h)
+            h = h + mlp.down_proj(mlp.act_fn(mlp.gate_proj(x)) * mlp.up_proj(x))
+        logits = self.model.lm_head(_rms(m.norm, h[:, -1]))
+        return logits.argmax(dim=-1)
+
+    def _step(self, st: dict) -> None:
+        # one token per sequence at position st["pos"]; writes it to out[:, slot] and advances pos and slot
+        nxt = self._forward(st, st["token"], st["pos"])
+        st["out"].index_copy_(1, st["slot"], nxt[:, None])
+        st["token"].copy_(nxt[:, None])
+        st["pos"].add_(1)
+        st["slot"].add_(1)
+
+    # -- buffers and the graph -----------------------------------------------------------------------------------
+    def _state(self, batch: int, prompt: int, new: int) -> dict:
+        key = (batch, prompt, new)
+        if key in self._states:
+            return self._states[key]
+        max_len, dev = prompt + new, self.device
+        layers = len(self.model.model.layers)
+        shape = (layers, batch, self.kv_heads, max_len, self.head_dim)
+        pos_ids = torch.arange(max_len, device=dev)[None]
+        probe = torch.zeros(1, dtype=self.dtype, device=dev)
+        cos, sin = self.model.model.rotary_emb(probe, pos_ids)  # transformers' own tables (rope scaling included)
+        st = {"k": torch.zeros(shape, dtype=self.dtype, device=dev),
+              "v": torch.zeros(shape, dtype=self.dtype, device=dev),
+              "cos": cos[0].to(self.dtype), "sin": sin[0].to(self.dtype), "key_pos": pos_ids[0],
+              "token": torch.zeros(batch, 1, dtype=torch.long, device=dev),
+              "pos": torch.full((1,), prompt, dtype=torch.long, device=dev),
+              "slot": torch.ones(1, dtype=torch.long, device=dev),
+              "out": torch.zeros(batch, new, dtype=torch.long, device=dev), "graph": None}
+        if self.graph:
+            st["graph"] = self._capture(st, prompt)
+        self._states[key] = st
+        return st
+
+    def _capture(self, st: dict, prompt: int):
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        # position and slot 0 while warming up and capturing: always in range (a replay reads the values of then)
+        with torch.cuda.stream(side):  # warm-up off the capture: Triton compiles, cuBLAS picks its kernels
+            for _ in range(2):
+                st["pos"].zero_()
+                st["slot"].zero_()
+                self._step(st)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        st["pos"].zero_()
+        st["slot"].zero_()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._step(st)
+        return graph
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        ids = _check_ids(input_ids).to(self.device)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens!r}: must be an int >= 1")
+        B, P = ids.shape
+        st = self._state(B, P, max_new_tokens)
+        # prefill (eager: its shape is the prompt's): fills cache positions 0..P-1, gives the first new token
+        first = self._forward(st, ids, st["key_pos"][:P])
+        st["out"][:, 0] = first
+        st["token"].copy_(first[:, None])
+        st["pos"].fill_(P)
+        st["slot"].fill_(1)
+        for _ in range(max_new_tokens - 1):
+            if st["graph"] is not None:
+                st["graph"].replay()
+            else:
+                self._step(st)
+        return st["out"].clone()
+
+
+def step_bytes(model: torch.nn.Module) -> int:
+    """Bytes a decode step reads for weights: every parameter and buffer of the decoder layers, the final norm and
+    the LM head, each tensor once (the LM head tied to the embedding: its table, read whole by the head). The
+    embedding lookup reads only the batch's rows, so the table counts once, as the head's."""
+    m = model.model
+    seen, total = set(), 0
+    for module in (m.layers, m.norm, model.lm_head):
+        for t in list(module.parameters()) + list(module.buffers()):
+            key = t.untyped_storage().data_ptr() if t.device.type != "meta" else id(t)
+            if key in seen or t.dtype == torch.int64:
+                continue
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total

@@ -1,0 +1,98 @@
+"""labkit's static-shape decode step: the tokens of ``generate`` (greedy) on CPU (eager) and, on CUDA, the same
+tokens replayed from its CUDA graph; the bytes a step reads; clear errors for what it cannot decode."""
+import pytest
+import torch
+
+from _llm_tiny import tiny_llama
+from labkit.kernels.packed_linear import convert_to_mxint8
+from labkit.llm.decode import generate_greedy, time_loops
+from labkit.llm.static_decode import StaticDecoder, step_bytes
+
+
+def _ids(batch, prompt, vocab=256, seed=0):
+    return torch.randint(0, vocab, (batch, prompt), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("fields", [{}, {"num_key_value_heads": 4}, {"num_key_value_heads": 1}],
+                         ids=["gqa-4:2", "mha", "mqa"])
+def test_tokens_are_generates(fields):
+    # a wide init so greedy tokens vary from step to step (a default tiny model repeats one token)
+    model = tiny_llama(initializer_range=0.3, **fields)
+    ids = _ids(3, 7)
+    ours = StaticDecoder(model).generate(ids, 20)
+    ref = generate_greedy(model, ids, 20, min_new_tokens=20)
+    assert torch.equal(ours, ref)
+    assert len(set(ours.flatten().tolist())) > 10
+
+
+def test_one_token_another_shape_and_a_rerun():
+    model = tiny_llama(initializer_range=0.3)
+    dec = StaticDecoder(model)
+    ids = _ids(2, 5, seed=3)
+    assert torch.equal(dec.generate(ids, 1), generate_greedy(model, ids, 1))
+    long = dec.generate(_ids(1, 9, seed=4), 12)
+    assert torch.equal(long, generate_greedy(model, _ids(1, 9, seed=4), 12, min_new_tokens=12))
+    assert torch.equal(dec.generate(ids, 1), generate_greedy(model, ids, 1))  # buffers of the first shape reused
+
+
+def test_real_model_makes_generates_tokens(smollm2, imdb_blocks):
+    model, tok = smollm2
+    ids = imdb_blocks[:2, :32]
+    ours = StaticDecoder(model).generate(ids, 16)
+    ref = generate_greedy(model, ids, 16, min_new_tokens=16)
+    assert torch.equal(ours, ref), (tok.decode(ours[0]), tok.decode(ref[0]))
+
+
+def test_mxint8_model_decodes_through_its_linears():
+    model = tiny_llama(initializer_range=0.3)
+    report = convert_to_mxint8(model, 32)
+    assert "lm_head" in report["converted"] and len(report["converted"]) == 1 + 2 * 7
+    ids = _ids(2, 6, seed=5)
+    assert torch.equal(StaticDecoder(model).generate(ids, 10), generate_greedy(model, ids, 10, min_new_tokens=10))
+    # the step reads the packed bytes: int8 mantissas and one exponent byte per 32 weights, norms in fp32
+    packed = sum(b.numel() for n, b in model.named_buffers() if n.endswith(("mantissa", "exponent")))
+    norms = sum(p.numel() * 4 for n, p in model.named_parameters() if "norm" in n)
+    assert step_bytes(model) == packed + norms
+
+
+def test_step_bytes_counts_the_tied_head_once():
+    model = tiny_llama()
+    assert step_bytes(model) == 4 * sum(p.numel() for p in model.parameters())
+    untied = tiny_llama(tie_word_embeddings=False)
+    embed = untied.model.embed_tokens.weight.numel()
+    assert step_bytes(untied) == 4 * (sum(p.numel() for p in untied.parameters()) - embed)
+
+
+def test_time_loops_times_every_loop():
+    model = tiny_llama()
+    ids = _ids(1, 4)
+    dec = StaticDecoder(model)
+    out = time_loops({"a": lambda: dec.generate(ids, 3), "b": lambda: generate_greedy(model, ids, 3)}, 3, "cpu",
+                     repeats=2, warmup=0)
+    assert out["a_ms_per_token"] > 0 and len(out["b_timing"]["per_call_s"]) == 3
+
+
+def test_errors_name_what_is_wrong():
+    model = tiny_llama()
+    with pytest.raises(ValueError, match="graph=True needs the model on a CUDA device"):
+        StaticDecoder(model, graph=True)
+    with pytest.raises(ValueError, match="max_new_tokens=0"):
+        StaticDecoder(model).generate(_ids(1, 3), 0)
+    with pytest.raises(TypeError, match="int64 tensor"):
+        StaticDecoder(model).generate(_ids(1, 3).float(), 2)
+    with pytest.raises(TypeError, match="Llama-family causal LM.*has no model.embed_tokens"):
+        StaticDecoder(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("mxint8", [False, True], ids=["bf16", "mxint8"])
+def test_graph_replays_make_the_eager_steps_tokens(mxint8):
+    model = tiny_llama(initializer_range=0.3).to("cuda", torch.bfloat16)
+    if mxint8:
+        convert_to_mxint8(model, 32)
+    ids = _ids(4, 8, seed=6).cuda()
+    graphed, eager = StaticDecoder(model), StaticDecoder(model, graph=False)
+    assert graphed.graph and not eager.graph
+    assert torch.equal(graphed.generate(ids, 24), eager.generate(ids, 24))
+    assert torch.equal(graphed.generate(ids[:, :5], 3), eager.generate(ids[:, :5], 3))
