@@ -1,20 +1,10 @@
-"""What Lab 1b's notebook shows beside its figure: the sparsity sweep's table and the ``lab1.l1_mask``
-exercise's mask on one layer beside the one labkit's ``prune`` puts there."""
+"""The ``lab1.l1_mask`` exercise's mask on one layer beside the one labkit's ``prune`` puts there, as the rows
+Lab 1b's notebook shows (``labkit.narrate.lab1_prune`` draws them and the sweep's table)."""
 from __future__ import annotations
 
 import torch
 
 from ..prune import prune
-from ..report import table
-
-SWEEP_COLUMNS = ["method", "scope", "sparsity", "achieved_weight_sparsity", "achieved_activation_sparsity",
-                 "pruned", "finetuned", "pruned_positive_share", "finetuned_positive_share"]
-MASK_COLUMNS = ["sparsity", "achieved (yours)", "achieved (labkit's prune)", "entries that differ",
-                "largest pruned abs(w)", "smallest kept abs(w)"]
-
-
-def sweep_table(numbers: dict) -> str:
-    return table(numbers["rows"], SWEEP_COLUMNS)
 
 
 def mask_rows(layer: torch.nn.Linear, sparsities, l1_mask) -> list[dict]:
@@ -35,8 +25,7 @@ def mask_rows(layer: torch.nn.Linear, sparsities, l1_mask) -> list[dict]:
     return rows
 
 
-def mask_text(model, sparsities, l1_mask) -> str:
-    """``mask_rows`` of ``model``'s first Linear, as a table under the layer's name and size."""
+def mask_check(model, sparsities, l1_mask) -> dict:
+    """``mask_rows`` of ``model``'s first Linear, with the ``layer``'s name and its number of ``weights``."""
     name, layer = next((n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))
-    return (f"Layer `{name}` ({layer.weight.numel():,} weights):\n\n"
-            + table(mask_rows(layer, sparsities, l1_mask), MASK_COLUMNS))
+    return {"layer": name, "weights": layer.weight.numel(), "rows": mask_rows(layer, sparsities, l1_mask)}

@@ -1,11 +1,12 @@
 """What Lab 1a's notebook shows beside its figure: the stored bits of the int8 model (the ``lab1.average_bits``
-exercise's inputs) and the calibrated int8 widths (``answers.lab1_quantize`` words the base and the sweep)."""
+exercise's inputs and results) and the calibrated int8 widths (``narrate.lab1_quantize`` words them)."""
 from __future__ import annotations
 
 import torch
 
 from ..quant import average_bits as labkit_average_bits
 from ..quant.calibrate import calibrated_fixed_point
+
 
 def stored_tensors(model) -> tuple[list[dict], list[dict]]:
     """{"numel", "width", "frac_width"} of every Linear's weight and bias, and of its input (per token)."""
@@ -25,20 +26,18 @@ def stored_tensors(model) -> tuple[list[dict], list[dict]]:
     return weights, inputs
 
 
-def average_bits_text(quantized, base, average_bits) -> tuple[str, str]:
-    """``(line, text)``: ``average_bits`` (the exercise's, or labkit's) over the stored tensors of
-    ``quantized`` (a ``quant.quantize`` result) and of the fp32 ``base``, beside labkit's
-    ``quant.average_bits`` (a line to print), and the sentence that says what was quantized."""
+def bits_check(quantized, base, average_bits) -> dict:
+    """``average_bits`` (the exercise's, or labkit's) over the stored tensors of ``quantized`` (a
+    ``quant.quantize`` result) and of the fp32 ``base`` (``yours``), beside labkit's ``quant.average_bits``
+    (``labkit``), with the number of layers ``changed`` and one of them (``example``: its name and change)."""
     q_weights, q_inputs = stored_tensors(quantized.model)
-    w_bits, in_bits, fp32_bits = average_bits(q_weights), average_bits(q_inputs), average_bits(stored_tensors(base)[0])
+    yours = {"weights": average_bits(q_weights), "inputs": average_bits(q_inputs),
+             "fp32": average_bits(stored_tensors(base)[0])}
     bits = labkit_average_bits(quantized.model)
-    line = (f"average_bits: weights {w_bits}, inputs {in_bits}, fp32 model {fp32_bits}; labkit's quant.average_bits: "
-            f"weights {bits['weight_bits']}, inputs {bits['data_in_bits']}, fp32 model "
-            f"{labkit_average_bits(base)['weight_bits']}")
-    text = (f"int8 quantizes **{len(quantized.changed)}** Linear layers (e.g. `{next(iter(quantized.changed))}`: "
-            f"{next(iter(quantized.changed.values()))}). Average bits: weights {w_bits:.1f}, "
-            f"inputs {in_bits:.1f} (fp32 model: {fp32_bits:.0f}).")
-    return line, text
+    labkit = {"weights": bits["weight_bits"], "inputs": bits["data_in_bits"],
+              "fp32": labkit_average_bits(base)["weight_bits"]}
+    return {"yours": yours, "labkit": labkit, "changed": len(quantized.changed),
+            "example": next(iter(quantized.changed.items()))}
 
 
 def calibrated_int8_widths(base, ranges: dict) -> dict[str, list[int]]:

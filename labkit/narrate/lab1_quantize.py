@@ -1,5 +1,5 @@
-"""What Lab 1a's notebook says while it runs: its base model, and the width sweep's calibrated widths, control and
-table (the answers, which word the readings, are ``labkit.answers.lab1_quantize``)."""
+"""What Lab 1a's notebook says while it runs: its base model, the int8 model's average bits (the exercise's beside
+labkit's), and the width sweep's calibrated widths, control and table (the answers, which word the readings, are ``labkit.answers.lab1_quantize``)."""
 from __future__ import annotations
 
 from ..report import table
@@ -24,3 +24,17 @@ def sweep_text(numbers: dict, settings: dict, widths: dict[str, list[int]], seed
     control = (f"Equal-training control: fp32 trained {settings['qat_epochs']:g} epoch more at lr "
                f"{settings['finetune_lr']:g}: **{numbers['control']['accuracy']:.4f}** (mean over seeds).")
     return "\n\n".join([calibrated, control, table(numbers["rows"], SWEEP_COLUMNS)])
+
+
+def bits_line(bits: dict) -> str:
+    """``labs.lab1_quantize.bits_check``: the exercise's average bits beside labkit's, as printed."""
+    y, k = bits["yours"], bits["labkit"]
+    return (f"average_bits: weights {y['weights']}, inputs {y['inputs']}, fp32 model {y['fp32']}; labkit's "
+            f"quant.average_bits: weights {k['weights']}, inputs {k['inputs']}, fp32 model {k['fp32']}")
+
+
+def bits_text(bits: dict) -> str:
+    """``labs.lab1_quantize.bits_check``: what int8 quantized, and its average bits."""
+    (name, change), y = bits["example"], bits["yours"]
+    return (f"int8 quantizes **{bits['changed']}** Linear layers (e.g. `{name}`: {change}). Average bits: weights "
+            f"{y['weights']:.1f}, inputs {y['inputs']:.1f} (fp32 model: {y['fp32']:.0f}).")

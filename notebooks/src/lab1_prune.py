@@ -20,6 +20,7 @@ import torch
 from labkit import recipes, redraw
 from labkit.labs import per_seed as per_seed_runs
 from labkit.labs import lab1_prune as lab
+from labkit.narrate import lab1_prune as words
 from labkit.labs.lab1_sweeps import combined, pruning_seed
 from labkit.exercises import check
 from labkit.run.profiles import lab_settings
@@ -80,7 +81,7 @@ per_seed = per_seed_runs.run("lab1", "pruning", S, SEEDS, lambda seed: pruning_s
 for seed, r in zip(SEEDS, per_seed):
     print(f"seed {seed}: unpruned {r['fp32']:.4f}, control {r['control']['accuracy']:.4f}, SFT {r['sft_digest'][:12]}")
 numbers = combined(per_seed, SEEDS, dl.sizes)
-say(lab.sweep_table(numbers))
+say(words.sweep_table(numbers))
 
 # %%
 redraw.show("lab1_prune", "pruning", numbers, S)
@@ -95,7 +96,7 @@ redraw.show("lab1_prune", "pruning", numbers, S)
 
 # %%
 sft, _ = recipes.finetuned_model(S, dl, seed=SEEDS[0])
-say(lab.mask_text(sft, S["sparsities"], l1.fn))  # l1.fn: your l1_mask once its check passes
+say(words.mask_text(lab.mask_check(sft, S["sparsities"], l1.fn)))  # l1.fn: your l1_mask once its check passes
 
 # %% [markdown]
 # **Question 1b.** From your table: from which sparsity is random pruning at chance (a constant answer on

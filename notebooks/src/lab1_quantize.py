@@ -106,9 +106,9 @@ avg = check("lab1.average_bits", average_bits)
 # %%
 config = {"by": "type", "default": {"config": {"name": None}}, "linear": {"config": fixed_point(8)}}
 q8 = quant.quantize(base, config)
-line, text = lab.average_bits_text(q8, base, avg.fn)  # avg.fn: your average_bits once its check passes
-print(line)
-say(text)
+bits = lab.bits_check(q8, base, avg.fn)  # avg.fn: your average_bits once its check passes
+print(words.bits_line(bits))
+say(words.bits_text(bits))
 
 # %% [markdown]
 # ## Width sweep: PTQ and QAT, per training seed
