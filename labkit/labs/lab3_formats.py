@@ -9,7 +9,6 @@ from ..quant import FORMATS, average_bits, make_format, quantize, study
 from ..quant.study import flat_config, ptq_qat
 from ..readings import seeds as _seeds
 from ..recipes import finetuned_model, freeze_embeddings, sft_record
-from ..report import table
 from ..training import precision, train
 from . import per_seed
 
@@ -66,9 +65,10 @@ def run(s: dict, dl, seeds: list[int], configs: dict[str, dict], plan: list[dict
 GRID = (-300.0, -3.0, -0.7, -0.05, 0.0, 0.004, 0.02, 0.07, 0.2, 0.45, 1.0, 1.45, 2.9, 7.9, 300.0, 0.001)
 
 
-def grid_table(minifloat_denorm, log_quantize, block_fp) -> str:
+def grid_rows(minifloat_denorm, log_quantize, block_fp) -> list[dict]:
     """``GRID`` through each exercise's function as the notebook uses it (the student's once its check
-    passed, labkit's otherwise) beside labkit's format of the same parameters."""
+    passed, labkit's otherwise) beside labkit's format of the same parameters: one row per value
+    (``narrate.lab3_formats.grid_table`` draws them)."""
     import torch
 
     grid = torch.tensor(GRID)
@@ -80,9 +80,9 @@ def grid_table(minifloat_denorm, log_quantize, block_fp) -> str:
                                           make_format("block_fp", width=4, block_size=4).quantize_values(grid))}
     rows = []
     for i, v in enumerate(grid.tolist()):
-        row = {"x": f"{v:g}"}
+        row = {"x": v}
         for label, (used, labkit_values) in shown.items():
-            row[f"{label} (used here)"] = f"{used[i].item():g}"
-            row[f"{label} (labkit)"] = f"{labkit_values[i].item():g}"
+            row[f"{label} (used here)"] = used[i].item()
+            row[f"{label} (labkit)"] = labkit_values[i].item()
         rows.append(row)
-    return table(rows)
+    return rows

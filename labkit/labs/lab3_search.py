@@ -1,6 +1,6 @@
 """What the lab3_search notebook reads from its finished studies (``labkit.labs.lab3``): each task's numbers as
-its JSON stores them (``search_integer``, ``search_formats``, ``search_pareto``), and the tables and sentences
-the notebook shows beside them. ``bit_cost`` arguments are the notebook's exercise function (the student's once
+its JSON stores them (``search_integer``, ``search_formats``, ``search_pareto``), and the rows and numbers
+the notebook shows beside them (``labkit.narrate.lab3_search`` words them). ``bit_cost`` arguments are the notebook's exercise function (the student's once
 its check passed, labkit's otherwise), which counts the bits shown beside the searches' own."""
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ UNIFORM = (("fp32", {}), ("integer", {"width": 8, "frac_width": 4}), ("block_fp"
            ("block_log", {"width": 4, "block_size": 32}), ("mxint8", {}), ("binary_scaling", {}))
 
 
-def base_text(s: dict, sft: dict, fp32: float, n_test: int, layers: list[str], storage: str) -> str:
-    return (f"Base: the SFT model (weights sha256 `{sft['sft_digest'][:12]}`), fp32 accuracy **{fp32:.4f}** on "
-            f"{n_test:,} test reviews; {len(layers)} Linear layers searched. Studies in `{shown_url(storage)}` (tag "
-            f"`{lab3.study_tag(s)}`).")
+def base_numbers(s: dict, sft: dict, fp32: float, n_test: int, layers: list[str], storage: str) -> dict:
+    """The searches' base (``narrate.lab3_search.base_text`` words it): the SFT weights' digest, fp32 accuracy,
+    test reviews, the Linear layers searched, and where the studies are (their shown URL and tag)."""
+    return {"sft_digest": sft["sft_digest"], "fp32": fp32, "n_test": n_test, "layers": len(layers),
+            "storage": shown_url(storage), "tag": lab3.study_tag(s)}
 
 
 def uniform_rows(base, layers: list[str], fp32: float, bit_cost) -> list[dict]:
@@ -151,7 +152,7 @@ def front_rows(studies: dict[str, optuna.Study], plans: dict[str, StudyPlan], ba
 
 def search_cost(studies: dict[str, optuna.Study], qat_study: optuna.Study, search_seconds: float,
                 qat_seconds: float) -> dict:
-    """What the searches and the QAT cost here (``answers.lab3_search.cost_text`` words it): their seconds, how many
+    """What the searches and the QAT cost here (``narrate.lab3_search.cost_text`` words it): their seconds, how many
     trials reused a measured configuration, and how the trials ran (``search.trial_provenance``)."""
     every = list(studies.values()) + [qat_study]
     return {"search_seconds": search_seconds, "qat_seconds": qat_seconds,

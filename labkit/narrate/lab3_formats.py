@@ -1,5 +1,5 @@
-"""What Lab 3's format study says while it runs: the base model, the formats table, the weight-SNR table and the
-PTQ/QAT table with the fp32 baseline and its test-set standard error (the answers are ``labkit.answers.lab3_formats``)."""
+"""What Lab 3's format study says while it runs: the base model, the formats table, the exercises' grid, the
+weight-SNR table and the PTQ/QAT table with the fp32 baseline and its test-set standard error (the answers are ``labkit.answers.lab3_formats``)."""
 from __future__ import annotations
 
 from ..readings.tables import qat_rows, steps_of, test_set_se
@@ -37,3 +37,8 @@ def plan_table(plan: list[dict]) -> str:
 def snr_table(rows: list[dict]) -> str:
     """The weight-SNR sweep's rows (``quant.study.snr_sweep``), one per format and width."""
     return table([{k: r[k] for k in SNR_COLUMNS} for r in rows], floatfmt=".3f")
+
+
+def grid_table(rows: list[dict]) -> str:
+    """``labs.lab3_formats.grid_rows``, every value as ``:g`` writes it (the grid's own digits, not rounded)."""
+    return table([{k: f"{v:g}" for k, v in r.items()} for r in rows])

@@ -171,7 +171,7 @@ bfp = check("lab3.block_fp", block_fp)
 # shares the exponent of its largest magnitude.
 
 # %%
-say(lab3_formats.grid_table(denorm.fn, logq.fn, bfp.fn))
+say(words.grid_table(lab3_formats.grid_rows(denorm.fn, logq.fn, bfp.fn)))
 
 # %% [markdown]
 # ## Quantization error on the real weights, against bits per element

@@ -54,7 +54,7 @@ fp32 = train.evaluate(base, dl.test, **precision.on(S), progress=False)["accurac
 layers = linear_layers(base)
 storage = S["storage"] or lab3.default_storage(S)
 workers = S["workers"]  # "auto": sized by run_studies to the GPUs' free memory (1 on a CPU)
-say(results.base_text(S, sft, fp32, dl.sizes["test"], layers, storage))
+say(words.base_text(results.base_numbers(S, sft, fp32, dl.sizes["test"], layers, storage)))
 
 # %% [markdown]
 # ## Exercise: the bit cost of a configuration

@@ -186,3 +186,14 @@ def test_the_ptq_qat_cell_runs_the_installed_functions_from_a_cold_and_a_warm_ca
     n = {i: len(c) for i, c in calls.items()}
     run_cell()  # warm: the student's own numbers, read back
     assert {i: len(c) for i, c in calls.items()} == n
+
+
+def test_the_grid_rows_are_numbers_and_narrate_draws_them_with_their_own_digits():
+    from labkit.exercises import lab3 as ex
+    from labkit.labs import lab3_formats
+    from labkit.narrate import lab3_formats as words
+
+    rows = lab3_formats.grid_rows(ex.minifloat_denorm.reference, ex.log_quantize.reference, ex.block_fp.reference)
+    assert [r["x"] for r in rows] == pytest.approx(lab3_formats.GRID) and all(
+        isinstance(v, float) for r in rows for v in r.values())
+    assert words.grid_table(rows).splitlines()[2].startswith("| -300 ")

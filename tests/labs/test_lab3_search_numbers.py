@@ -71,3 +71,11 @@ def test_cost_and_pareto_numbers_read_the_best_trials_and_every_configuration_me
     reused = len(FORMAT_SPACE) - 1
     assert text.startswith("- **Cost of the search.** 1.0 min for the searches and 0.5 min for the QAT here")
     assert f"{reused} of {sum(len(st.trials) for st in studies.values()) + 1} trials reused" in text
+
+
+def test_the_base_is_numbers_and_narrate_words_them():
+    s = {"profile": "quick", "seed": 0, "model": "x", "train_size": 10}
+    base = results.base_numbers(s, {"sft_digest": "abcdef0123456789"}, 0.81234, 25000, ["a", "b"], "sqlite:///x.db")
+    assert (base["fp32"], base["n_test"], base["layers"]) == (0.81234, 25000, 2)
+    assert words.base_text(base).startswith("Base: the SFT model (weights sha256 `abcdef012345`), fp32 accuracy "
+                                            "**0.8123** on 25,000 test reviews; 2 Linear layers searched. Studies in ")
