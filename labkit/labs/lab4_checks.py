@@ -60,12 +60,6 @@ def group_dot(w: torch.Tensor, x: torch.Tensor, group_size: int) -> dict:
             "max_group_sum": int(ints.abs().max())}
 
 
-def dot_text(dot: dict) -> str:
-    """``group_dot``'s two results, said side by side."""
-    return (f"Group {dot['group_size']}: the dot product through integer mantissas `{dot['dot_int']!r}`, through the "
-            f"dequantized floats `{dot['dot_float']!r}`; equal: **{dot['equal']}**.")
-
-
 def _differs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return ~((bits_of(a) == bits_of(b)) | (torch.isnan(a) & torch.isnan(b)))
 

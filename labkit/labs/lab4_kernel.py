@@ -7,24 +7,14 @@ import json
 import torch
 
 from ..kernels import bench, dequantize, extension, tiling
-from ..results import portable, provenance, result_dir
+from ..results import result_dir
 
 TILING_VIEW = (32, 80)  # a (32, 80) view: tiles of 32 groups in k, the third one ragged
 
 
 def ready() -> bool:
-    """Whether the CUDA kernel runs here (printing the device first): on a GPU this builds the extension
-    (once, cached)."""
-    print("device:", provenance()["device"])
+    """Whether the CUDA kernel runs here: on a GPU this builds the extension (once, cached)."""
     return extension.available() if torch.cuda.is_available() else False
-
-
-def path_text() -> str:
-    return f"**Which MXINT8 path runs here:** {portable(extension.describe())}"  # the cache folder as $LABKIT_CACHE_DIR
-
-
-def not_run_text() -> str:
-    return f"(The CUDA kernel did not run here: {extension.reason()}.)"
 
 
 def cuda_decode(m: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
@@ -61,14 +51,6 @@ def stored_bandwidth(group_size: int) -> dict | None:
               f"{bw['device']}, torch {v.get('torch')}, CUDA {v.get('cuda')}, "
               f"{bw.get('provenance', {}).get('created', 'date unknown')}; not measured here ({extension.reason()})")
     return _bandwidth_numbers(bw, source, group_size)
-
-
-def cannot_run_text() -> str:
-    return f"**Bandwidth numbers:** the kernel cannot run here ({extension.reason()})."
-
-
-def none_stored_text() -> str:
-    return f"**Bandwidth numbers:** no GPU results stored yet and no kernel here ({extension.reason()})."
 
 
 def tiling_numbers() -> dict:

@@ -1,16 +1,13 @@
 """Lab 4 part 3d: fp32 vs MXINT8 bytes of labkit's default classifier and a DeBERTa-v2-xlarge-sized BERT (random
 weights, built from a config): parameter bytes counted exactly on any machine (the large model on the meta
-device), resident and peak bytes measured on a GPU (``labkit.kernels.memory.compare``)."""
+device), resident and peak bytes measured on a GPU (``labkit.kernels.memory.compare``); ``labkit.narrate.lab4_mxint8``
+words them."""
 from __future__ import annotations
 
 import torch
 
 from .. import models
 from ..kernels import convert_to_mxint8, memory
-from ..readings.tables import memory_rows
-from ..report import table
-
-NO_GPU = "**Peak memory numbers** need a GPU (`torch.cuda.max_memory_allocated`): none here."
 
 
 def big_name(settings: dict) -> str:
@@ -57,22 +54,3 @@ def measure(settings: dict, keep, parameters: list[dict]) -> dict:
                                      settings["memory_seq"], keep)
                 for name, build in builders(settings).items()}
     return {"measured": measured, "parameters": parameters}
-
-
-def measured_text(measured: dict, how: str) -> str:
-    """Where the peak memory numbers come from (``how``), and their table."""
-    return f"**Peak memory numbers:** {how}\n\n" + table(memory_rows(measured), floatfmt=".1f")
-
-
-def here_text(measured: dict) -> str:
-    return measured_text(measured, f"measured in this run on {torch.cuda.get_device_name(0)}.")
-
-
-def stored_text(stored: dict | None) -> str:
-    """The stored full-profile GPU result (``load_results``' payload), shown where no GPU measures."""
-    if not stored:
-        return "**Peak memory numbers:** no GPU here and none stored."
-    how = (f"stored full-profile GPU results ({stored['provenance']['device']}, {stored['provenance']['created']}); "
-           "no GPU here.")
-    measured = stored["numbers"]["measured"]
-    return measured_text(measured, how) if measured else f"**Peak memory numbers:** {how}"

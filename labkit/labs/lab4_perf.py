@@ -1,6 +1,6 @@
-"""Measure a Lab 4 study on this machine's devices (its figure drawn and saved, ``redraw.show``), the tables the
-notebook shows of it, and the other device's stored full-profile result, as the payloads (numbers, settings,
-provenance) that ``labkit.answers.lab4_perf`` renders."""
+"""Measure a Lab 4 study on this machine's devices (its figure drawn and saved, ``redraw.show``), and the other
+device's stored full-profile result, as the payloads (numbers, settings, provenance) that ``labkit.answers.lab4_perf``
+renders (the tables the notebook shows of them are ``labkit.narrate.lab4_perf``'s)."""
 from __future__ import annotations
 
 import torch
@@ -8,13 +8,10 @@ import torch
 from .. import redraw
 from ..perf import compile_study, sdpa
 from ..perf.timing import resolve_devices
-from ..report import table
 from ..results import load_results, result_dir
 
 DEVICES = ("cpu", "cuda")
 STUDIES = {"compile": compile_study, "sdpa": sdpa}
-NO_GPU = ("**No CUDA GPU in this run.** It measures the CPU only (the solution edition shows a full-profile GPU "
-          "run's stored results beside it).")
 
 
 def devices(settings: dict) -> list[str]:
@@ -24,8 +21,9 @@ def devices(settings: dict) -> list[str]:
     return resolve_devices(settings["devices"])
 
 
-def measuring_on(devices: list[str]) -> str:
-    return f"measuring on: {devices} | torch {torch.__version__} | CPU threads {torch.get_num_threads()}"
+def measuring(devices: list[str]) -> dict:
+    """What this run measures on: its ``devices``, the ``torch`` version and the CPU ``threads``."""
+    return {"devices": devices, "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 def show_stored_figure(lab: str, name: str) -> None:
@@ -56,34 +54,3 @@ def with_stored(payloads: dict, name: str, lab: str = "lab4") -> dict:
             out[dev] = load_results(lab, f"{name}_{dev}", "full")
             show_stored_figure(lab, f"{name}_{dev}")
     return out
-
-
-def compile_tables(payload: dict, dev: str) -> str:
-    """The tables of a compile study measured in this run."""
-    st = payload["numbers"]
-    return (f"### {dev.upper()}: measured in this run on {payload['provenance']['device']}\n\nEvery run:\n\n"
-            + table(compile_study.summary_rows(st), floatfmt=".3f")
-            + "\n\nCompiled vs eager in the same state and batch (overhead: extra start-up time over eager's; "
-            "break-even: overhead / steady saving per call):\n\n"
-            + table(compile_study.comparison_rows(st), floatfmt=".3f")
-            + "\n\nWhere one steady call spends its time (profiler):\n\n"
-            + table(compile_study.share_rows(st), floatfmt=".3f"))
-
-
-def sdpa_tables(payload: dict, dev: str) -> str:
-    """The tables of an attention study measured in this run."""
-    st = payload["numbers"]
-    return (f"### {dev.upper()}: measured in this run on {payload['provenance']['device']}\n\n{st['dtype']}, batch "
-            f"{st['batch']}, {st['heads']} heads, head dim {st['head_dim']}, causal={st['is_causal']}. Memory: "
-            f"{st['memory_method']}.\n\nAgreement with a float64 evaluation (batch 0, first heads):\n\n"
-            + table(st["checks"], ["is_causal", "mask", "dtype", "naive_vs_float64", "fused_vs_float64",
-                                   "naive_vs_fused", "reference_max_abs", "tolerance", "ok"], floatfmt=".2e")
-            + f"\n\nEach fused backend forced alone at seq {st['profile_seq']}:\n\n"
-            + table(sdpa.backend_rows(st), floatfmt=".3f")
-            + "\n\nSequence sweep (steady median):\n\n" + table(sdpa.sweep_rows(st), floatfmt=".3f"))
-
-
-def profile_tables(payload: dict, dev: str) -> str:
-    """The profiler's own tables of an attention study, as torch prints them."""
-    prof = payload["numbers"]["profiles"]
-    return f"--- {dev}: naive ---\n{prof['naive']['table']}\n--- {dev}: fused ---\n{prof['fused']['table']}"

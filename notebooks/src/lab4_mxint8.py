@@ -36,13 +36,14 @@ from labkit.labs import lab4_checks as checks, lab4_kernel as kernel, lab4_memor
 from labkit.labs.lab4_accuracy import accuracy_numbers
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table
-from labkit.results import save_results
+from labkit.results import provenance, save_results
 
 S = lab_settings("lab4_mxint8", PROFILE, **OVERRIDES)
 G = S["group_size"]
 print(S)
+print("device:", provenance()["device"])
 EXT = kernel.ready()  # on a GPU this builds the extension (once, cached)
-say(kernel.path_text())
+say(words.path_text())
 
 # %% [markdown]
 # ## The format: quantization rules and error
@@ -102,7 +103,7 @@ say(table(yours.rule_rows(quant.fn, FORMAT["rules"])))
 # The check below computes it both ways on real tensors.
 
 # %%
-say(checks.dot_text(FORMAT["dot"]))
+say(words.dot_text(FORMAT["dot"]))
 
 # %% [markdown]
 # ## 3b. The decode by bit assembly: what `dont_need_abs` and `bias` do
@@ -150,7 +151,7 @@ dec = check("lab4.mxint8_decode", decode_mxint8)
 # %%
 say(yours.decode_text(dec.fn, FORMAT["decode"]["table"], S["table_exponent"]))
 if not EXT:
-    say(kernel.not_run_text())
+    say(words.not_run_text())
 
 # %% [markdown]
 # **A weight through your quantizer and your decoder** (labkit's until yours pass): a seeded 768 x 3072
@@ -193,13 +194,13 @@ say(table(yours.round_trip_rows(quant.fn, dec.fn, FORMAT["errors"], S["seed"])))
 if EXT:  # this run's sweep of the group size in the settings
     redraw.show("lab4_mxint8", "mxint8_bandwidth_plot", kernel.measured_bandwidth(S), S)
 else:
-    say(kernel.cannot_run_text())
+    say(words.cannot_run_text())
 
 # %% tags=["answer-key"]
 if not EXT and (STORED_BW := kernel.stored_bandwidth(G)):  # the stored GPU results, as the answer
     redraw.show("lab4_mxint8", "mxint8_bandwidth_plot", STORED_BW, S)
 elif not EXT:
-    say(kernel.none_stored_text())
+    say(words.none_stored_text())
 
 # %% [markdown]
 # ## 3c. How `cta_tiler` and `layout_sX` partition data and threads
@@ -228,17 +229,17 @@ PARAMETERS = memory.parameter_rows(S, KEEP)
 say(words.parameter_table(PARAMETERS, G))
 if torch.cuda.is_available():
     MEMORY = memory.measure(S, KEEP, PARAMETERS)
-    say(memory.here_text(MEMORY["measured"]))
+    say(words.here_text(MEMORY["measured"], torch.cuda.get_device_name(0)))
     redraw.show("lab4_mxint8", "mxint8_memory", MEMORY, S)
 else:
-    say(memory.NO_GPU)
+    say(words.NO_GPU)
 
 # %% tags=["answer-key"]
 from labkit.results import load_results
 
 if not torch.cuda.is_available():  # the stored full-profile GPU results, as the answer
     STORED_MEMORY = load_results("lab4", "mxint8_memory", "full")
-    say(memory.stored_text(STORED_MEMORY))
+    say(words.stored_text(STORED_MEMORY))
     if STORED_MEMORY and STORED_MEMORY["numbers"]["measured"]:
         redraw.plot("lab4_mxint8", "mxint8_memory", STORED_MEMORY)  # drawn here, shown when the cell ends
 

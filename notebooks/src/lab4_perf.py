@@ -38,15 +38,16 @@ import torch
 from labkit.exercises import check
 from labkit.exercises import lab4_yours as yours
 from labkit.labs import lab4_perf as perf
+from labkit.narrate import lab4_perf as words
 from labkit.run.profiles import lab_settings
 from labkit.report import say, table
 
 S = lab_settings("lab4_perf", PROFILE, **OVERRIDES)
 DEVICES = perf.devices(S)  # after setting the CPU threads the settings ask for
 print(S)
-print(perf.measuring_on(DEVICES))
+print(words.measuring_on(perf.measuring(DEVICES)))
 if not torch.cuda.is_available():
-    say(perf.NO_GPU)
+    say(words.NO_GPU)
 
 # %% [markdown]
 # ## Exercise: an honest timer
@@ -110,7 +111,7 @@ COMPILE = perf.measure("compile", S, DEVICES)  # each device's figure shows when
 
 # %%
 for dev in DEVICES:  # measured in this run
-    say(perf.compile_tables(COMPILE[dev], dev))
+    say(words.compile_tables(COMPILE[dev], dev))
 
 # %% tags=["answer-key"]
 from labkit.answers import lab4_perf as answers
@@ -192,8 +193,8 @@ ATTN = perf.measure("sdpa", S, DEVICES)
 
 # %%
 for dev in DEVICES:  # measured in this run
-    say(perf.sdpa_tables(ATTN[dev], dev))
-    print(perf.profile_tables(ATTN[dev], dev))  # the profiler's own tables, as torch prints them
+    say(words.sdpa_tables(ATTN[dev], dev))
+    print(words.profile_tables(ATTN[dev], dev))  # the profiler's own tables, as torch prints them
 
 # %% tags=["answer-key"]
 ATTN = perf.with_stored(ATTN, "sdpa")  # the other device: its stored full-profile results
