@@ -196,22 +196,17 @@ def run(profile: str = "full", k: int = 3, storage: str | None = None, workers: 
     return save_results(LAB, NAME, numbers, settings), numbers
 
 
-def in_notebook(s: dict, k: int = 3, storage: str | None = None) -> str:
+def in_notebook(s: dict, k: int = 3, storage: str | None = None) -> dict | None:
     """The notebook's remeasure: ``run`` with a worker per seed on a GPU (one on a CPU; under MPS as the settings'
-    ``mps`` says), and its table of each side's accuracy per fresh seed; in a report-only run nothing is retrained
-    and a sentence says so."""
+    ``mps`` says), and its numbers (``narrate.lab2_search.remeasured_table`` draws them); None in a report-only
+    run, where nothing is retrained."""
     if s["report_only"]:
-        return "Report only: nothing is retrained here; the answers read the stored `remeasured.json` where there is one."
+        return None
     import torch
-
-    from ..report import table
 
     _, numbers = run(s["profile"], k=k, storage=storage, workers=k if torch.cuda.is_available() else 1,
                      mps=s.get("mps", "off"))
-    pairs = [("Task 1", numbers.get("task1"))] + list(numbers["task2"].items())
-    return table([{"comparison": what, "side": side, "trial": e[side]["trial"], "in the search": e[side]["value"],
-                   **{f"seed {seed}": a for seed, a in zip(numbers["seeds"], e[side]["accuracy"])}}
-                  for what, e in pairs if e for side in e if side != "mode"])
+    return numbers
 
 
 def main(argv=None) -> int:

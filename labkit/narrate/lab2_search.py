@@ -1,8 +1,10 @@
 """What Lab 2's notebook says while it runs: where the studies are and how their trials ran, what the run cost,
-the searches that stopped short, the best architecture (the answers are ``labkit.answers.lab2_search``)."""
+the searches that stopped short, the best architecture, the remeasured bests (the answers are
+``labkit.answers.lab2_search``)."""
 from __future__ import annotations
 
 from ..records.lab2_search import restrict
+from ..report import table
 from .runs import how_trials_ran
 
 
@@ -53,3 +55,14 @@ def run_cost(facts: dict, s: dict) -> str:
     return (f"- **Cost.** Task 1 took {facts['seconds']['task1'] / 60:.1f} min and Task 2 "
             f"{facts['seconds']['task2'] / 60:.1f} min here (a resumed run counts only what was left; the header says "
             f"which workers ran the trials); {cached} of {trials} trials reused a cached result.")
+
+
+def remeasured_table(numbers: dict | None) -> str:
+    """``labs.lab2_remeasure.in_notebook``: each side's accuracy per fresh seed (None: a report-only run, which
+    retrains nothing)."""
+    if numbers is None:
+        return "Report only: nothing is retrained here; the answers read the stored `remeasured.json` where there is one."
+    pairs = [("Task 1", numbers.get("task1"))] + list(numbers["task2"].items())
+    return table([{"comparison": what, "side": side, "trial": e[side]["trial"], "in the search": e[side]["value"],
+                   **{f"seed {seed}": a for seed, a in zip(numbers["seeds"], e[side]["accuracy"])}}
+                  for what, e in pairs if e for side in e if side != "mode"])

@@ -259,7 +259,7 @@ redraw.show("lab2_search", "compression_aware", tasks.compression_numbers(task1,
 # runs the same from the stored results.
 
 # %%
-say(lab2_remeasure.in_notebook(S, k=3, storage=storage))
+say(words.remeasured_table(lab2_remeasure.in_notebook(S, k=3, storage=storage)))
 
 # %% [markdown]
 # **Question 2b.** What does post-training do to a compressed model, and why is its gain read against the

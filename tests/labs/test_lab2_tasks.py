@@ -135,3 +135,19 @@ def test_the_replays_through_labkits_own_functions_agree_and_a_wrong_curve_is_ca
     assert [r["trial"] for r in replays] == [0, 0, 0] and replays[2]["value"] == 0.69
     with pytest.raises(AssertionError, match="other curves"):
         replay.sampler_curves(task1, lambda values, limit=None: [max(v for v in values if v is not None)], s)
+
+
+def test_the_remeasure_cell_returns_numbers_and_narrate_draws_each_side_per_seed(monkeypatch):
+    from labkit.labs import lab2_remeasure
+
+    entry = {"mode": "none", "best": {"trial": 3, "value": 0.8, "accuracy": [0.79, 0.81]},
+             "runner_up": {"trial": 1, "value": 0.78, "accuracy": [0.77, 0.76]}}
+    numbers = {"seeds": [1, 2], "task1": entry, "task2": {}}
+    monkeypatch.setattr(lab2_remeasure, "run", lambda *a, **k: (None, numbers))
+    assert lab2_remeasure.in_notebook({"report_only": True, "profile": "quick"}) is None
+    assert words.remeasured_table(None).startswith("Report only: nothing is retrained here")
+    got = lab2_remeasure.in_notebook({"report_only": False, "profile": "quick"}, k=2)
+    assert got is numbers
+    lines = words.remeasured_table(got).splitlines()
+    assert lines[0] == "| comparison | side | trial | in the search | seed 1 | seed 2 |"
+    assert lines[2].startswith("| Task 1 | best | 3 | 0.8")
