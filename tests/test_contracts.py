@@ -1,5 +1,5 @@
 """One contract per kind, over every record: readings hold every verdict, answers only word them, lab modules
-compute without reaching into another lab, plots draw payloads. Read from the code's own imports (``ast``), so a
+compute numbers (no prose: narrate words them) without reaching into another lab, plots draw payloads. Read from the code's own imports (``ast``), so a
 leak fails here with the module and the name that leaked."""
 import ast
 import importlib
@@ -62,6 +62,115 @@ def test_a_lab_module_imports_no_other_labs_module_nor_answers(path):
         if module.startswith("labkit.labs."):
             other = module.split(".")[2].split("_")[0]
             assert other in (lab, "per"), f"{path.name} imports {module}: another lab's code (share it via a package)"
+
+
+# what a lab module may not define or take: words (a notebook's are labkit.narrate's, the answers' labkit.answers')
+WORDING_SUFFIXES = ("_text", "_line", "_lines", "_table", "_tables", "_sentence", "_words")
+WORDING_TOOLS = {"table", "say"}  # labkit.report's: draw a table, show Markdown
+# a string with one of these is prose, not a key, a label, a list or a path: markup, a line break, a sentence's
+# punctuation
+PROSE_MARKS = ("**", "`", "\n", ". ", ": ", "; ")
+# prose a lab stores in its payload, which the answers quote from the stored JSON: module.name -> where it is kept
+STORED_WORDS = {"lab3_remeasure.TRAINING_SEED": "search_remeasured.json's training_seed"}
+
+
+def _literal_text(node: ast.AST) -> list[str]:
+    """Every literal piece of text under ``node`` (an f-string's constant parts included), an error's message
+    aside (what a raise says is no return value)."""
+    if isinstance(node, (ast.Raise, ast.Assert)):
+        return []
+    own = [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
+    return own + [text for child in ast.iter_child_nodes(node) for text in _literal_text(child)]
+
+
+def _is_prose(text: str) -> bool:
+    return any(mark in text for mark in PROSE_MARKS)
+
+
+def _str_returned(ann: ast.AST | None) -> bool:
+    """Whether a return annotation gives back a ``str``: ``str``, ``str | None``, ``Optional[str]``, a tuple with a
+    ``str`` (a ``dict[str, ...]``'s keys are no return value)."""
+    if isinstance(ann, ast.Name):
+        return ann.id == "str"
+    if isinstance(ann, ast.BinOp):
+        return _str_returned(ann.left) or _str_returned(ann.right)
+    if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name) and ann.value.id in ("tuple", "Optional",
+                                                                                              "Union"):
+        inner = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        return any(_str_returned(e) for e in inner)
+    return False
+
+
+def prose_in_lab(source: str, module: str = "") -> list[str]:
+    """What a lab module's ``source`` holds of prose, each named: a function named as wording, labkit.report's
+    ``table`` or ``say`` taken, a module-level string that is prose, a function that returns prose (a prose
+    literal in its return, or anywhere in the body of one annotated to return ``str``, its docstring aside)."""
+    tree, found = ast.parse(source), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("report"):
+            found += [f"imports {a.name} from report" for a in node.names if a.name in WORDING_TOOLS]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if node.name.endswith(WORDING_SUFFIXES):
+            found.append(f"{node.name}(): named as wording")
+            continue
+        body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+        returned = [s.value for b in body for s in ast.walk(b) if isinstance(s, ast.Return) and s.value is not None]
+        prose = [text for b in (body if _str_returned(node.returns) else returned) for text in _literal_text(b) if _is_prose(text)]
+        if prose:
+            found.append(f"{node.name}(): returns prose ({prose[0]!r})")
+    for node in tree.body:  # the module's constants
+        names = [ast.unparse(x) for x in node.targets] if isinstance(node, ast.Assign) else []
+        if names and isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.BinOp)) and not any(
+                f"{module}.{n}" in STORED_WORDS for n in names):
+            prose = [text for text in _literal_text(node.value) if _is_prose(text)]
+            if prose:
+                found.append(f"{', '.join(names)}: a prose constant ({prose[0]!r})")
+    return found
+
+
+@pytest.mark.parametrize("path", modules("labs"), ids=lambda p: p.stem)
+def test_a_lab_module_returns_numbers_not_prose(path):
+    """A notebook's words are labkit.narrate's (shipped with the notebooks), the answers' labkit.answers': a lab
+    returns numbers, rows, keys and labels, so a wording changes without touching what is measured."""
+    found = prose_in_lab(path.read_text(), path.stem)
+    assert not found, f"{path.name}: " + "; ".join(found) + " (move the wording to labkit.narrate)"
+
+
+def test_the_prose_contract_catches_prose_and_passes_keys():
+    """It fails on each kind of prose a lab once held, and passes the keys, labels, paths and errors labs have."""
+    prose = prose_in_lab('''
+from ..report import table
+NO_GPU = ("**No GPU.** " "none here")
+def dot_text(d): return f"{d}"
+def merge_check(m) -> str:
+    gap = 1.0
+    return f"layer 0: max |a - b| = {gap:.1e}"
+def passes(m) -> tuple[dict, str]:
+    lines = [f"count {m}"]  # a tuple's str: prose in the body counts
+    return {}, "\\n".join(lines)
+def note(n):
+    return {"n": n, "said": f"{n} trials; none cached"}
+''')
+    assert [f.split(":")[0].split(" (")[0] for f in prose] == [
+        "imports table from report", "dot_text()", "merge_check()", "passes()", "note()", "NO_GPU"]
+    assert prose_in_lab('''
+def study_tag(s) -> str:
+    """A key: its docstring may say anything: like this."""
+    return f"{s['seed']}-{s['profile']}"
+def label(name, params) -> str:
+    if not params:
+        raise ValueError(f"{name}: no parameters. Give some.")
+    return " ".join([name, *(f"{k} {params[k]}" for k in params)])
+def error(e) -> str | None:
+    return str(e)
+def plan(names) -> tuple[dict[str, dict], list[dict]]:
+    print(f"planning: {names}")  # progress, not returned: a dict[str, ...] gives back no str
+    return {n: {} for n in names}, []
+def row(counts):
+    return {"formats": ", ".join(f"{k} x{v}" for k, v in counts.items())}
+PATH = "figures/lab2/studies.journal.xz"
+''') == []
 
 
 @pytest.mark.parametrize("path", modules("plots"), ids=lambda p: p.stem)
