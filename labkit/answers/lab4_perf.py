@@ -43,7 +43,7 @@ WORDS = {"lower": "faster", "higher": "slower", "level": "within noise"}
 
 def first_call_share(c: dict) -> float:
     """The first compiled call's excess over a steady call, as a share of the sheet's averaged calls."""
-    return (c["compiled_first_s"] - c["compiled_steady_s"]) / (c["sheet_calls"] * c["compiled_sheet_mean_s"])
+    return _readings.compiler_share(c).quantities["share"]
 
 
 def break_even_text(c: dict, noise: bool) -> str:
@@ -127,7 +127,8 @@ def _sheet_bullets(st: dict, main: str) -> list[str]:
             f"alone took {fmt(c['compiled_first_s'])} (graph capture and compilation{cold}) against "
             f"{fmt(c['compiled_steady_s'])} for a steady call; that excess is {pct(first_share)} of the "
             f"{c['sheet_calls']} compiled calls' total, so the average "
-            + ("mostly measures the compiler." if first_share > 0.5 else "is not dominated by the compiler here."))
+            + ("mostly measures the compiler." if _readings.compiler_share(c).verdict == "holds" else
+               "is not dominated by the compiler here."))
         noise = said(st, c).verdict == "level"
         out.append(
             f"- **Steady state, same state.** Median after warm-up: eager {fmt(c['eager_steady_s'])}, compiled "
@@ -191,12 +192,13 @@ def _where_time_goes(st: dict, main: str) -> str | None:
                  f"({fmt(conv_noise)}), so the gain comes from the rest and is bounded by its share: at most "
                  f"{bound:.2f}x if it took no time at all; the steady calls ran {speedup:.2f}x faster")
         return text + (", beyond that bound, so this profiled call does not represent the steady ones." if
-                       speedup > bound else ".")
+                       _readings.within_bound(conv).verdict == "fails" else ".")
     if conv.verdict == "lower":
         return text + ("The convolutions themselves got faster (the compiled graph chooses their memory layout and "
                        "the library picks algorithms for it)" + (
                            f", so the gain is not bounded by the non-convolution share: that bound would be "
-                           f"{bound:.2f}x, and the steady calls ran {speedup:.2f}x faster." if speedup > bound else
+                           f"{bound:.2f}x, and the steady calls ran {speedup:.2f}x faster."
+                           if _readings.within_bound(conv).verdict == "fails" else
                            f", and so did the rest: the steady calls ran {speedup:.2f}x faster, within the "
                            f"{bound:.2f}x that removing the rest alone could give."))
     return text + f"The convolutions got slower compiled; the steady calls ran {speedup:.2f}x faster from the rest."
@@ -206,15 +208,16 @@ def _launch_overhead(st: dict, dev: str) -> str | None:
     e = get_run(st, "eager", "eval+no_grad")
     if dev != "cuda" or not e or e["status"] != "ok" or not (e.get("op_shares") or {}).get("total_s"):
         return None
-    busy = e["op_shares"]["total_s"] / e["timing"]["steady_median_s"]
+    reading = _readings.gpu_busy(e)
+    busy = reading.quantities["busy"]
     return (f"- **Launch overhead.** In an eager inference call the GPU kernels add up to "
             f"{fmt(e['op_shares']['total_s'])} of a {fmt(e['timing']['steady_median_s'])} call (busy {pct(busy)}): "
             + ("more than the call itself, so this stored profile counted something that is not the call's work "
                "(results stored before labkit left the profiler's own 'Activity Buffer Request' row out); it "
-               "cannot tell how much launch time CUDA graphs would remove." if busy > 1 else
+               "cannot tell how much launch time CUDA graphs would remove." if reading.verdict == "not established" else
                "little idle time between launches is left for CUDA graphs (`reduce-overhead`, `cudagraphs`) to "
                "remove at this batch size; they matter when many small kernels leave the GPU waiting on Python."
-               if busy > 0.8 else "for the rest the GPU waits on Python and kernel launches, which is what CUDA "
+               if reading.verdict == "holds" else "for the rest the GPU waits on Python and kernel launches, which is what CUDA "
                "graphs (`reduce-overhead`, `cudagraphs`) remove."))
 
 
@@ -283,7 +286,7 @@ def compile_answer(payload: dict | None, dev: str) -> str:
         steady = WORDS[said(st, c).verdict]
         out.append(f"- **In short.** The sheet's {c['sheet_calls']}-call average includes the first call, where "
                    f"`torch.compile` compiles ({fmt(c['compiled_first_s'])}, "
-                   f"{'most' if first_call_share(c) > 0.5 else 'a minority'} of the averaged time): it reports "
+                   f"{'most' if _readings.compiler_share(c).verdict == 'holds' else 'a minority'} of the averaged time): it reports "
                    f"{c['sheet_speedup']:.2f}x. After warm-up, in {c['state']}, the compiled call is "
                    + {"faster": f"{c['steady_speedup']:.2f}x faster than eager.",
                       "slower": f"slower than eager ({c['steady_speedup']:.2f}x).",

@@ -51,6 +51,40 @@ def convolution_change(eager: dict, compiled: dict, source: str) -> Reading:
                    "either run's relative interquartile range moves them", q, source)
 
 
+def compiler_share(c: dict, source: str = "") -> Reading:
+    """Whether compilation dominates the sheet's average (comparison ``c``): the first compiled call's excess over
+    a steady call, as a share of the averaged calls' total, ``holds`` above half."""
+    share = (c["compiled_first_s"] - c["compiled_steady_s"]) / (c["sheet_calls"] * c["compiled_sheet_mean_s"])
+    return check(f"{source}.compiler_dominates", share > 0.5, "mostly the compiler", "not dominated by the compiler",
+                 source=source, rule="the first call's excess over a steady call is more than half the averaged total",
+                 quantities={"share": share}, expect=False)
+
+
+def within_bound(conv: Reading) -> Reading:
+    """Whether the steady speedup stays within the bound that removing the non-convolution time alone could give
+    (``convolution_change``'s quantities): ``fails`` when the steady calls ran faster than that."""
+    q = conv.quantities
+    return check(f"{conv.source}.within_bound", not q["speedup"] > q["bound"], "within the bound", "beyond the bound",
+                 source=conv.source, rule="steady speedup <= steady median / eager convolution seconds",
+                 quantities={"speedup": q["speedup"], "bound": q["bound"]}, expect=False)
+
+
+BUSY = 0.8  # a GPU busy this share of an eager call leaves little idle time between launches for CUDA graphs
+
+
+def gpu_busy(eager: dict, source: str = "") -> Reading:
+    """How busy one profiled eager call (``eager``: a run with ``timing`` and ``op_shares``) kept the GPU: its
+    kernels' total over the steady median. ``not established`` above 1 (the profile counted more than the call's
+    work: results stored before labkit left the profiler's own bookkeeping row out), ``holds`` above ``BUSY``
+    (little launch idle left), else ``fails`` (the GPU waits on Python and kernel launches)."""
+    busy = eager["op_shares"]["total_s"] / eager["timing"]["steady_median_s"]
+    verdict = "not established" if busy > 1 else "holds" if busy > BUSY else "fails"
+    says = {"not established": "the profile counts more than the call", "holds": "busy between launches",
+            "fails": "waiting on launches"}[verdict]
+    return Reading(f"{source}.gpu_busy", verdict, says, f"kernel seconds / steady median above {BUSY} (at most 1)",
+                   {"busy": busy}, source)
+
+
 def compile_key(c: dict) -> str:
     return f"{c['variant']}.{c['state']}.b{c['batch']}"
 

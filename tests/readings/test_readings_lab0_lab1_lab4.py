@@ -267,3 +267,18 @@ def test_copy_vs_names_the_longer_time_either_way():
     # at the smallest size a host-bound copy can time slower than both kernels: no ratio may round to "0x"
     assert lab4_mxint8.copy_vs(13.2, 57.2) == "4.3x longer than the slower kernel's"
     assert lab4_mxint8.copy_vs(76.6, 5.9) == "13.0x shorter than the slower kernel's"
+
+
+def test_lab4_perf_decides_how_busy_the_gpu_was_whether_compiling_dominates_and_the_speedups_bound():
+    run = lambda total: {"op_shares": {"total_s": total}, "timing": {"steady_median_s": 1.0}}  # noqa: E731
+    assert [lab4_perf.gpu_busy(run(x)).verdict for x in (1.2, 0.9, 0.8, 0.5)] == [
+        "not established", "holds", "fails", "fails"]  # above 1 the profile counted more than the call
+    c = {"compiled_first_s": 5.5, "compiled_steady_s": 0.5, "sheet_calls": 5, "compiled_sheet_mean_s": 1.5}
+    share = lab4_perf.compiler_share(c)
+    assert share.verdict == "holds" and share.quantities["share"] == pytest.approx(5 / 7.5)
+    assert lab4_perf.compiler_share({**c, "compiled_first_s": 2.0}).verdict == "fails"
+    conv = lambda speedup, bound: lab4_perf.Reading("x.convolutions", "level", "within noise", "",  # noqa: E731
+                                                    {"speedup": speedup, "bound": bound}, "x")
+    assert [lab4_perf.within_bound(conv(s, b)).verdict for s, b in ((1.5, 2.0), (2.0, 2.0), (2.5, 2.0),
+                                                                   (3.0, float("inf")))] == [
+        "holds", "holds", "fails", "holds"]
