@@ -25,6 +25,7 @@
 #   compiledtests* LABKIT_STEP_COMPILE=1's tests with the CUDA-graph tests
 #   fqtests       the one-pass Triton fake quantization (FQ_MORE: more pytest arguments)
 #   prunetests    the activation-mask kernel, pruning and the bf16 QAT path
+#   llmtests      Lab 5's CUDA tests: the graphed decode step (bf16, MXINT8)
 # Benchmark steps (benchmarks/README.md says what each measures; *_ARGS add arguments, *_TIMEOUT the limit):
 #   bench         benchmarks/mxint8/fused_linear.py (BENCH_ARGS)                          -> $OUT/fused_linear.json
 #   sweep         benchmarks/mxint8/fused_linear_sweep.py (SWEEP_ARGS)                    -> $OUT/fused_linear_sweep.json
@@ -46,12 +47,13 @@
 #   task2wall     benchmarks/search/task2_wall.py: Lab 2 Task 2 from nothing under TASK2_SCHEDULE (longest, the
 #                 default, or even) from TASK2_START (last-row, the default, or committed); one row added to a copy
 #                 of the committed task2_wall.json                                        -> $OUT/task2_wall.json
+#   decodespeed   python -m labkit.llm.decode_speed (DECODE_ARGS): Lab 5's decode sweep   -> $OUT/decode_speed.json
 #   trialmem      benchmarks/search/trial_memory.py: one Lab 2 trial's GPU memory phase by phase, per variant
 #                                                                                         -> $OUT/trial_memory.json
 set -uo pipefail
 usage="usage: LABKIT_COMMIT=\$(git rev-parse HEAD) bash tools/gpu_run.sh STEP [STEP ...] | regen [--fresh] [--budget S] [notebook ...]"
-STEPS="gputests mxtests dtests graphtests signtests varlentests compiledtests fqtests prunetests bench sweep pdl dequant
-qat lab3 throughput compiledtput attnacc profile stepcompiled stepattn task2 task2wall trialmem"
+STEPS="gputests mxtests dtests graphtests signtests varlentests compiledtests fqtests prunetests llmtests bench sweep pdl
+dequant decodespeed qat lab3 throughput compiledtput attnacc profile stepcompiled stepattn task2 task2wall trialmem"
 (( $# )) || { echo "$usage" >&2; echo "steps: regen $STEPS" | tr '\n' ' ' >&2; echo >&2; exit 2; }
 if [[ $1 != regen ]]; then
   for step in "$@"; do
@@ -142,6 +144,9 @@ for step in "$@"; do
                      --durations=5 || exit $? ;;
     fqtests) tests fqtests "${FQ_TIMEOUT:-240}" tests/quant/test_fake_quant_triton.py ${FQ_MORE:-} --durations=5 ;;
     prunetests) tests prunetests 200 tests/test_prune_mask_kernel.py tests/test_prune.py tests/quant/test_qat_bf16.py ;;
+    llmtests) tests llmtests 200 -m cuda tests/llm --durations=5 ;;
+    decodespeed) timeout "${DECODE_TIMEOUT:-400}" python3 -m labkit.llm.decode_speed --out "$OUT/decode_speed.json" \
+      ${DECODE_ARGS:-} 2>&1 | tee "$OUT/decode_speed.log" ;;
     bench) timeout "${BENCH_TIMEOUT:-320}" python3 benchmarks/mxint8/fused_linear.py --out "$OUT/fused_linear.json" \
              ${BENCH_ARGS:-} 2>&1 | quiet | tail -30 ;;
     sweep) timeout "${SWEEP_TIMEOUT:-330}" python3 benchmarks/mxint8/fused_linear_sweep.py \

@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-.gpu-kit}
-# pydot: torch.fx draws graphs through it (Lab 0), and the GPU image lacks it
-bash ../shared/gpu/make-kit.sh "$dest" --extra-wheel "$(grep -i "^pydot==" constraints.txt || echo pydot==4.0.1)"
+# pydot: torch.fx draws graphs through it (Lab 0); gguf: transformers reads SmolLM2's GGUF through it (Lab 5); the
+# GPU image lacks both
+bash ../shared/gpu/make-kit.sh "$dest" --extra-wheel "$(grep -i "^pydot==" constraints.txt || echo pydot==4.0.1)" \
+  --extra-wheel "$(grep -i "^gguf==" constraints.txt)"
 rm -f "$dest"/wheels/{sqlalchemy,alembic,mako}-*.whl
 # gemlite, the peer of benchmarks/mxint8/fused_linear.py (pyproject's bench extra): PyPI has only its sdist, so a
 # pure-Python wheel built here (its dependencies numpy, tqdm and triton are the GPU image's)

@@ -40,18 +40,55 @@ def awq(p: dict, r: dict) -> list[str]:
             f"blocks; paired over the evaluation blocks): " + "; ".join(x.says for x in rows) + "."]
 
 
+def sensitivity(p: dict, r: dict) -> list[str]:
+    s, n = p["settings"], p["numbers"]
+    kinds = [r[f"sensitivity.{k['kind']}"] for k in n["kinds"]]
+    kinds.sort(key=lambda x: -x.quantities["difference"])
+    out = [f"**Per kind of projection** (each kind alone at int{s['sens_width']} g{s['awq_group']}, everything else "
+           "float32; paired over the evaluation blocks): " + "; ".join(
+               f"{x.quantities['a_name'].split(' ')[0]} x{x.quantities['ppl_ratio']:.3f}" for x in kinds) + "."]
+    if "sensitivity.worst" in r:
+        out.append("**The most harmful kind.** " + r["sensitivity.worst"].says + "; " +
+                   r["sensitivity.worst_remeasured"].says + ".")
+    out.append("**Keeping it wider.** " + r["sensitivity.keep_wider"].says + ".")
+    return out
+
+
 def decode(p: dict, r: dict) -> list[str]:
     n = p["numbers"]
     says = r["decode.tokens_equal"].says
-    return [f"**Decoding.** {says[0].upper() + says[1:]}; {n['decode_ms_per_token']:.1f} ms per token for the "
-            f"loop, {n['generate_ms_per_token']:.1f} for generate ({n['device']}, batch {n['batch']}, prompt "
-            f"{n['prompt_len']} tokens, steady-call medians)."]
+    out = [f"**Decoding.** {says[0].upper() + says[1:]}; {n['decode_ms_per_token']:.1f} ms per token for the "
+           f"loop, {n['generate_ms_per_token']:.1f} for generate ({n['device']}, batch {n['batch']}, prompt "
+           f"{n['prompt_len']} tokens, steady-call medians)."]
+    if "decode.static_tokens_equal" in r:
+        out[-1] = out[-1][:-1] + "; " + r["decode.static_tokens_equal"].says + "."
+    return out
+
+
+def decode_speed(p: dict, r: dict) -> list[str]:
+    n = p["numbers"]
+    out = [f"**Decode speed** ({n['device']}, copy bandwidth {n['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s "
+           f"measured in the run, {n['new_tokens']} new tokens after a {n['prompt_len']}-token prompt; random-init "
+           "models of SmolLM2's shapes; tokens/s, and the fraction of the weight-bandwidth roofline):"]
+    for shape in dict.fromkeys(row["shape"] for row in n["rows"]):
+        rows = [row for row in n["rows"] if row["shape"] == shape]
+        cells = []
+        for b in sorted({row["batch"] for row in rows}):
+            cells.append(f"batch {b}: " + ", ".join(
+                f"{row['loop']} {row['tokens_per_s']:,.0f} ({100 * row['fraction_of_roofline']:.0f}%)"
+                for row in rows if row["batch"] == b))
+        out.append(f"{shape}: " + "; ".join(cells) + ".")
+    found = [x.says for k, x in r.items() if k.startswith("speed.")]
+    if found:
+        out.append("**Read:** " + "; ".join(found) + ".")
+    return out
 
 
 def render(payloads: dict, folder=None) -> str:
     r = by_key(compute("lab5_llm", payloads))
     out = []
-    for name, words in (("perplexity", perplexity), ("awq", awq), ("decode", decode)):
+    for name, words in (("perplexity", perplexity), ("awq", awq), ("sensitivity", sensitivity), ("decode", decode),
+                        ("decode_speed", decode_speed)):
         if payloads.get(name) is not None:
             out += words(payloads[name], r)
     return header(TITLE, payloads, "lab5_llm") + "\n\n" + "\n\n".join(f"- {line}" for line in out) + "\n"

@@ -36,3 +36,34 @@ def plot_perplexity(payload: dict):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_decode_speed(payload: dict):
+    """Tokens/s against batch, one panel per model shape, one line per decoding loop, and each weight format's
+    roofline (batch x copy bandwidth / bytes a step reads) dashed: the numbers of ``labkit.llm.decode_speed``."""
+    numbers = payload["numbers"]
+    shapes = list(dict.fromkeys(r["shape"] for r in numbers["rows"]))
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6 * len(shapes), 4.6), squeeze=False)
+    for ax, shape in zip(axes[0], shapes):
+        rows = [r for r in numbers["rows"] if r["shape"] == shape]
+        loops = list(dict.fromkeys(r["loop"] for r in rows))
+        for i, loop in enumerate(loops):
+            mine = sorted((r for r in rows if r["loop"] == loop), key=lambda r: r["batch"])
+            ax.plot([r["batch"] for r in mine], [r["tokens_per_s"] for r in mine], marker="o",
+                    color=COLORS[i % len(COLORS)], label=loop)
+        roofs = {}
+        for r in rows:
+            roofs.setdefault(r["step_weight_bytes"], {})[r["batch"]] = r["roofline_tokens_per_s"]
+        for j, (nbytes, by_batch) in enumerate(sorted(roofs.items(), reverse=True)):
+            b = sorted(by_batch)
+            ax.plot(b, [by_batch[x] for x in b], ls="--", color="black", alpha=0.7 - 0.3 * j,
+                    label=f"roofline, {nbytes / 1e9:.2f} GB a step")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch (sequences decoded together)")
+        ax.set_ylabel("tokens/s (all sequences)")
+        ax.set_title(f"{shape} shape, {numbers['new_tokens']} new tokens, {numbers['device']}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

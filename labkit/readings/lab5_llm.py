@@ -5,9 +5,11 @@ of the per-block NLL differences and its SE, sd / sqrt(k), established beyond St
 freedom (about 2 SE for 16 blocks and more)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from .core import Reading, check
+from .core import Reading, check, selected
+from .lab4_perf import timing
 from .stats import t95
 
 RULE = ("paired over evaluation blocks: mean per-block NLL difference a - b, SE = sd / sqrt(k); established when "
@@ -69,15 +71,81 @@ def awq_readings(p: dict) -> list[Reading]:
 
 def decode_readings(p: dict) -> list[Reading]:
     n = p["new_tokens"]
-    return [check("decode.tokens_equal", bool(p["tokens_equal"]),
-                  f"the KV-cache loop makes the same {n} tokens as generate (greedy)",
-                  f"the KV-cache loop's {n} tokens **differ** from generate's", source="decode",
-                  rule="greedy_decode's tokens == generate(do_sample=False)'s", quantities={"new_tokens": n})]
+    out = [check("decode.tokens_equal", bool(p["tokens_equal"]),
+                 f"the KV-cache loop makes the same {n} tokens as generate (greedy)",
+                 f"the KV-cache loop's {n} tokens **differ** from generate's", source="decode",
+                 rule="greedy_decode's tokens == generate(do_sample=False)'s", quantities={"new_tokens": n})]
+    if "static_tokens_equal" in p:
+        out.append(check("decode.static_tokens_equal", bool(p["static_tokens_equal"]),
+                         f"labkit's static-shape step makes the same {n} tokens as generate",
+                         f"labkit's static-shape step's {n} tokens **differ** from generate's", source="decode",
+                         rule="StaticDecoder's tokens == generate(do_sample=False)'s", quantities={"new_tokens": n}))
+    return out
+
+
+def sensitivity_readings(p: dict) -> list[Reading]:
+    base, kinds = p["base"], p["kinds"]
+    w = p["uniform"]["width"]
+    out = [compare(f"sensitivity.{r['kind']}", r, base, (f"{r['kind']} alone at int{w}", "float32"), "sensitivity")
+           for r in kinds]
+    if len(p["again"]) == 2:
+        worst, second = p["again"]
+        pick = compare("sensitivity.worst", next(r for r in kinds if r["kind"] == worst["kind"]),
+                       next(r for r in kinds if r["kind"] == second["kind"]),
+                       (f"{worst['kind']} alone", f"{second['kind']} alone"), "sensitivity")
+        again = compare("sensitivity.worst_remeasured", worst, second,
+                        (f"{worst['kind']} alone", f"{second['kind']} alone"), "sensitivity")
+        again = dataclasses.replace(again, says=f"on {again.quantities['blocks']} fresh test blocks, " + again.says)
+        out += selected(pick, len(kinds), again)
+    mixed, uniform = p["mixed"], p["uniform"]
+    out.append(compare("sensitivity.keep_wider", mixed, uniform,
+                       (f"int{w} with {mixed['wide']} at int{w + 1} ({mixed['weight_bits']:.3f} bits)",
+                        f"int{w} throughout ({uniform['weight_bits']:.3f} bits)"), "sensitivity"))
+    return out
+
+
+SPEED_BATCHES = (1, 64)  # the readings' batches: the host-bound end and the largest the fused kernel serves
+
+
+def speed_readings(p: dict) -> list[Reading]:
+    by = {(r["shape"], r["batch"], r["loop"]): r for r in p["rows"]}
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in p["rows"]):
+        for b in SPEED_BATCHES:
+            pairs = (("graph_vs_generate", "labkit_graph", "generate", "labkit's graphed step", "generate"),
+                     ("mxint8_vs_bf16", "labkit_graph_mxint8", "labkit_graph", "MXINT8 fused (graphed)",
+                      "bf16 (graphed)"))
+            for name, a, c, a_words, c_words in pairs:
+                if (shape, b, a) not in by or (shape, b, c) not in by:
+                    continue
+                ra, rc = by[shape, b, a], by[shape, b, c]
+                r = timing(f"speed.{name}.{shape}.b{b}", ra["timing"], rc["timing"], "decode_speed", a, c)
+                how = (f"{a_words} {ra['tokens_per_s']:,.0f} tokens/s against {c_words} {rc['tokens_per_s']:,.0f}, "
+                       f"x{ra['tokens_per_s'] / rc['tokens_per_s']:.2f} ({shape} shape, batch {b})")
+                says = {"lower": f"{a_words} is faster than {c_words}: {how}",
+                        "higher": f"{a_words} is slower than {c_words}: {how}"}.get(r.verdict, f"{r.says}: {how}")
+                out.append(dataclasses.replace(r, says=says))
+            if (shape, b, "labkit_graph") in by:
+                row = by[shape, b, "labkit_graph"]
+                f = row["fraction_of_roofline"]
+                out.append(check(f"speed.roofline.{shape}.b{b}", f >= ROOFLINE_GOAL,
+                                 f"labkit's graphed bf16 step reaches {100 * f:.0f}% of its weight-bandwidth roofline "
+                                 f"({shape} shape, batch {b}; goal {100 * ROOFLINE_GOAL:.0f}%)",
+                                 f"labkit's graphed bf16 step reaches {100 * f:.0f}% of its weight-bandwidth roofline, "
+                                 f"below the {100 * ROOFLINE_GOAL:.0f}% goal ({shape} shape, batch {b})",
+                                 source="decode_speed", rule=f"tokens/s >= {ROOFLINE_GOAL} x batch x copy bandwidth / "
+                                 "step weight bytes", quantities={"fraction": f}, expect=False))
+    return out
+
+
+ROOFLINE_GOAL = 0.7
 
 
 def readings(payloads: dict) -> list[Reading]:
     out = []
-    for source, read in (("perplexity", perplexity_readings), ("awq", awq_readings), ("decode", decode_readings)):
+    for source, read in (("perplexity", perplexity_readings), ("awq", awq_readings),
+                         ("sensitivity", sensitivity_readings), ("decode", decode_readings),
+                         ("decode_speed", speed_readings)):
         p = payloads.get(source)
         if p is not None:
             out += read(p["numbers"])
