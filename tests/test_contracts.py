@@ -1,6 +1,6 @@
-"""One contract per kind, over every record: readings hold every verdict, answers only word them, lab modules
-compute numbers (no prose: narrate words them) without reaching into another lab, plots draw payloads. Read from the code's own imports (``ast``), so a
-leak fails here with the module and the name that leaked."""
+"""One contract per kind, over every record: readings hold every verdict, answers only word them, lab modules compute
+numbers (no prose: narrate words them) without reaching into another lab, plots draw payloads. Read from the code's
+own imports (``ast``), so a leak fails here with the module and the name that leaked."""
 import ast
 import importlib
 from pathlib import Path
@@ -116,7 +116,8 @@ def prose_in_lab(source: str, module: str = "") -> list[str]:
             continue
         body = node.body[1:] if ast.get_docstring(node) is not None else node.body
         returned = [s.value for b in body for s in ast.walk(b) if isinstance(s, ast.Return) and s.value is not None]
-        prose = [text for b in (body if _str_returned(node.returns) else returned) for text in _literal_text(b) if _is_prose(text)]
+        scanned = body if _str_returned(node.returns) else returned
+        prose = [text for b in scanned for text in _literal_text(b) if _is_prose(text)]
         if prose:
             found.append(f"{node.name}(): returns prose ({prose[0]!r})")
     for node in tree.body:  # the module's constants

@@ -1,7 +1,8 @@
-"""What the lab3_search notebook reads from its finished studies (``labkit.labs.lab3``): each task's numbers as
-its JSON stores them (``search_integer``, ``search_formats``, ``search_pareto``), and the rows and numbers
-the notebook shows beside them (``labkit.narrate.lab3_search`` words them). ``bit_cost`` arguments are the notebook's exercise function (the student's once
-its check passed, labkit's otherwise), which counts the bits shown beside the searches' own."""
+"""What the lab3_search notebook reads from its finished studies (``labkit.labs.lab3``): each task's numbers as its
+JSON stores them (``search_integer``, ``search_formats``, ``search_pareto``), and the rows and numbers the notebook
+shows beside them (``labkit.narrate.lab3_search`` words them). ``bit_cost`` arguments are the notebook's exercise
+function (the student's once its check passed, labkit's otherwise), which counts the bits shown beside the searches'
+own."""
 from __future__ import annotations
 
 import optuna

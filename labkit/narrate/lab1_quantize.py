@@ -1,5 +1,6 @@
 """What Lab 1a's notebook says while it runs: its base model, the int8 model's average bits (the exercise's beside
-labkit's), and the width sweep's calibrated widths, control and table (the answers, which word the readings, are ``labkit.answers.lab1_quantize``)."""
+labkit's), and the width sweep's calibrated widths, control and table (the answers, which word the readings, are
+``labkit.answers.lab1_quantize``)."""
 from __future__ import annotations
 
 from ..report import table

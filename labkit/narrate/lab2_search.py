@@ -61,7 +61,8 @@ def remeasured_table(numbers: dict | None) -> str:
     """``labs.lab2_remeasure.in_notebook``: each side's accuracy per fresh seed (None: a report-only run, which
     retrains nothing)."""
     if numbers is None:
-        return "Report only: nothing is retrained here; the answers read the stored `remeasured.json` where there is one."
+        return ("Report only: nothing is retrained here; the answers read the stored `remeasured.json` where there "
+                "is one.")
     pairs = [("Task 1", numbers.get("task1"))] + list(numbers["task2"].items())
     return table([{"comparison": what, "side": side, "trial": e[side]["trial"], "in the search": e[side]["value"],
                    **{f"seed {seed}": a for seed, a in zip(numbers["seeds"], e[side]["accuracy"])}}

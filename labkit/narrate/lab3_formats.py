@@ -1,5 +1,6 @@
-"""What Lab 3's format study says while it runs: the base model, the formats table, the exercises' grid, the
-weight-SNR table and the PTQ/QAT table with the fp32 baseline and its test-set standard error (the answers are ``labkit.answers.lab3_formats``)."""
+"""What Lab 3's format study says while it runs: the base model, the formats table, the exercises' grid, the weight-SNR
+table and the PTQ/QAT table with the fp32 baseline and its test-set standard error (the answers are
+``labkit.answers.lab3_formats``)."""
 from __future__ import annotations
 
 from ..readings.tables import qat_rows, steps_of, test_set_se
