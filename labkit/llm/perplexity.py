@@ -73,21 +73,30 @@ def _device(model: torch.nn.Module) -> torch.device:
 
 
 @torch.no_grad()
-def block_nll(model: torch.nn.Module, blocks: torch.Tensor, batch_size: int = 4) -> torch.Tensor:
+def block_nll(model: torch.nn.Module, blocks: torch.Tensor, batch_size: int = 4, nll_fn=None) -> torch.Tensor:
     """Per block, the mean NLL (nats) of its ``block_len - 1`` next-token predictions, float64 ``(n_blocks,)``.
 
     Logits are taken in float32 whatever the model's dtype (a bf16 model's log-softmax in bf16 loses digits);
-    ``batch_size`` blocks run per forward (the logits are ``batch_size x block_len x vocab`` floats)."""
+    ``batch_size`` blocks run per forward (the logits are ``batch_size x block_len x vocab`` floats).
+    ``nll_fn(logits, ids)``: how a batch's logits become its block NLLs (default ``logits_nll``; the lab passes
+    the student's)."""
     blocks = _check_blocks(blocks)
     _check_int("batch_size", batch_size, 1)
     device = _device(model)
     out = []
     for chunk in blocks.split(batch_size):
         ids = chunk.to(device)
-        logits = model(input_ids=ids, use_cache=False).logits[:, :-1].float()
-        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
-        out.append(nll.reshape(ids.shape[0], -1).double().mean(dim=1).cpu())
+        out.append((nll_fn or logits_nll)(model(input_ids=ids, use_cache=False).logits, ids).cpu())
     return torch.cat(out)
+
+
+def logits_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Per row of ``ids`` (``(n, L)``), the mean NLL of its ``L - 1`` next-token predictions from a causal LM's
+    ``logits`` (``(n, L, vocab)``; position t predicts token t+1, so the last position predicts nothing), float64
+    ``(n,)``. The log-softmax runs in float32 whatever the logits' dtype."""
+    logits = logits[:, :-1].float()
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
+    return nll.reshape(ids.shape[0], -1).double().mean(dim=1)
 
 
 @dataclass(frozen=True)
@@ -118,10 +127,11 @@ def from_block_nll(per_block, block_len: int) -> Perplexity:
     return Perplexity(ppl, nll, se, ppl * se, tuple(values.tolist()), k * (block_len - 1))
 
 
-def perplexity(model: torch.nn.Module, blocks: torch.Tensor, batch_size: int = 4) -> Perplexity:
-    """The model's perplexity on ``blocks`` (``text_blocks``), per block and overall, with SEs over blocks."""
+def perplexity(model: torch.nn.Module, blocks: torch.Tensor, batch_size: int = 4, nll_fn=None) -> Perplexity:
+    """The model's perplexity on ``blocks`` (``text_blocks``), per block and overall, with SEs over blocks
+    (``nll_fn``: as ``block_nll``'s)."""
     blocks = _check_blocks(blocks)
-    return from_block_nll(block_nll(model, blocks, batch_size), blocks.shape[1])
+    return from_block_nll(block_nll(model, blocks, batch_size, nll_fn), blocks.shape[1])
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def test_init_then_check_an_untouched_notebook_exits_1_naming_not_attempted(tmp_
     work = tmp_path / "my-labs"
     out = _labkit("student", "init", work, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "8 notebooks in" in out.stdout and "sha256 verified" in out.stdout and "kernel:" in out.stdout
+    assert "9 notebooks in" in out.stdout and "sha256 verified" in out.stdout and "kernel:" in out.stdout
     assert sorted(p.name for p in work.glob("*.ipynb")) == sorted(
         p.name for p in (ROOT / "notebooks" / "student").glob("lab*_*.ipynb"))
     again = _labkit("student", "init", work, cwd=tmp_path)

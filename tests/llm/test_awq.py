@@ -92,3 +92,21 @@ def test_awq_bad_input(random_blocks):
         A.awq_quantize(model, random_blocks, "int3", 3, 32)
     with pytest.raises(ValueError, match="scale of shape"):
         A.ScaledLinear(torch.nn.Linear(8, 4), torch.ones(4))
+
+
+def test_the_lab5_exercise_is_the_search_awq_quantize_makes(random_blocks):
+    """With every calibration token sampled, mean |x| over the samples is the layer's statistic, so the exercise's
+    reference (``lab5.awq_scales``: mean |x| of the rows it is given) picks each layer's alpha as awq_quantize does."""
+    from labkit.exercises import get
+
+    ref, model = get("lab5.awq_scales").reference, tiny_llama()
+    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "layers" in n]
+    stats = A.activation_stats(model, random_blocks, layers, n_samples=random_blocks.numel())
+    alphas = (0.0, 0.25, 0.5, 0.75, 1.0)
+    mine = {n: ref(m.weight.detach().clone(), stats[n].samples, 3, 32, alphas) for n, m in layers}
+    report = A.awq_quantize(model, random_blocks, "integer", 3, 32, alphas=alphas, n_samples=random_blocks.numel())
+    assert {n: a for n, (a, _) in mine.items()} == {n: report.layers[n].extra["alpha"] for n, _ in layers}
+    assert len({a for a, _ in mine.values()}) > 1  # the layers differ: the comparison is not all alpha 0
+    for n, (a, s) in mine.items():
+        if a:
+            assert torch.allclose(model.get_submodule(n).scale, s, rtol=1e-6), n

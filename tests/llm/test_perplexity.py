@@ -101,3 +101,17 @@ def test_block_nll_bad_input():
         P.block_nll(model, torch.zeros(2, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="batch_size=0"):
         P.block_nll(model, torch.zeros(2, 8, dtype=torch.long), batch_size=0)
+
+
+def test_logits_nll_is_the_models_loss_per_row_and_perplexity_takes_another(random_blocks):
+    model = tiny_llama()
+    with torch.no_grad():
+        logits = model(input_ids=random_blocks).logits
+        loss = [model(input_ids=b[None], labels=b[None]).loss.item() for b in random_blocks]
+    nll = P.logits_nll(logits.bfloat16(), random_blocks)  # bf16 logits: the log-softmax still runs in float32
+    assert nll.dtype == torch.float64 and nll.shape == (4,)
+    assert torch.allclose(nll, P.logits_nll(logits.bfloat16().float(), random_blocks), rtol=0, atol=1e-12)
+    assert P.logits_nll(logits, random_blocks).tolist() == pytest.approx(loss, rel=1e-5)
+    seen = []
+    ones = P.perplexity(model, random_blocks, 3, nll_fn=lambda lg, ids: seen.append(ids.shape) or torch.ones(len(ids)))
+    assert ones.ppl == pytest.approx(math.e) and seen == [(3, 32), (1, 32)]  # the student's function, per batch
