@@ -44,6 +44,35 @@ def _loops(model, ids, new: int, names) -> dict:
     return {name: make[name] for name in names}
 
 
+def linears_ms(model, batch: int, replays: int = 20) -> float:
+    """Milliseconds of one replay of a CUDA graph that runs every Linear of the model once on ``batch`` rows, in
+    the step's order: the weight reads of a step without the rest of it (norms, rotary, attention, residuals),
+    so that step time - this = what the step's other kernels cost."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) or hasattr(m, "mantissa")]
+    dev = next(model.parameters()).device
+    dtype = next(p for p in model.parameters() if p.is_floating_point()).dtype
+    inputs = {m.in_features: torch.randn(batch, m.in_features, device=dev, dtype=dtype) for m in linears}
+    with torch.no_grad():
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for m in linears:
+                m(inputs[m.in_features])
+        torch.cuda.current_stream(dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for m in linears:
+                m(inputs[m.in_features])
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / replays
+
+
 def _agreement(a: torch.Tensor, b: torch.Tensor) -> float:
     """Fraction of sequences whose tokens are all equal."""
     return float((a == b).all(dim=1).float().mean())
@@ -62,6 +91,7 @@ def measure(model, shape: str, weights: str, batches, new_tokens: int, prompt_le
         tokens = {name: fn() for name, fn in loops.items()}  # first calls: graph capture, Triton compiles
         timed = time_loops(loops, new_tokens, dev, repeats, warmup)
         peer = tokens[names[0]]
+        linear_ms = linears_ms(model, batch)
         for name in names:
             ms = timed[f"{name}_ms_per_token"]
             roof = roofline_tokens_per_s(nbytes, bandwidth, batch)
@@ -69,14 +99,14 @@ def measure(model, shape: str, weights: str, batches, new_tokens: int, prompt_le
                          "tokens_per_s": batch * 1e3 / ms, "step_weight_bytes": nbytes,
                          "roofline_tokens_per_s": roof, "fraction_of_roofline": batch * 1e3 / ms / roof,
                          "peer": names[0], "tokens_agree_with_peer": _agreement(tokens[name], peer),
-                         "timing": timed[f"{name}_timing"]})
+                         "linears_ms": linear_ms, "timing": timed[f"{name}_timing"]})
             progress(f"{shape} {weights} batch {batch:>2} {name:<20} {ms:7.3f} ms/token "
                      f"{batch * 1e3 / ms:9.1f} tokens/s  {100 * rows[-1]['fraction_of_roofline']:5.1f}% of roofline")
     return rows
 
 
-def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_tokens: int = 128,
-          prompt_len: int = 16, repeats: int = 3, warmup: int = 1, mxint8: bool = True, group_size: int = 32,
+def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_tokens: int = 32,
+          prompt_len: int = 16, repeats: int = 2, warmup: int = 1, mxint8: bool = True, group_size: int = 32,
           device="cuda", seed: int = 0, progress=print) -> dict:
     """Every loop at every (shape, batch), bf16 and (``mxint8``) MXINT8; the roofline from a copy measured here."""
     from ..kernels.packed_linear import convert_to_mxint8
@@ -107,7 +137,8 @@ def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_t
             "loops": LOOP_WORDS, "device": torch.cuda.get_device_name(dev),
             "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count,
             "method": "ms per token = median steady call (prefill of the prompt + new_tokens - 1 steps) / new_tokens;"
-                      " roofline = batch x copy bandwidth / bytes a step reads for weights (KV cache not counted)"}
+                      " roofline = batch x copy bandwidth / bytes a step reads for weights (KV cache not counted); "
+                      "linears_ms: one graph replay of every Linear once on batch rows (a step's weight reads alone)"}
 
 
 def ratios(result: dict) -> list[dict]:
@@ -147,9 +178,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="JSON path (the Lab 5 notebook's full profile saves its own)")
     p.add_argument("--shapes", nargs="+", default=["smollm2-135m", "smollm2-1.7b"])
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
-    p.add_argument("--tokens", type=int, default=128, help="new tokens per call")
+    p.add_argument("--tokens", type=int, default=32, help="new tokens per call")
     p.add_argument("--prompt", type=int, default=16, help="prompt tokens")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--no-mxint8", action="store_true")
     args = p.parse_args(argv)
     if any(b < 1 for b in args.batches) or args.tokens < 1 or args.prompt < 1 or args.repeats < 1:
