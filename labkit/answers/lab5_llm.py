@@ -40,13 +40,18 @@ def awq(p: dict, r: dict) -> list[str]:
             f"blocks; paired over the evaluation blocks): " + "; ".join(x.says for x in rows) + "."]
 
 
+def _mlp_share(kinds: list[dict]) -> str:
+    mlp = sum(k["weights"] for k in kinds if k["kind"] in ("gate_proj", "up_proj", "down_proj"))
+    total = sum(k["weights"] for k in kinds)
+    return f" The MLP's projections measured here hold {100 * mlp / total:.0f}% of these kinds' weights." if mlp else ""
+
+
 def sensitivity(p: dict, r: dict) -> list[str]:
     s, n = p["settings"], p["numbers"]
-    kinds = [r[f"sensitivity.{k['kind']}"] for k in n["kinds"]]
-    kinds.sort(key=lambda x: -x.quantities["difference"])
+    kinds = sorted((r[f"sensitivity.{k['kind']}"] for k in n["kinds"]), key=lambda x: -x.quantities["difference"])
     out = [f"**Per kind of projection** (each kind alone at int{s['sens_width']} g{s['awq_group']}, everything else "
-           "float32; paired over the evaluation blocks): " + "; ".join(
-               f"{x.quantities['a_name'].split(' ')[0]} x{x.quantities['ppl_ratio']:.3f}" for x in kinds) + "."]
+           "float32; paired over the evaluation blocks), most harmful first: " + "; ".join(x.says for x in kinds)
+           + "." + _mlp_share(n["kinds"])]
     if "sensitivity.worst" in r:
         out.append("**The most harmful kind.** " + r["sensitivity.worst"].says + "; " +
                    r["sensitivity.worst_remeasured"].says + ".")
@@ -57,7 +62,7 @@ def sensitivity(p: dict, r: dict) -> list[str]:
 def decode(p: dict, r: dict) -> list[str]:
     n = p["numbers"]
     says = r["decode.tokens_equal"].says
-    out = [f"**Decoding.** {says[0].upper() + says[1:]}; {n['decode_ms_per_token']:.1f} ms per token for the "
+    out = [f"**Decoding.** Greedy, {says}; {n['decode_ms_per_token']:.1f} ms per token for the "
            f"loop, {n['generate_ms_per_token']:.1f} for generate ({n['device']}, batch {n['batch']}, prompt "
            f"{n['prompt_len']} tokens, steady-call medians)."]
     if "decode.static_tokens_equal" in r:

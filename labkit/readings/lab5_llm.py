@@ -15,9 +15,15 @@ from .stats import t95
 RULE = ("paired over evaluation blocks: mean per-block NLL difference a - b, SE = sd / sqrt(k); established when "
         "|mean| > t SE (Student's 95% t, k - 1 degrees of freedom), else level")
 
-# key -> the verdicts the committed full-profile numbers give (readings.core.compute makes them claims); none
-# yet: no full-profile results of Lab 5 are committed
-CLAIMS: dict[str, tuple[str, ...]] = {}
+# key -> the verdict the committed full-profile numbers give (readings.core.compute makes them claims): the findings
+# with room to spare (a timing within a few percent, or "level" on two steady calls, is not claimed)
+CLAIMS: dict[str, tuple[str, ...]] = {
+    "int4.g192_vs_g32": ("higher",), "int3.g192_vs_g32": ("higher",),
+    "awq.int4.g64": ("lower",), "awq.int3.g64": ("lower",),
+    "sensitivity.worst_remeasured": ("higher",), "sensitivity.keep_wider": ("lower",),
+    "speed.graph_vs_generate.smollm2-1.7b.b1": ("lower",), "speed.graph_vs_generate.smollm2-135m.b1": ("lower",),
+    "speed.mxint8_vs_bf16.smollm2-1.7b.b64": ("higher",),
+}
 
 
 def paired_nll(a: list[float], b: list[float]) -> dict:
@@ -123,7 +129,8 @@ def speed_readings(p: dict) -> list[Reading]:
                 how = (f"{a_words} {ra['tokens_per_s']:,.0f} tokens/s against {c_words} {rc['tokens_per_s']:,.0f}, "
                        f"x{ra['tokens_per_s'] / rc['tokens_per_s']:.2f} ({shape} shape, batch {b})")
                 says = {"lower": f"{a_words} is faster than {c_words}: {how}",
-                        "higher": f"{a_words} is slower than {c_words}: {how}"}.get(r.verdict, f"{r.says}: {how}")
+                        "higher": f"{a_words} is slower than {c_words}: {how}"}.get(
+                    r.verdict, r.says.replace("**", "") + ": " + how)  # never bold unless claimed
                 out.append(dataclasses.replace(r, says=says))
             if (shape, b, "labkit_graph") in by:
                 row = by[shape, b, "labkit_graph"]

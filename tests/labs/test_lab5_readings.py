@@ -69,9 +69,56 @@ def test_missing_results_and_single_groups_give_fewer_readings():
     assert "no group sizes are compared" in answers.render({**p, "awq": None, "decode": None})
 
 
-def test_no_claims_without_committed_full_numbers():
-    assert lab5.CLAIMS == {}
-    assert all(r.expect in ((), ("holds",)) for r in compute("lab5_llm", payloads(profile="full")))
+def test_claims_hold_on_the_committed_full_numbers_and_name_readings():
+    from labkit.redraw import payloads_of
+
+    found = {r.key: r for r in compute("lab5_llm", payloads_of("lab5_llm", "full"))}
+    assert set(lab5.CLAIMS) <= set(found), set(lab5.CLAIMS) - set(found)
+    assert all(found[k].verdict in v for k, v in lab5.CLAIMS.items())
+
+
+def sens_payload(worst_gap=0.2, wider_gain=-0.1):
+    base = row("float32", 32, 1, nll(3.8))
+    kinds = [{**row("integer", 3, 64, jitter(nll(3.8 + d), 0.01)), "kind": k, "wide": None, "layers": 2,
+              "weights": 100} for k, d in (("q_proj", 0.05), ("up_proj", 0.3), ("down_proj", 0.3 - worst_gap))]
+    again = [{**k, "per_block": jitter(k["per_block"], 0.02)} for k in kinds[1:]]
+    uniform = row("integer", 3, 64, nll(4.5))
+    mixed = {**row("integer", 3, 64, jitter(nll(4.5 + wider_gain), 0.01)), "kind": None, "wide": "up_proj"}
+    return {"base": base, "kinds": kinds, "again": again, "mixed": mixed, "uniform": uniform, "worst": "up_proj"}
+
+
+def test_sensitivity_remeasures_its_selection_and_reads_keeping_it_wider():
+    r = by_key(lab5.sensitivity_readings(sens_payload()))
+    assert r["sensitivity.worst"].selection == 3 and r["sensitivity.worst"].remeasured_by == "sensitivity.worst_remeasured"
+    assert r["sensitivity.worst_remeasured"].verdict == "higher" and "**" in r["sensitivity.worst_remeasured"].says
+    assert r["sensitivity.keep_wider"].verdict == "lower"
+    r = by_key(lab5.sensitivity_readings(sens_payload(worst_gap=0.0, wider_gain=0.1)))
+    assert r["sensitivity.worst_remeasured"].verdict == "level" and r["sensitivity.keep_wider"].verdict == "higher"
+
+
+def speed_payload(graph_ms=3.0, mx_ms=2.0, fraction=0.4):
+    from labkit.perf.timing import Timing
+
+    def timing(ms):
+        calls = [ms * 32e-3 * f for f in (1.5, 1.0, 1.01, 0.99)]
+        return Timing(device="cuda:0", warmup=1, per_call=calls, per_call_wall=[], clock="cuda_event").summary()
+    rows = []
+    for b in (1, 64):
+        for loop, ms in (("generate", 30.0), ("labkit_graph", graph_ms), ("labkit_graph_mxint8", mx_ms)):
+            rows.append({"shape": "smollm2-1.7b", "batch": b, "loop": loop, "ms_per_token": ms,
+                         "tokens_per_s": b * 1e3 / ms, "fraction_of_roofline": fraction, "timing": timing(ms)})
+    return {"rows": rows}
+
+
+def test_speed_readings_compare_loops_and_the_roofline_goal():
+    r = by_key(lab5.speed_readings(speed_payload()))
+    assert r["speed.graph_vs_generate.smollm2-1.7b.b1"].verdict == "lower"
+    assert r["speed.mxint8_vs_bf16.smollm2-1.7b.b64"].verdict == "lower"
+    assert r["speed.roofline.smollm2-1.7b.b1"].verdict == "fails" and "below the 70% goal" in \
+        r["speed.roofline.smollm2-1.7b.b1"].says
+    r = by_key(lab5.speed_readings(speed_payload(mx_ms=4.0, fraction=0.8)))
+    assert r["speed.mxint8_vs_bf16.smollm2-1.7b.b64"].verdict == "higher"
+    assert r["speed.roofline.smollm2-1.7b.b1"].verdict == "holds"
 
 
 def test_answers_word_the_readings_and_the_figure_draws():
@@ -80,7 +127,7 @@ def test_answers_word_the_readings_and_the_figure_draws():
     assert "same 8 tokens as generate" in text and "Q4_1" in text
     fig = plots.plot_perplexity(payloads()["perplexity"])
     assert len(fig.axes[0].get_legend().get_texts()) == 4  # float32 and three series
-    assert get("lab5_llm").figures == ("perplexity",)
+    assert get("lab5_llm").figures == ("perplexity", "decode_speed")
 
 
 def test_settings_ranges_refuse_bad_values():
