@@ -40,8 +40,7 @@ from labkit.results import provenance, save_results
 
 S = lab_settings("lab4_mxint8", PROFILE, **OVERRIDES)
 G = S["group_size"]
-print(S)
-print("device:", provenance()["device"])
+print(S, "\ndevice:", provenance()["device"])
 EXT = kernel.ready()  # on a GPU this builds the extension (once, cached)
 say(words.path_text())
 
