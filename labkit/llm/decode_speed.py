@@ -14,14 +14,17 @@ from ..perf.timing import copy_ms
 from .decode import generate_greedy, roofline_tokens_per_s, time_loops
 from .static_decode import StaticDecoder, step_bytes
 
-LOOPS_BF16 = ("generate", "labkit_eager", "labkit_graph")
-LOOPS_MXINT8 = ("generate_mxint8", "labkit_graph_mxint8")
+LOOPS_BF16 = ("generate", "labkit_eager", "labkit_graph", "labkit_compiled")
+LOOPS_MXINT8 = ("generate_mxint8", "labkit_graph_mxint8", "labkit_compiled_mxint8")
 LOOP_WORDS = {
     "generate": "transformers generate (greedy, static cache, not compiled)",
     "labkit_eager": "labkit's static-shape step, eager",
     "labkit_graph": "labkit's static-shape step replayed as one CUDA graph",
+    "labkit_compiled": "the same graph with the step's norms, rotary and gate each compiled (torch.compile) to fused "
+                       "kernels",
     "generate_mxint8": "generate with every Linear as MXINT8Linear (fused kernel)",
     "labkit_graph_mxint8": "labkit's graphed step with every Linear as MXINT8Linear (fused kernel)",
+    "labkit_compiled_mxint8": "the compiled graphed step with every Linear as MXINT8Linear (fused kernel)",
 }
 
 
@@ -30,18 +33,17 @@ def copy_bandwidth(device, nbytes: int = 1 << 30) -> float:
     return 2 * nbytes / (copy_ms(nbytes, 2, device) * 1e-3)
 
 
-def _loops(model, ids, new: int, names) -> dict:
-    dec = StaticDecoder(model, graph=True)
-    eager = StaticDecoder(model, graph=False)
+def _loops(model, ids, new: int, names) -> tuple[dict, dict]:
+    """(name -> a call making ``new`` tokens, name -> its StaticDecoder where graphed)."""
+    decoders = {"labkit_eager": StaticDecoder(model, graph=False), "labkit_graph": StaticDecoder(model, graph=True),
+                "labkit_compiled": StaticDecoder(model, graph=True, compile=True)}
+    decoders["labkit_graph_mxint8"], decoders["labkit_compiled_mxint8"] = (decoders["labkit_graph"],
+                                                                           decoders["labkit_compiled"])
     pad = model.config.pad_token_id
-    make = {
-        "generate": lambda: generate_greedy(model, ids, new, min_new_tokens=new, pad_token_id=pad,
-                                            cache_implementation="static", disable_compile=True),
-        "labkit_eager": lambda: eager.generate(ids, new),
-        "labkit_graph": lambda: dec.generate(ids, new),
-    }
-    make["generate_mxint8"], make["labkit_graph_mxint8"] = make["generate"], make["labkit_graph"]
-    return {name: make[name] for name in names}
+    make = {name: (lambda d=d: d.generate(ids, new)) for name, d in decoders.items()}
+    make["generate"] = make["generate_mxint8"] = lambda: generate_greedy(
+        model, ids, new, min_new_tokens=new, pad_token_id=pad, cache_implementation="static", disable_compile=True)
+    return {name: make[name] for name in names}, {n: decoders[n] for n in names if n in decoders and n != "labkit_eager"}
 
 
 def linears_ms(model, batch: int, replays: int = 20) -> float:
@@ -87,19 +89,22 @@ def measure(model, shape: str, weights: str, batches, new_tokens: int, prompt_le
     for batch in batches:
         g = torch.Generator(device="cpu").manual_seed(seed + batch)
         ids = torch.randint(0, model.config.vocab_size, (batch, prompt_len), generator=g).to(dev)
-        loops = _loops(model, ids, new_tokens, names)
+        loops, graphed = _loops(model, ids, new_tokens, names)
         tokens = {name: fn() for name, fn in loops.items()}  # first calls: graph capture, Triton compiles
         timed = time_loops(loops, new_tokens, dev, repeats, warmup)
         peer = tokens[names[0]]
         linear_ms = linears_ms(model, batch)
+        steps = {name: d.step_ms(ids, new_tokens) for name, d in graphed.items()}
         for name in names:
             ms = timed[f"{name}_ms_per_token"]
             roof = roofline_tokens_per_s(nbytes, bandwidth, batch)
+            step = {"step_ms": steps[name], "step_fraction_of_roofline": batch * 1e3 / steps[name] / roof} \
+                if name in steps else {}
             rows.append({"shape": shape, "weights": weights, "batch": batch, "loop": name, "ms_per_token": ms,
                          "tokens_per_s": batch * 1e3 / ms, "step_weight_bytes": nbytes,
                          "roofline_tokens_per_s": roof, "fraction_of_roofline": batch * 1e3 / ms / roof,
                          "peer": names[0], "tokens_agree_with_peer": _agreement(tokens[name], peer),
-                         "linears_ms": linear_ms, "timing": timed[f"{name}_timing"]})
+                         "linears_ms": linear_ms, **step, "timing": timed[f"{name}_timing"]})
             progress(f"{shape} {weights} batch {batch:>2} {name:<20} {ms:7.3f} ms/token "
                      f"{batch * 1e3 / ms:9.1f} tokens/s  {100 * rows[-1]['fraction_of_roofline']:5.1f}% of roofline")
     return rows
@@ -138,7 +143,8 @@ def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_t
             "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count,
             "method": "ms per token = median steady call (prefill of the prompt + new_tokens - 1 steps) / new_tokens;"
                       " roofline = batch x copy bandwidth / bytes a step reads for weights (KV cache not counted); "
-                      "linears_ms: one graph replay of every Linear once on batch rows (a step's weight reads alone)"}
+                      "linears_ms: one graph replay of every Linear once on batch rows (a step's weight reads alone); "
+                      "step_ms: a graphed loop's decode step alone (its replays after the prefill, CUDA events)"}
 
 
 def ratios(result: dict) -> list[dict]:
@@ -152,11 +158,13 @@ def ratios(result: dict) -> list[dict]:
         row = {"shape": shape, "batch": batch}
         for name, a, b in (("graph_vs_generate", "labkit_graph", "generate"),
                            ("graph_vs_eager", "labkit_graph", "labkit_eager"),
+                           ("compiled_vs_graph", "labkit_compiled", "labkit_graph"),
                            ("mxint8_vs_bf16_graph", "labkit_graph_mxint8", "labkit_graph"),
+                           ("mxint8_vs_bf16_compiled", "labkit_compiled_mxint8", "labkit_compiled"),
                            ("mxint8_generate_vs_generate", "generate_mxint8", "generate")):
             if tps(a) and tps(b):
                 row[name] = tps(a) / tps(b)
-        for loop in ("labkit_graph", "labkit_graph_mxint8"):
+        for loop in ("labkit_graph", "labkit_compiled", "labkit_graph_mxint8", "labkit_compiled_mxint8"):
             if (shape, batch, loop) in by:
                 row[f"{loop}_roofline_fraction"] = by[shape, batch, loop]["fraction_of_roofline"]
         out.append(row)

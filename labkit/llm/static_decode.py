@@ -43,16 +43,31 @@ def _get(obj, dotted: str):
     return obj
 
 
-def _rms(norm, x: torch.Tensor) -> torch.Tensor:
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     # LlamaRMSNorm: the mean square in float32, the weight applied in the input dtype
     h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def _gated(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+# the step's elementwise pieces, each several kernels eager; compile=True fuses each into one or two Triton kernels
+PIECES = {"rms": _rms, "rotate": _rotate, "gated": _gated}
+_COMPILED: dict = {}  # one compiled wrapper per piece in a process: every decoder shares its compiled code
+
+
+def compiled_pieces() -> dict:
+    if not _COMPILED:
+        _COMPILED.update({k: torch.compile(f, dynamic=True, fullgraph=True) for k, f in PIECES.items()})
+    return _COMPILED
 
 
 class StaticDecoder:
@@ -62,8 +77,11 @@ class StaticDecoder:
 
     A graph belongs to one (batch, prompt length, new tokens); a call of another shape captures another (cached)."""
 
-    def __init__(self, model: torch.nn.Module, graph: bool | None = None):
+    def __init__(self, model: torch.nn.Module, graph: bool | None = None, compile: bool = False):
         _check_model(model)
+        if model.config.hidden_act != "silu":
+            raise ValueError(f"StaticDecoder computes the MLP's gate with SiLU; the model's hidden_act is "
+                             f"{model.config.hidden_act!r}")
         self.model = model
         p = next(model.parameters())
         self.device, self.dtype = p.device, p.dtype
@@ -72,6 +90,8 @@ class StaticDecoder:
         if graph and self.device.type != "cuda":
             raise ValueError(f"graph=True needs the model on a CUDA device; it is on {self.device}")
         self.graph = bool(graph)
+        self.compiled = bool(compile)
+        self.fn = compiled_pieces() if compile else PIECES
         c = model.config
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
@@ -80,7 +100,7 @@ class StaticDecoder:
 
     # -- the arithmetic: T new tokens per sequence at `positions` (T,) ------------------------------------------
     def _forward(self, st: dict, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        m = self.model.model
+        m, fn = self.model.model, self.fn
         B, T = tokens.shape
         h = m.embed_tokens(tokens)
         cos = st["cos"].index_select(0, positions)[None, None]  # (1, 1, T, head_dim)
@@ -88,11 +108,11 @@ class StaticDecoder:
         mask = (st["key_pos"][None, :] <= positions[:, None])[None, None]  # (1, 1, T, max_len): causal by position
         for i, layer in enumerate(m.layers):
             a = layer.self_attn
-            x = _rms(layer.input_layernorm, h)
+            x = fn["rms"](h, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
             q = a.q_proj(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)
             k = a.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
             v = a.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            q, k = fn["rotate"](q, cos, sin), fn["rotate"](k, cos, sin)
             keys, values = st["k"][i], st["v"][i]
             keys.index_copy_(2, positions, k)
             values.index_copy_(2, positions, v)
@@ -100,9 +120,9 @@ class StaticDecoder:
                                                enable_gqa=self.heads != self.kv_heads)
             h = h + a.o_proj(o.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))
             mlp = layer.mlp
-            x = _rms(layer.post_attention_layernorm, h)
-            h = h + mlp.down_proj(mlp.act_fn(mlp.gate_proj(x)) * mlp.up_proj(x))
-        logits = self.model.lm_head(_rms(m.norm, h[:, -1]))
+            x = fn["rms"](h, layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon)
+            h = h + mlp.down_proj(fn["gated"](mlp.gate_proj(x), mlp.up_proj(x)))
+        logits = self.model.lm_head(fn["rms"](h[:, -1], m.norm.weight, m.norm.variance_epsilon))
         return logits.argmax(dim=-1)
 
     def _step(self, st: dict) -> None:
@@ -172,6 +192,29 @@ class StaticDecoder:
             else:
                 self._step(st)
         return st["out"].clone()
+
+    @torch.no_grad()
+    def step_ms(self, input_ids: torch.Tensor, max_new_tokens: int, rounds: int = 3) -> float:
+        """Milliseconds of one decode step alone (no prefill): the median over ``rounds`` of the ``new - 1``
+        graph replays of a ``generate`` of this shape, timed with CUDA events (needs ``graph``)."""
+        if not self.graph:
+            raise ValueError("step_ms times graph replays: build the decoder with graph=True on a CUDA device")
+        if max_new_tokens < 2:
+            raise ValueError(f"max_new_tokens={max_new_tokens}: step_ms needs at least 2 (one step after the prefill)")
+        self.generate(input_ids, max_new_tokens)  # the state of this shape, its cache filled by a prefill
+        st = self._states[(*input_ids.shape, max_new_tokens)]
+        times = []
+        for _ in range(rounds):
+            st["pos"].fill_(input_ids.shape[1])
+            st["slot"].fill_(1)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(max_new_tokens - 1):
+                st["graph"].replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / (max_new_tokens - 1))
+        return sorted(times)[len(times) // 2]
 
 
 def step_bytes(model: torch.nn.Module) -> int:

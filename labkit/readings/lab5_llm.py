@@ -119,8 +119,12 @@ def speed_readings(p: dict) -> list[Reading]:
     for shape in dict.fromkeys(r["shape"] for r in p["rows"]):
         for b in SPEED_BATCHES:
             pairs = (("graph_vs_generate", "labkit_graph", "generate", "labkit's graphed step", "generate"),
+                     ("compiled_vs_graph", "labkit_compiled", "labkit_graph", "the graphed step with compiled pieces",
+                      "the graphed step"),
                      ("mxint8_vs_bf16", "labkit_graph_mxint8", "labkit_graph", "MXINT8 fused (graphed)",
-                      "bf16 (graphed)"))
+                      "bf16 (graphed)"),
+                     ("mxint8_vs_bf16_compiled", "labkit_compiled_mxint8", "labkit_compiled",
+                      "MXINT8 fused (graphed, compiled pieces)", "bf16 (graphed, compiled pieces)"))
             for name, a, c, a_words, c_words in pairs:
                 if (shape, b, a) not in by or (shape, b, c) not in by:
                     continue
@@ -132,13 +136,16 @@ def speed_readings(p: dict) -> list[Reading]:
                         "higher": f"{a_words} is slower than {c_words}: {how}"}.get(
                     r.verdict, r.says.replace("**", "") + ": " + how)  # never bold unless claimed
                 out.append(dataclasses.replace(r, says=says))
-            if (shape, b, "labkit_graph") in by:
-                row = by[shape, b, "labkit_graph"]
-                f = row["fraction_of_roofline"]
-                out.append(check(f"speed.roofline.{shape}.b{b}", f >= ROOFLINE_GOAL,
-                                 f"labkit's graphed bf16 step reaches {100 * f:.0f}% of its weight-bandwidth roofline "
+            for key, loop, words in (("roofline", "labkit_graph", "labkit's graphed bf16 step"),
+                                     ("roofline_compiled", "labkit_compiled",
+                                      "labkit's graphed bf16 step with compiled pieces")):
+                if (shape, b, loop) not in by:
+                    continue
+                f = by[shape, b, loop]["fraction_of_roofline"]
+                out.append(check(f"speed.{key}.{shape}.b{b}", f >= ROOFLINE_GOAL,
+                                 f"{words} reaches {100 * f:.0f}% of its weight-bandwidth roofline "
                                  f"({shape} shape, batch {b}; goal {100 * ROOFLINE_GOAL:.0f}%)",
-                                 f"labkit's graphed bf16 step reaches {100 * f:.0f}% of its weight-bandwidth roofline, "
+                                 f"{words} reaches {100 * f:.0f}% of its weight-bandwidth roofline, "
                                  f"below the {100 * ROOFLINE_GOAL:.0f}% goal ({shape} shape, batch {b})",
                                  source="decode_speed", rule=f"tokens/s >= {ROOFLINE_GOAL} x batch x copy bandwidth / "
                                  "step weight bytes", quantities={"fraction": f}, expect=False))

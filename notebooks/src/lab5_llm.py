@@ -220,7 +220,9 @@ say(narrate.decode_text(dec))
 # each of a layer's ~15 kernels is launched from Python, with checks, and the GPU waits for the host between
 # them. labkit's step (`labkit.llm.static_decode.StaticDecoder`) has static shapes: a preallocated KV cache, the
 # position in a device tensor, the causal mask computed from it, the argmax and the next step's input written in
-# place; so the whole step records once into a CUDA graph, and a token is one replay. With every Linear as
+# place; so the whole step records once into a CUDA graph, and a token is one replay. A graph still runs every
+# small kernel of the step; `compile=True` fuses its norms, rotary and gate (torch.compile) so it runs fewer. Each
+# row also times the step alone (`step_ms`: the replays after the prefill). With every Linear as
 # `MXINT8Linear` (8.25 bits a weight) the fused kernel reads half the bytes of bf16, which the roofline halves.
 # The models are random-init Llamas of SmolLM2-135M's and SmolLM2-1.7B's shapes: a step's speed does not depend
 # on the weights' values. On a CPU this section does not run; the answers read the full profile's H200 run.

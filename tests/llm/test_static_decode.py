@@ -25,6 +25,15 @@ def test_tokens_are_generates(fields):
     assert len(set(ours.flatten().tolist())) > 10
 
 
+def test_compiled_pieces_make_the_same_tokens():
+    # the norms, rotary and gate through torch.compile (Inductor's C++ on a CPU): the same arithmetic, fused
+    model = tiny_llama(initializer_range=0.3)
+    ids = _ids(2, 6, seed=7)
+    dec = StaticDecoder(model, compile=True)
+    assert dec.compiled
+    assert torch.equal(dec.generate(ids, 8), generate_greedy(model, ids, 8, min_new_tokens=8))
+
+
 def test_one_token_another_shape_and_a_rerun():
     model = tiny_llama(initializer_range=0.3)
     dec = StaticDecoder(model)
@@ -82,17 +91,23 @@ def test_errors_name_what_is_wrong():
         StaticDecoder(model).generate(_ids(1, 3).float(), 2)
     with pytest.raises(TypeError, match="Llama-family causal LM.*has no model.embed_tokens"):
         StaticDecoder(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="step_ms times graph replays"):
+        StaticDecoder(model).step_ms(_ids(1, 3), 4)
+    with pytest.raises(ValueError, match="hidden_act is 'gelu'"):
+        StaticDecoder(tiny_llama(hidden_act="gelu"))
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 @pytest.mark.parametrize("mxint8", [False, True], ids=["bf16", "mxint8"])
-def test_graph_replays_make_the_eager_steps_tokens(mxint8):
+@pytest.mark.parametrize("compiled", [False, True], ids=["graph", "graph+compiled"])
+def test_graph_replays_make_the_eager_steps_tokens(mxint8, compiled):
     model = tiny_llama(initializer_range=0.3).to("cuda", torch.bfloat16)
     if mxint8:
         convert_to_mxint8(model, 32)
     ids = _ids(4, 8, seed=6).cuda()
-    graphed, eager = StaticDecoder(model), StaticDecoder(model, graph=False)
+    graphed, eager = StaticDecoder(model, compile=compiled), StaticDecoder(model, graph=False, compile=compiled)
     assert graphed.graph and not eager.graph
     assert torch.equal(graphed.generate(ids, 24), eager.generate(ids, 24))
     assert torch.equal(graphed.generate(ids[:, :5], 3), eager.generate(ids[:, :5], 3))
+    assert 0 < graphed.step_ms(ids, 24) < 100
