@@ -14,6 +14,7 @@ MXINT8 kernel) decodes through them unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -62,6 +63,9 @@ def _gated(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 # the step's elementwise pieces, each several kernels eager; compile=True fuses each into one or two Triton kernels
 PIECES = {"rms": _rms, "rotate": _rotate, "gated": _gated}
 _COMPILED: dict = {}  # one compiled wrapper per piece in a process: every decoder shares its compiled code
+# a piece compiles once per distinct shape it sees (sizes of 1 and the model widths specialize): two model shapes x
+# four batches x prompt and step is ~16 graphs a piece, past dynamo's default limit of 8
+RECOMPILE_LIMIT = 64
 
 
 def compiled_pieces() -> dict:
@@ -122,8 +126,10 @@ class StaticDecoder:
             mlp = layer.mlp
             x = fn["rms"](h, layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon)
             h = h + mlp.down_proj(fn["gated"](mlp.gate_proj(x), mlp.up_proj(x)))
-        logits = self.model.lm_head(fn["rms"](h[:, -1], m.norm.weight, m.norm.variance_epsilon))
-        return logits.argmax(dim=-1)
+        # the last position as (B, 1, H), contiguous, like every other norm input: one compiled graph serves all
+        last = h[:, -1:].contiguous()
+        logits = self.model.lm_head(fn["rms"](last, m.norm.weight, m.norm.variance_epsilon))
+        return logits[:, -1].argmax(dim=-1)
 
     def _step(self, st: dict) -> None:
         # one token per sequence at position st["pos"]; writes it to out[:, slot] and advances pos and slot
@@ -173,8 +179,15 @@ class StaticDecoder:
             self._step(st)
         return graph
 
+    def _compiling(self):
+        return torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT) if self.compiled else contextlib.nullcontext()
+
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        with self._compiling():
+            return self._generate(input_ids, max_new_tokens)
+
+    def _generate(self, input_ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
         ids = _check_ids(input_ids).to(self.device)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens!r}: must be an int >= 1")

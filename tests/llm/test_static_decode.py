@@ -25,13 +25,16 @@ def test_tokens_are_generates(fields):
     assert len(set(ours.flatten().tolist())) > 10
 
 
-def test_compiled_pieces_make_the_same_tokens():
-    # the norms, rotary and gate through torch.compile (Inductor's C++ on a CPU): the same arithmetic, fused
-    model = tiny_llama(initializer_range=0.3)
-    ids = _ids(2, 6, seed=7)
-    dec = StaticDecoder(model, compile=True)
-    assert dec.compiled
-    assert torch.equal(dec.generate(ids, 8), generate_greedy(model, ids, 8, min_new_tokens=8))
+def test_compiled_pieces_make_the_same_tokens_over_the_sweeps_shapes():
+    # the norms, rotary and gate through torch.compile (Inductor's C++ on a CPU): the same arithmetic, fused. Two
+    # model widths, batches of 1 and more, prompts of 1 and more, as the GPU sweep runs them: fullgraph=True
+    # raises if the pieces recompile past dynamo's limit
+    for fields in ({}, {"hidden_size": 96, "num_attention_heads": 6, "num_key_value_heads": 3}):
+        model = tiny_llama(initializer_range=0.3, **fields)
+        dec = StaticDecoder(model, compile=True)
+        for batch, prompt in ((1, 1), (1, 6), (3, 6), (4, 1)):
+            ids = _ids(batch, prompt, seed=batch + prompt)
+            assert torch.equal(dec.generate(ids, 4), generate_greedy(model, ids, 4, min_new_tokens=4))
 
 
 def test_one_token_another_shape_and_a_rerun():
