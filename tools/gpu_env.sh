@@ -10,5 +10,8 @@ if [[ -f .gpu-kit/cutlass-include.tar.xz && -z "${CUTLASS_INCLUDE:-}" ]]; then  
   mkdir -p /tmp/cutlass-include && tar -C /tmp/cutlass-include -xJf .gpu-kit/cutlass-include.tar.xz
   export CUTLASS_INCLUDE=/tmp/cutlass-include
 fi
+if [[ -f /tmp/labkit-gguf/model.gguf && -z "${LABKIT_SMOLLM2_GGUF:-}" ]]; then  # Lab 5's model (gpu_run.sh gguf)
+  export LABKIT_SMOLLM2_GGUF=/tmp/labkit-gguf/model.gguf
+fi
 OUT=${OUT:-/tmp/labkit-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv,noheader

