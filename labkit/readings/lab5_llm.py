@@ -10,7 +10,7 @@ import math
 
 from .core import Reading, check, selected
 from .lab4_perf import timing
-from .stats import t95
+from .stats import replicates
 
 RULE = ("paired over evaluation blocks: mean per-block NLL difference a - b, SE = sd / sqrt(k); established when "
         "|mean| > t SE (Student's 95% t, k - 1 degrees of freedom), else level")
@@ -27,16 +27,14 @@ CLAIMS: dict[str, tuple[str, ...]] = {
 
 
 def paired_nll(a: list[float], b: list[float]) -> dict:
-    """a - b per block: mean, SE, t and the perplexity ratio exp(mean)."""
+    """a - b per block (``stats.replicates``: the blocks are independent draws): mean, SE, t and the perplexity
+    ratio exp(mean)."""
     if len(a) != len(b) or not a:
         raise ValueError(f"paired over blocks needs the same blocks on both sides: {len(a)} and {len(b)}")
-    d = [x - y for x, y in zip(a, b)]
-    k = len(d)
-    mean = sum(d) / k
-    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (k - 1) / k) if k > 1 else math.nan
-    t = t95(k - 1) if k > 1 else math.nan
-    return {"difference": mean, "se": se, "t": t, "blocks": k, "ppl_ratio": math.exp(mean),
-            "established": k > 1 and abs(mean) > t * se}
+    d = replicates([x - y for x, y in zip(a, b)])
+    k = d.seeds
+    return {"difference": d.mean, "se": d.se_seed, "t": d.t if k > 1 else math.nan, "blocks": k,
+            "ppl_ratio": math.exp(d.mean), "established": d.established}
 
 
 def compare(key: str, a: dict, b: dict, names: tuple[str, str], source: str) -> Reading:
