@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..perf.timing import copy_ms
+from ..perf.timing import copy_ms, graph_ms
 from .decode import generate_greedy, roofline_tokens_per_s, time_loops
 from .static_decode import StaticDecoder, step_bytes
 
@@ -46,33 +46,21 @@ def _loops(model, ids, new: int, names) -> tuple[dict, dict]:
     return {name: make[name] for name in names}, {n: decoders[n] for n in names if n in decoders and n != "labkit_eager"}
 
 
-def linears_ms(model, batch: int, replays: int = 20) -> float:
-    """Milliseconds of one replay of a CUDA graph that runs every Linear of the model once on ``batch`` rows, in
-    the step's order: the weight reads of a step without the rest of it (norms, rotary, attention, residuals),
-    so that step time - this = what the step's other kernels cost."""
+def linears_ms(model, batch: int, replays: int = 7) -> float:
+    """Milliseconds of every Linear of the model once on ``batch`` rows, in the step's order, in one CUDA graph
+    (``perf.timing.graph_ms``): the weight reads of a step without the rest of it (norms, rotary, attention,
+    residuals), so that step time - this = what the step's other kernels cost."""
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) or hasattr(m, "mantissa")]
     dev = next(model.parameters()).device
     dtype = next(p for p in model.parameters() if p.is_floating_point()).dtype
     inputs = {m.in_features: torch.randn(batch, m.in_features, device=dev, dtype=dtype) for m in linears}
+
+    def every_linear():
+        for m in linears:
+            m(inputs[m.in_features])
+
     with torch.no_grad():
-        side = torch.cuda.Stream(dev)
-        side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side):
-            for m in linears:
-                m(inputs[m.in_features])
-        torch.cuda.current_stream(dev).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for m in linears:
-                m(inputs[m.in_features])
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / replays
+        return graph_ms([every_linear], replays=replays)
 
 
 def _agreement(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -15,27 +15,25 @@ from ._common import NON_NEGATIVE, POSITIVE, ranges
 # smoke: CI's 2 cores, well under 2 minutes. quick: 2 CPU cores, about 12 minutes. full: an H200.
 KINDS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 SHAPES = ["smollm2-135m", "smollm2-1.7b"]
+# full: quick's settings on more and longer blocks, more calibration and more decode calls
+QUICK = dict(blocks=16, block_len=256, batch_size=4, seed=0, int_widths=[8, 4, 3, 2], group_sizes=[32, 64, 192],
+             other_formats=["minifloat_ieee", "block_fp"], other_width=4, other_group=32, awq_widths=[4, 3],
+             awq_group=64, alphas=[0.0, 0.25, 0.5, 0.75, 1.0], calib_blocks=8, awq_samples=512, sens_width=3,
+             sens_kinds=KINDS, sens_blocks=16, decode_tokens=32, decode_prompt=64, decode_repeats=3,
+             speed_shapes=SHAPES, speed_batches=[1, 4, 16, 64], speed_tokens=32, speed_prompt=16, speed_repeats=2)
 SETTINGS = Settings(
     "lab5",
     {
         "smoke": dict(blocks=4, block_len=64, batch_size=4, seed=0, int_widths=[4], group_sizes=[32],
                       other_formats=[], other_width=4, other_group=32, awq_widths=[4], awq_group=64,
-                      alphas=[0.0, 0.5, 1.0], calib_blocks=2, awq_samples=64, sens_width=3, sens_kinds=["k_proj", "down_proj"],
-                      sens_blocks=4, decode_tokens=8, decode_prompt=16, decode_repeats=1,
+                      alphas=[0.0, 0.5, 1.0], calib_blocks=2, awq_samples=64, sens_width=3,
+                      sens_kinds=["k_proj", "down_proj"], sens_blocks=4, decode_tokens=8, decode_prompt=16,
+                      decode_repeats=1,
                       speed_shapes=["smollm2-135m"], speed_batches=[1], speed_tokens=16, speed_prompt=16,
                       speed_repeats=1),
-        "quick": dict(blocks=16, block_len=256, batch_size=4, seed=0, int_widths=[8, 4, 3, 2],
-                      group_sizes=[32, 64, 192], other_formats=["minifloat_ieee", "block_fp"], other_width=4,
-                      other_group=32, awq_widths=[4, 3], awq_group=64, alphas=[0.0, 0.25, 0.5, 0.75, 1.0],
-                      calib_blocks=8, awq_samples=512, sens_width=3, sens_kinds=KINDS, sens_blocks=16, decode_tokens=32,
-                      decode_prompt=64, decode_repeats=3, speed_shapes=SHAPES, speed_batches=[1, 4, 16, 64],
-                      speed_tokens=32, speed_prompt=16, speed_repeats=2),
-        "full": dict(blocks=64, block_len=512, batch_size=8, seed=0, int_widths=[8, 4, 3, 2],
-                     group_sizes=[32, 64, 192], other_formats=["minifloat_ieee", "block_fp"], other_width=4,
-                     other_group=32, awq_widths=[4, 3], awq_group=64, alphas=[0.0, 0.25, 0.5, 0.75, 1.0],
-                     calib_blocks=32, awq_samples=512, sens_width=3, sens_kinds=KINDS, sens_blocks=64, decode_tokens=32,
-                     decode_prompt=64, decode_repeats=5, speed_shapes=SHAPES, speed_batches=[1, 4, 16, 64],
-                     speed_tokens=32, speed_prompt=16, speed_repeats=2),
+        "quick": QUICK,
+        "full": {**QUICK, "blocks": 64, "block_len": 512, "batch_size": 8, "calib_blocks": 32, "sens_blocks": 64,
+                 "decode_repeats": 5},
     },
     imdb=False,
     ranges={**ranges(POSITIVE, "blocks", "batch_size", "int_widths", "group_sizes", "other_width", "other_group",
