@@ -56,6 +56,9 @@ def sensitivity(p: dict, r: dict) -> list[str]:
         out.append("**The most harmful kind.** " + r["sensitivity.worst"].says + "; " +
                    r["sensitivity.worst_remeasured"].says + ".")
     out.append("**Keeping it wider.** " + r["sensitivity.keep_wider"].says + ".")
+    if "sensitivity.keep_wider_vs_equal_bits" in r:
+        out.append("**At the same bits** (the control: those bits spent on finer groups instead): "
+                   + r["sensitivity.keep_wider_vs_equal_bits"].says + ".")
     return out
 
 

@@ -21,6 +21,7 @@ CLAIMS: dict[str, tuple[str, ...]] = {
     "int4.g192_vs_g32": ("higher",), "int3.g192_vs_g32": ("higher",),
     "awq.int4.g64": ("lower",), "awq.int3.g64": ("lower",),
     "sensitivity.worst_remeasured": ("higher",), "sensitivity.keep_wider": ("lower",),
+    "sensitivity.keep_wider_vs_equal_bits": ("higher",),
     "speed.graph_vs_generate.smollm2-1.7b.b1": ("lower",), "speed.graph_vs_generate.smollm2-135m.b1": ("lower",),
     "speed.mxint8_vs_bf16.smollm2-1.7b.b64": ("higher",),
 }
@@ -161,4 +162,18 @@ def readings(payloads: dict) -> list[Reading]:
         p = payloads.get(source)
         if p is not None:
             out += read(p["numbers"])
+    if payloads.get("perplexity") is not None and payloads.get("sensitivity") is not None:
+        out += equal_bits_readings(payloads["sensitivity"]["numbers"], payloads["perplexity"]["numbers"])
     return out
+
+
+def equal_bits_readings(sens: dict, sweep: dict) -> list[Reading]:
+    """The control of keeping one kind wider: the sweep's uniform integer point at the same width and the same
+    average bits (finer groups instead of a wider kind), where the sweep has one."""
+    mixed, w = sens["mixed"], sens["uniform"]["width"]
+    same = [r for r in sweep["rows"] if r["format"] == "integer" and r["width"] == w
+            and abs(r["weight_bits"] - mixed["weight_bits"]) < 1e-9]
+    return [compare("sensitivity.keep_wider_vs_equal_bits", mixed, r,
+                    (f"int{w} with {mixed['wide']} at int{w + 1} ({mixed['weight_bits']:.3f} bits)",
+                     f"int{w} g{r['group_size']} throughout ({r['weight_bits']:.3f} bits)"), "sensitivity")
+            for r in same[:1]]

@@ -137,3 +137,16 @@ def test_settings_ranges_refuse_bad_values():
     for key, value in (("group_sizes", [0]), ("int_widths", [0]), ("block_len", 1), ("alphas", [1.5])):
         with pytest.raises(ValueError, match=f"setting {key}.*out of range"):
             lab_settings("lab5_llm", "quick", **{key: value})
+
+
+def test_keeping_a_kind_wider_is_read_against_the_same_bits_spent_on_finer_groups():
+    sens = sens_payload()
+    sens["mixed"]["weight_bits"] = 3.5
+    finer = row("integer", 3, 32, nll(4.2))  # 3 + 16/32 = 3.5 bits, better than the mixed model's 4.4
+    r = by_key(lab5.equal_bits_readings(sens, {"rows": [row("integer", 3, 64, nll(4.5)), finer]}))
+    assert r["sensitivity.keep_wider_vs_equal_bits"].verdict == "higher"
+    assert "int3 g32 throughout (3.500 bits)" in r["sensitivity.keep_wider_vs_equal_bits"].says
+    finer["per_block"] = nll(4.6)
+    assert by_key(lab5.equal_bits_readings(sens, {"rows": [finer]}))["sensitivity.keep_wider_vs_equal_bits"].verdict \
+        == "lower"
+    assert lab5.equal_bits_readings(sens, {"rows": [row("integer", 3, 64, nll(4.5))]}) == []  # no point at 3.5 bits
