@@ -14,17 +14,22 @@ from ..perf.timing import copy_ms, graph_ms
 from .decode import generate_greedy, roofline_tokens_per_s, time_loops
 from .static_decode import StaticDecoder, step_bytes
 
-LOOPS_BF16 = ("generate", "labkit_eager", "labkit_graph", "labkit_compiled")
-LOOPS_MXINT8 = ("generate_mxint8", "labkit_graph_mxint8", "labkit_compiled_mxint8")
+LOOPS_BF16 = ("generate", "labkit_eager", "labkit_graph", "labkit_compiled", "labkit_fused")
+LOOPS_MXINT8 = ("generate_mxint8", "labkit_graph_mxint8", "labkit_compiled_mxint8", "labkit_fused_mxint8")
+# the StaticDecoder options of each labkit loop (the _mxint8 loops: the same, on the converted model)
+DECODERS = {"labkit_eager": dict(graph=False), "labkit_graph": dict(graph=True),
+            "labkit_compiled": dict(graph=True, compile=True), "labkit_fused": dict(graph=True, compile=True, fuse=True)}
 LOOP_WORDS = {
     "generate": "transformers generate (greedy, static cache, not compiled)",
     "labkit_eager": "labkit's static-shape step, eager",
     "labkit_graph": "labkit's static-shape step replayed as one CUDA graph",
-    "labkit_compiled": "the same graph with the step's norms, rotary and gate each compiled (torch.compile) to fused "
-                       "kernels",
+    "labkit_compiled": "the same graph with the step's norms (each with its residual add), rotary and gate each "
+                       "compiled (torch.compile) to fused kernels",
+    "labkit_fused": "the compiled graphed step with q, k, v as one GEMM and gate, up as one (4 GEMMs a layer, not 7)",
     "generate_mxint8": "generate with every Linear as MXINT8Linear (fused kernel)",
     "labkit_graph_mxint8": "labkit's graphed step with every Linear as MXINT8Linear (fused kernel)",
     "labkit_compiled_mxint8": "the compiled graphed step with every Linear as MXINT8Linear (fused kernel)",
+    "labkit_fused_mxint8": "the compiled graphed step with stacked projections, every Linear MXINT8 (fused kernel)",
 }
 
 
@@ -34,16 +39,15 @@ def copy_bandwidth(device, nbytes: int = 1 << 30) -> float:
 
 
 def _loops(model, ids, new: int, names) -> tuple[dict, dict]:
-    """(name -> a call making ``new`` tokens, name -> its StaticDecoder where graphed)."""
-    decoders = {"labkit_eager": StaticDecoder(model, graph=False), "labkit_graph": StaticDecoder(model, graph=True),
-                "labkit_compiled": StaticDecoder(model, graph=True, compile=True)}
-    decoders["labkit_graph_mxint8"], decoders["labkit_compiled_mxint8"] = (decoders["labkit_graph"],
-                                                                           decoders["labkit_compiled"])
+    """(name -> a call making ``new`` tokens, name -> its StaticDecoder where graphed); only the decoders named are
+    built (a fused one copies its stacked weights)."""
+    decoders = {name: StaticDecoder(model, **DECODERS[name.removesuffix("_mxint8")]) for name in names
+                if name.removesuffix("_mxint8") in DECODERS}
     pad = model.config.pad_token_id
     make = {name: (lambda d=d: d.generate(ids, new)) for name, d in decoders.items()}
     make["generate"] = make["generate_mxint8"] = lambda: generate_greedy(
         model, ids, new, min_new_tokens=new, pad_token_id=pad, cache_implementation="static", disable_compile=True)
-    return {name: make[name] for name in names}, {n: decoders[n] for n in names if n in decoders and n != "labkit_eager"}
+    return {name: make[name] for name in names}, {n: d for n, d in decoders.items() if d.graph}
 
 
 def linears_ms(model, batch: int, replays: int = 7) -> float:
@@ -147,14 +151,21 @@ def ratios(result: dict) -> list[dict]:
         for name, a, b in (("graph_vs_generate", "labkit_graph", "generate"),
                            ("graph_vs_eager", "labkit_graph", "labkit_eager"),
                            ("compiled_vs_graph", "labkit_compiled", "labkit_graph"),
+                           ("fused_vs_compiled", "labkit_fused", "labkit_compiled"),
+                           ("fused_vs_generate", "labkit_fused", "generate"),
                            ("mxint8_vs_bf16_graph", "labkit_graph_mxint8", "labkit_graph"),
                            ("mxint8_vs_bf16_compiled", "labkit_compiled_mxint8", "labkit_compiled"),
+                           ("mxint8_vs_bf16_fused", "labkit_fused_mxint8", "labkit_fused"),
                            ("mxint8_generate_vs_generate", "generate_mxint8", "generate")):
             if tps(a) and tps(b):
                 row[name] = tps(a) / tps(b)
-        for loop in ("labkit_graph", "labkit_compiled", "labkit_graph_mxint8", "labkit_compiled_mxint8"):
+        for loop in ("labkit_graph", "labkit_compiled", "labkit_fused", "labkit_graph_mxint8", "labkit_compiled_mxint8",
+                     "labkit_fused_mxint8"):
             if (shape, batch, loop) in by:
-                row[f"{loop}_roofline_fraction"] = by[shape, batch, loop]["fraction_of_roofline"]
+                r = by[shape, batch, loop]
+                row[f"{loop}_roofline_fraction"] = r["fraction_of_roofline"]
+                if "step_fraction_of_roofline" in r:  # the decode step alone, without the prefill
+                    row[f"{loop}_step_roofline_fraction"] = r["step_fraction_of_roofline"]
         out.append(row)
     return out
 

@@ -123,7 +123,11 @@ def speed_readings(p: dict) -> list[Reading]:
                      ("mxint8_vs_bf16", "labkit_graph_mxint8", "labkit_graph", "MXINT8 fused (graphed)",
                       "bf16 (graphed)"),
                      ("mxint8_vs_bf16_compiled", "labkit_compiled_mxint8", "labkit_compiled",
-                      "MXINT8 fused (graphed, compiled pieces)", "bf16 (graphed, compiled pieces)"))
+                      "MXINT8 fused (graphed, compiled pieces)", "bf16 (graphed, compiled pieces)"),
+                     ("fused_vs_compiled", "labkit_fused", "labkit_compiled",
+                      "the compiled step with stacked projections", "the compiled step"),
+                     ("mxint8_vs_bf16_fused", "labkit_fused_mxint8", "labkit_fused",
+                      "MXINT8 fused (compiled, stacked projections)", "bf16 (compiled, stacked projections)"))
             for name, a, c, a_words, c_words in pairs:
                 if (shape, b, a) not in by or (shape, b, c) not in by:
                     continue
@@ -137,7 +141,9 @@ def speed_readings(p: dict) -> list[Reading]:
                 out.append(dataclasses.replace(r, says=says))
             for key, loop, words in (("roofline", "labkit_graph", "labkit's graphed bf16 step"),
                                      ("roofline_compiled", "labkit_compiled",
-                                      "labkit's graphed bf16 step with compiled pieces")):
+                                      "labkit's graphed bf16 step with compiled pieces"),
+                                     ("roofline_fused", "labkit_fused",
+                                      "labkit's compiled bf16 step with stacked projections")):
                 if (shape, b, loop) not in by:
                     continue
                 f = by[shape, b, loop]["fraction_of_roofline"]

@@ -6,6 +6,7 @@ import torch
 from _llm_tiny import tiny_llama
 from labkit.kernels.packed_linear import convert_to_mxint8
 from labkit.llm.decode import generate_greedy, time_loops
+from labkit.llm.fuse import concat_linears
 from labkit.llm.static_decode import StaticDecoder, step_bytes
 
 
@@ -29,12 +30,53 @@ def test_compiled_pieces_make_the_same_tokens_over_the_sweeps_shapes():
     # the norms, rotary and gate through torch.compile (Inductor's C++ on a CPU): the same arithmetic, fused. Two
     # model widths, batches of 1 and more, prompts of 1 and more, as the GPU sweep runs them: fullgraph=True
     # raises if the pieces recompile past dynamo's limit
-    for fields in ({}, {"hidden_size": 96, "num_attention_heads": 6, "num_key_value_heads": 3}):
+    # (the second width with its projections stacked: the gate's pieces then see views of one GEMM's output)
+    for fuse, fields in ((False, {}), (True, {"hidden_size": 96, "num_attention_heads": 6, "num_key_value_heads": 3})):
         model = tiny_llama(initializer_range=0.3, **fields)
-        dec = StaticDecoder(model, compile=True)
+        dec = StaticDecoder(model, compile=True, fuse=fuse)
         for batch, prompt in ((1, 1), (1, 6), (3, 6), (4, 1)):
             ids = _ids(batch, prompt, seed=batch + prompt)
             assert torch.equal(dec.generate(ids, 4), generate_greedy(model, ids, 4, min_new_tokens=4))
+
+
+@pytest.mark.parametrize("mxint8", [False, True], ids=["fp32", "mxint8"])
+@pytest.mark.parametrize("fields", [{}, {"num_key_value_heads": 1}], ids=["gqa-4:2", "mqa"])
+def test_stacked_projections_make_generates_tokens(fields, mxint8):
+    model = tiny_llama(initializer_range=0.3, **fields)
+    if mxint8:
+        convert_to_mxint8(model, 32)
+    ids = _ids(3, 7, seed=8)
+    dec = StaticDecoder(model, fuse=True)
+    assert len(dec._proj) == len(model.model.layers)
+    assert torch.equal(dec.generate(ids, 16), generate_greedy(model, ids, 16, min_new_tokens=16))
+
+
+@pytest.mark.parametrize("mxint8", [False, True], ids=["linear", "mxint8"])
+def test_concat_linears_is_the_outputs_side_by_side(mxint8):
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(64, n, bias=True) for n in (32, 16, 48)]
+    if mxint8:
+        from labkit.kernels.packed_linear import MXINT8Linear
+        layers = [MXINT8Linear.from_linear(m, 32) for m in layers]
+    fused = concat_linears(layers)
+    x = torch.randn(5, 64)
+    assert type(fused) is type(layers[0]) and fused.out_features == 96
+    # the same weights and bits stacked: each output column is its layer's (float32, the same reduction length)
+    torch.testing.assert_close(fused(x), torch.cat([m(x) for m in layers], -1), rtol=1e-6, atol=1e-6)
+    if mxint8:
+        assert torch.equal(fused.dequantized_weight(), torch.cat([m.dequantized_weight() for m in layers]))
+
+
+def test_concat_linears_refuses_what_it_cannot_stack():
+    a, b = torch.nn.Linear(8, 4), torch.nn.Linear(6, 4)
+    with pytest.raises(ValueError, match="inputs of different widths"):
+        concat_linears([a, b])
+    with pytest.raises(ValueError, match="some layers have a bias"):
+        concat_linears([a, torch.nn.Linear(8, 4, bias=False)])
+    with pytest.raises(TypeError, match="nn.Linear or MXINT8Linear; got Linear, Conv1d"):
+        concat_linears([a, torch.nn.Conv1d(8, 4, 1)])
+    with pytest.raises(ValueError, match="at least one layer"):
+        concat_linears([])
 
 
 def test_one_token_another_shape_and_a_rerun():
@@ -103,13 +145,15 @@ def test_errors_name_what_is_wrong():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 @pytest.mark.parametrize("mxint8", [False, True], ids=["bf16", "mxint8"])
-@pytest.mark.parametrize("compiled", [False, True], ids=["graph", "graph+compiled"])
-def test_graph_replays_make_the_eager_steps_tokens(mxint8, compiled):
+@pytest.mark.parametrize("compiled,fuse", [(False, False), (True, False), (True, True)],
+                         ids=["graph", "graph+compiled", "graph+compiled+fused"])
+def test_graph_replays_make_the_eager_steps_tokens(mxint8, compiled, fuse):
     model = tiny_llama(initializer_range=0.3).to("cuda", torch.bfloat16)
     if mxint8:
         convert_to_mxint8(model, 32)
     ids = _ids(4, 8, seed=6).cuda()
-    graphed, eager = StaticDecoder(model, compile=compiled), StaticDecoder(model, graph=False, compile=compiled)
+    graphed = StaticDecoder(model, compile=compiled, fuse=fuse)
+    eager = StaticDecoder(model, graph=False, compile=compiled, fuse=fuse)
     assert graphed.graph and not eager.graph
     assert torch.equal(graphed.generate(ids, 24), eager.generate(ids, 24))
     assert torch.equal(graphed.generate(ids[:, :5], 3), eager.generate(ids[:, :5], 3))
