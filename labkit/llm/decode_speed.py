@@ -16,6 +16,9 @@ from .static_decode import StaticDecoder, step_bytes
 
 LOOPS_BF16 = ("generate", "labkit_eager", "labkit_graph", "labkit_compiled", "labkit_fused")
 LOOPS_MXINT8 = ("generate_mxint8", "labkit_graph_mxint8", "labkit_compiled_mxint8", "labkit_fused_mxint8")
+# the sweep's loops unless told: the host-bound eager loops (tens of ms a token, the slowest to time) left to ask for
+DEFAULT_LOOPS = ("generate", "labkit_graph", "labkit_compiled", "labkit_fused", "labkit_graph_mxint8",
+                 "labkit_compiled_mxint8", "labkit_fused_mxint8")
 # the StaticDecoder options of each labkit loop (the _mxint8 loops: the same, on the converted model)
 DECODERS = {"labkit_eager": dict(graph=False), "labkit_graph": dict(graph=True),
             "labkit_compiled": dict(graph=True, compile=True), "labkit_fused": dict(graph=True, compile=True, fuse=True)}
@@ -97,15 +100,23 @@ def measure(model, shape: str, weights: str, batches, new_tokens: int, prompt_le
                          "roofline_tokens_per_s": roof, "fraction_of_roofline": batch * 1e3 / ms / roof,
                          "peer": names[0], "tokens_agree_with_peer": _agreement(tokens[name], peer),
                          "linears_ms": linear_ms, **step, "timing": timed[f"{name}_timing"]})
-            progress(f"{shape} {weights} batch {batch:>2} {name:<20} {ms:7.3f} ms/token "
-                     f"{batch * 1e3 / ms:9.1f} tokens/s  {100 * rows[-1]['fraction_of_roofline']:5.1f}% of roofline")
+            alone = (f"; step alone {step['step_ms']:.3f} ms, {100 * step['step_fraction_of_roofline']:.1f}%"
+                     if step else "")
+            progress(f"{shape} batch {batch:>2} {name:<22} {ms:7.3f} ms/token {batch * 1e3 / ms:9.1f} tokens/s "
+                     f"{100 * rows[-1]['fraction_of_roofline']:5.1f}% of roofline{alone} (Linears {linear_ms:.3f} ms)")
     return rows
 
 
 def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_tokens: int = 32,
           prompt_len: int = 16, repeats: int = 2, warmup: int = 1, mxint8: bool = True, group_size: int = 32,
-          device="cuda", seed: int = 0, progress=print) -> dict:
-    """Every loop at every (shape, batch), bf16 and (``mxint8``) MXINT8; the roofline from a copy measured here."""
+          device="cuda", seed: int = 0, progress=print, loops=DEFAULT_LOOPS, on_rows=None) -> dict:
+    """``loops`` at every (shape, batch), bf16 and (``mxint8``) MXINT8; the roofline from a copy measured here.
+    ``on_rows(result so far)`` after each (shape, weights), e.g. to save what a cut-off run measured."""
+    unknown = [n for n in loops if n not in LOOP_WORDS]
+    if unknown or not loops:
+        raise ValueError(f"decode_speed loops {unknown or list(loops)}: allowed (one or more) {', '.join(LOOP_WORDS)}")
+    bf16_loops = tuple(n for n in LOOPS_BF16 if n in loops)
+    mx_loops = tuple(n for n in LOOPS_MXINT8 if n in loops) if mxint8 else ()
     from ..kernels.packed_linear import convert_to_mxint8
     from ..models import llm_from_config
 
@@ -115,28 +126,35 @@ def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_t
                            f"(torch.cuda.is_available() = {torch.cuda.is_available()})")
     bandwidth = copy_bandwidth(dev)
     progress(f"copy bandwidth {bandwidth / 1e12:.3f} TB/s (read + written) on {torch.cuda.get_device_name(dev)}")
-    rows, conversions = [], {}
+    out = {"rows": [], "copy_bandwidth_bytes_per_s": bandwidth, "conversions": {}, "new_tokens": new_tokens,
+           "prompt_len": prompt_len, "repeats": repeats, "warmup": warmup,
+           "loops": {n: LOOP_WORDS[n] for n in bf16_loops + mx_loops}, "device": torch.cuda.get_device_name(dev),
+           "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count,
+           "method": "ms per token = median steady call (the prompt's prefill + new_tokens - 1 steps; labkit's "
+                     "graphed loops replay a prefill graph and a step graph) / new_tokens; roofline = batch x copy "
+                     "bandwidth / bytes a step reads for weights (KV cache not counted); linears_ms: one graph "
+                     "replay of every Linear once on batch rows (a step's weight reads alone); step_ms: a graphed "
+                     "loop's decode step alone (its replays after the prefill, CUDA events)"}
     for shape in shapes:
         model = llm_from_config(shape, seed=seed, device=dev, dtype=torch.bfloat16)
         weights = f"random init from SmolLM2's {shape} config (seed {seed}), bf16"
-        rows += measure(model, shape, weights, batches, new_tokens, prompt_len, bandwidth, LOOPS_BF16, repeats,
-                        warmup, seed, progress)
-        if mxint8:
+        if bf16_loops:
+            out["rows"] += measure(model, shape, weights, batches, new_tokens, prompt_len, bandwidth, bf16_loops,
+                                   repeats, warmup, seed, progress)
+            if on_rows:
+                on_rows(out)
+        if mx_loops:
             report = convert_to_mxint8(model, group_size)
-            conversions[shape] = {k: report[k] for k in ("group_size", "weight_bytes_before", "weight_bytes_after")}
-            conversions[shape]["converted"] = len(report["converted"])
-            rows += measure(model, shape, weights.replace("bf16", f"every Linear MXINT8 g{group_size}"), batches,
-                            new_tokens, prompt_len, bandwidth, LOOPS_MXINT8, repeats, warmup, seed, progress)
+            conv = {k: report[k] for k in ("group_size", "weight_bytes_before", "weight_bytes_after")}
+            out["conversions"][shape] = {**conv, "converted": len(report["converted"])}
+            out["rows"] += measure(model, shape, weights.replace("bf16", f"every Linear MXINT8 g{group_size}"),
+                                   batches, new_tokens, prompt_len, bandwidth, mx_loops, repeats, warmup, seed,
+                                   progress)
+            if on_rows:
+                on_rows(out)
         del model
         torch.cuda.empty_cache()
-    return {"rows": rows, "copy_bandwidth_bytes_per_s": bandwidth, "conversions": conversions,
-            "new_tokens": new_tokens, "prompt_len": prompt_len, "repeats": repeats, "warmup": warmup,
-            "loops": LOOP_WORDS, "device": torch.cuda.get_device_name(dev),
-            "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count,
-            "method": "ms per token = median steady call (prefill of the prompt + new_tokens - 1 steps) / new_tokens;"
-                      " roofline = batch x copy bandwidth / bytes a step reads for weights (KV cache not counted); "
-                      "linears_ms: one graph replay of every Linear once on batch rows (a step's weight reads alone); "
-                      "step_ms: a graphed loop's decode step alone (its replays after the prefill, CUDA events)"}
+    return out
 
 
 def ratios(result: dict) -> list[dict]:
@@ -189,12 +207,19 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", type=int, default=16, help="prompt tokens")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--no-mxint8", action="store_true")
+    p.add_argument("--loops", nargs="+", default=list(DEFAULT_LOOPS), choices=list(LOOP_WORDS))
     args = p.parse_args(argv)
     if any(b < 1 for b in args.batches) or args.tokens < 1 or args.prompt < 1 or args.repeats < 1:
         p.error("--batches, --tokens, --prompt and --repeats must be >= 1")
-    out = sweep(args.shapes, args.batches, args.tokens, args.prompt, args.repeats, mxint8=not args.no_mxint8)
-    out.update(ratios=ratios(out), versions=results.versions(), command=" ".join([COMMAND, *argv]))
-    path = results.write_json(args.out, out, indent=2)
+
+    def save(out, done=False):  # after every (shape, weights): a run cut off at its limit keeps what it measured
+        out = {**out, "ratios": ratios(out), "complete": done, "versions": results.versions(),
+               "command": " ".join([COMMAND, *argv])}
+        return out, results.write_json(args.out, out, indent=2)
+
+    out = sweep(args.shapes, args.batches, args.tokens, args.prompt, args.repeats, mxint8=not args.no_mxint8,
+                loops=args.loops, on_rows=save)
+    out, path = save(out, done=True)
     print(table(out["ratios"], list(out["ratios"][0]), floatfmt=".3f"))
     print(f"wrote {path}")
     return 0

@@ -1,5 +1,6 @@
 """labkit's own decode step for a Llama-family model: a preallocated KV cache, static shapes, and the step captured
-once as a CUDA graph, so a token costs one graph replay instead of hundreds of Python-launched kernels.
+once as a CUDA graph (the prompt's prefill as another), so a token costs one graph replay instead of hundreds of
+Python-launched kernels.
 
 ``generate``'s step (transformers) is launch- and host-bound at small batch: each of a decoder layer's ~15 kernels
 is a Python call with checks, and the GPU waits for the host between them. Here the step is the same arithmetic
@@ -160,6 +161,16 @@ class StaticDecoder:
         logits = self.model.lm_head(x[:, -1:].contiguous())
         return logits[:, -1].argmax(dim=-1)
 
+    def _prefill(self, st: dict) -> None:
+        # the prompt in st["prompt"] fills cache positions 0..P-1 and gives the first new token; pos, slot set for
+        # the steps after it
+        P = st["prompt"].shape[1]
+        first = self._forward(st, st["prompt"], st["key_pos"][:P])
+        st["out"][:, 0].copy_(first)
+        st["token"].copy_(first[:, None])
+        st["pos"].fill_(P)
+        st["slot"].fill_(1)
+
     def _step(self, st: dict) -> None:
         # one token per sequence at position st["pos"]; writes it to out[:, slot] and advances pos and slot
         nxt = self._forward(st, st["token"], st["pos"])
@@ -185,28 +196,34 @@ class StaticDecoder:
               "token": torch.zeros(batch, 1, dtype=torch.long, device=dev),
               "pos": torch.full((1,), prompt, dtype=torch.long, device=dev),
               "slot": torch.ones(1, dtype=torch.long, device=dev),
-              "out": torch.zeros(batch, new, dtype=torch.long, device=dev), "graph": None}
+              "out": torch.zeros(batch, new, dtype=torch.long, device=dev),
+              "prompt": torch.zeros(batch, prompt, dtype=torch.long, device=dev), "graph": None, "prefill": None}
         if self.graph:
-            st["graph"] = self._capture(st, prompt)
+            st["prefill"], st["graph"] = self._capture(st)
         self._states[key] = st
         return st
 
-    def _capture(self, st: dict, prompt: int):
+    def _capture(self, st: dict):
+        """(prefill graph, step graph): the prefill of this state's prompt length and one decode step."""
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
-        # position and slot 0 while warming up and capturing: always in range (a replay reads the values of then)
+        # the steps at position and slot 0 while warming up and capturing: always in range (a replay reads the
+        # values of then)
         with torch.cuda.stream(side):  # warm-up off the capture: Triton compiles, cuBLAS picks its kernels
             for _ in range(2):
+                self._prefill(st)
                 st["pos"].zero_()
                 st["slot"].zero_()
                 self._step(st)
         torch.cuda.current_stream(self.device).wait_stream(side)
+        prefill, step = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(prefill):
+            self._prefill(st)
         st["pos"].zero_()
         st["slot"].zero_()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(step):
             self._step(st)
-        return graph
+        return prefill, step
 
     def _compiling(self):
         return torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT) if self.compiled else contextlib.nullcontext()
@@ -222,12 +239,11 @@ class StaticDecoder:
             raise ValueError(f"max_new_tokens={max_new_tokens!r}: must be an int >= 1")
         B, P = ids.shape
         st = self._state(B, P, max_new_tokens)
-        # prefill (eager: its shape is the prompt's): fills cache positions 0..P-1, gives the first new token
-        first = self._forward(st, ids, st["key_pos"][:P])
-        st["out"][:, 0] = first
-        st["token"].copy_(first[:, None])
-        st["pos"].fill_(P)
-        st["slot"].fill_(1)
+        st["prompt"].copy_(ids)
+        if st["prefill"] is not None:
+            st["prefill"].replay()
+        else:
+            self._prefill(st)
         for _ in range(max_new_tokens - 1):
             if st["graph"] is not None:
                 st["graph"].replay()
