@@ -86,6 +86,17 @@ def decode_speed(p: dict, r: dict) -> list[str]:
                 f"{row['loop']} {row['tokens_per_s']:,.0f} ({100 * row['fraction_of_roofline']:.0f}%)"
                 for row in rows if row["batch"] == b))
         out.append(f"{shape}: " + "; ".join(cells) + ".")
+    agree = {}
+    for row in n["rows"]:
+        if row["loop"] != row["peer"]:
+            agree.setdefault((row["loop"], row["peer"]), []).append(row["tokens_agree_with_peer"])
+    if agree:
+        cells = ", ".join(f"{loop} {100 * sum(v) / len(v):.0f}% of {peer}'s" for (loop, peer), v in agree.items())
+        out.append(f"**Tokens** (the share of sequences whose tokens all equal their peer loop's, over every shape and "
+                   f"batch): {cells}. Where a compiled loop's share is low, it is rounding, not a wrong step: "
+                   "Inductor computes each compiled piece's bf16 operations in float32 without rounding between "
+                   "them, a random-init model's logits are near ties, so one greedy token flips and the rest follow "
+                   "(on a CPU in float32 the compiled step makes generate's tokens exactly: the tests).")
     found = [x.says for k, x in r.items() if k.startswith("speed.")]
     if found:
         out.append("**Read:** " + "; ".join(found) + ".")
