@@ -13,7 +13,8 @@ from ._common import NON_NEGATIVE, POSITIVE, SEARCH_PARSERS, SEEDS, ranges
 # the all-formats search: 11, a searched format: 1), of each cost search (one per lambda, in
 # accuracy per average weight bit), of the multi-objective search (pareto_trials); front_qat front
 # configurations get qat_epochs of QAT. Trials are PTQ evaluations (full: 25k reviews, seconds on a GPU).
-# quick: one worker (two single-thread workers were measured slower on 2 cores: 388 s against 370 s).
+# quick: one worker (two single-thread workers were measured slower on 2 cores: 388 s against 370 s); its trial
+# counts keep `make figures` on a fresh clone within 35 minutes on 2 cores (docs/usage.md).
 # full: 15 trials a format and 60 multi-objective (25 and 100 took 352 s on an H100) keep every lab's
 # from-scratch regeneration on one H100 near 40 minutes.
 SETTINGS = Settings(
@@ -24,7 +25,7 @@ SETTINGS = Settings(
                       front_qat=1, search_seed=0, storage=None, workers="auto", mps=False, report_only=False,
                       seeds=SEEDS["smoke"]),
         "quick": dict(test_size=200, format_width=8, qat_epochs=0.1, qat_lr=1e-4, snr_widths=[2, 4, 6, 8],
-                      search_trials=12, format_trials=6, cost_trials=10, lambdas=[0.002, 0.01], pareto_trials=24,
+                      search_trials=12, format_trials=4, cost_trials=8, lambdas=[0.002, 0.01], pareto_trials=16,
                       front_qat=2, search_seed=0, storage=None, workers="auto", mps=False, report_only=False,
                       seeds=SEEDS["quick"]),
         "full": dict(max_length=256, format_width=8, qat_epochs=0.25, qat_lr=5e-5,
