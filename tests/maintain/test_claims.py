@@ -278,9 +278,9 @@ def _flip_lab3_formats(n):  # QAT loses log's gain
     log["qat"]["accuracy"] = log["ptq"]["accuracy"]
 
 
-def _flip_lab3_search(n):  # the headline configuration far below fp32 on every fresh seed
+def _flip_lab3_search(n):  # the headline configuration (committed: below fp32) above fp32 on every fresh seed
     pair = n["pairs"]["pareto:headline"]
-    pair["best"]["accuracy_seeds"] = [b - 0.2 for b in pair["baseline"]["accuracy_seeds"]]
+    pair["best"]["accuracy_seeds"] = [b + 0.05 for b in pair["baseline"]["accuracy_seeds"]]
 
 
 def _flip_lab4_perf(n):  # fused attention slower than naive at one length
