@@ -75,7 +75,9 @@ def decode(p: dict, r: dict) -> list[str]:
 
 def decode_speed(p: dict, r: dict) -> list[str]:
     n = p["numbers"]
-    out = [f"**Decode speed** ({n['device']}, copy bandwidth {n['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s "
+    rates = n.get("copy_rates_bytes_per_s")  # the ways of copying timed; the roofline takes the fastest
+    how = (" (the faster of " + ", ".join(f"{k} {v / 1e12:.2f}" for k, v in rates.items()) + ")") if rates else ""
+    out = [f"**Decode speed** ({n['device']}, copy bandwidth {n['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s{how} "
            f"measured in the run, {n['new_tokens']} new tokens after a {n['prompt_len']}-token prompt; random-init "
            "models of SmolLM2's shapes; tokens/s, and the fraction of the weight-bandwidth roofline):"]
     for shape in dict.fromkeys(row["shape"] for row in n["rows"]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..perf.timing import copy_ms, graph_ms
+from ..perf.timing import copy_times, graph_ms
 from .decode import generate_greedy, roofline_tokens_per_s, time_loops
 from .static_decode import StaticDecoder, step_bytes
 
@@ -36,9 +36,10 @@ LOOP_WORDS = {
 }
 
 
-def copy_bandwidth(device, nbytes: int = 1 << 30) -> float:
-    """The card's device-to-device copy rate in bytes/s (read + written), ``copy_ms`` of ``nbytes``."""
-    return 2 * nbytes / (copy_ms(nbytes, 2, device) * 1e-3)
+def copy_rates(device, nbytes: int = 1 << 30) -> dict[str, float]:
+    """The card's device-to-device copy rate in bytes/s (read + written) of ``nbytes``, per way of copying
+    (``perf.timing.copy_times``)."""
+    return {name: 2 * nbytes / (ms * 1e-3) for name, ms in copy_times(nbytes, 2, device).items()}
 
 
 def _loops(model, ids, new: int, names) -> tuple[dict, dict]:
@@ -124,15 +125,19 @@ def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_t
     if dev.type != "cuda" or not torch.cuda.is_available():
         raise RuntimeError(f"the decode speed sweep times CUDA graphs: it needs a CUDA device, got {device!r} "
                            f"(torch.cuda.is_available() = {torch.cuda.is_available()})")
-    bandwidth = copy_bandwidth(dev)
-    progress(f"copy bandwidth {bandwidth / 1e12:.3f} TB/s (read + written) on {torch.cuda.get_device_name(dev)}")
-    out = {"rows": [], "copy_bandwidth_bytes_per_s": bandwidth, "conversions": {}, "new_tokens": new_tokens,
+    rates = copy_rates(dev)
+    bandwidth = max(rates.values())  # a roofline is the best the card showed
+    progress(f"copy bandwidth {bandwidth / 1e12:.3f} TB/s (read + written) on {torch.cuda.get_device_name(dev)}: "
+             + ", ".join(f"{k} {v / 1e12:.3f}" for k, v in rates.items()))
+    out = {"rows": [], "copy_bandwidth_bytes_per_s": bandwidth, "copy_rates_bytes_per_s": rates, "conversions": {},
+           "new_tokens": new_tokens,
            "prompt_len": prompt_len, "repeats": repeats, "warmup": warmup,
            "loops": {n: LOOP_WORDS[n] for n in bf16_loops + mx_loops}, "device": torch.cuda.get_device_name(dev),
            "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count,
            "method": "ms per token = median steady call (the prompt's prefill + new_tokens - 1 steps; labkit's "
                      "graphed loops replay a prefill graph and a step graph) / new_tokens; roofline = batch x copy "
-                     "bandwidth / bytes a step reads for weights (KV cache not counted); linears_ms: one graph "
+                     "bandwidth / bytes a step reads for weights (KV cache not counted), the copy bandwidth the faster "
+                     "of a graphed 1 GiB copy_ (a memcpy node) and a graphed elementwise copy kernel (read + written); linears_ms: one graph "
                      "replay of every Linear once on batch rows (a step's weight reads alone); step_ms: a graphed "
                      "loop's decode step alone (its replays after the prefill, CUDA events)"}
     for shape in shapes:

@@ -346,12 +346,30 @@ def graph_ms(fns, reps: int | None = None, replays: int = 7) -> float:
     return graph_time(fns, reps, replays)[0]
 
 
-def copy_ms(nbytes: int, copies: int, device) -> float:
-    """``graph_ms`` of a device copy of ``nbytes`` into each of ``copies`` destinations: the bandwidth roofline
-    that weight-streaming kernels are read against (its rate counts read + write)."""
+def kernel_copy(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """``dst`` = ``src``'s bytes by an elementwise kernel on the SMs (an OR with 0 over 4-byte words), not by a
+    memcpy: a ``copy_`` captured in a CUDA graph becomes a memcpy node, which moved 1 GiB at 2.77 TB/s on an H200
+    where an eager copy reached 4.18 TB/s (pytorch/pytorch#191284, NVIDIA/cccl#1672: cudaMemcpy D2D at ~66% of an
+    H200's bandwidth)."""
+    words = src.view(torch.int32) if src.numel() % 4 == 0 else src
+    return torch.bitwise_or(words, 0, out=dst.view(words.dtype))
+
+
+COPY_METHODS = {"memcpy": lambda src, dst: dst.copy_(src), "kernel": kernel_copy}
+
+
+def copy_times(nbytes: int, copies: int, device) -> dict[str, float]:
+    """``graph_ms`` of a device copy of ``nbytes`` into each of ``copies`` destinations, per way of copying
+    (``COPY_METHODS``): a copy_ (a memcpy node in the graph) and an elementwise kernel."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dsts = [torch.empty_like(src) for _ in range(copies)]
-    return graph_ms([lambda d=d: d.copy_(src) for d in dsts])
+    return {name: graph_ms([lambda d=d, f=f: f(src, d) for d in dsts]) for name, f in COPY_METHODS.items()}
+
+
+def copy_ms(nbytes: int, copies: int, device) -> float:
+    """The faster of ``copy_times``: the bandwidth roofline that weight-streaming kernels are read against (its
+    rate counts read + write), the best this card showed moving the bytes."""
+    return min(copy_times(nbytes, copies, device).values())
 
 
 def _graph(fns, reps: int):

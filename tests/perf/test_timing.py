@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from labkit.perf.timing import MedianTimer, graph_time, rotation, time_call, timed
+from labkit.perf.timing import MedianTimer, copy_ms, copy_times, graph_time, kernel_copy, rotation, time_call, timed
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -65,3 +65,30 @@ def test_median_timer_on_cuda_flushes_l2_and_times_the_gpu():
     timer = MedianTimer("cuda", reps=5, warmup=1)
     assert timer.flush.numel() >= 2 * torch.cuda.get_device_properties(0).L2_cache_size
     assert 0 < timer(lambda: x.add_(1)) < 5
+
+
+@pytest.mark.parametrize("nbytes", [4096, 4099, 1])
+def test_kernel_copy_moves_every_byte(nbytes):
+    # the roofline's SM copy must really copy: every byte, also where the size is no multiple of 4-byte words
+    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8)
+    dst = torch.zeros_like(src)
+    kernel_copy(src, dst)
+    assert torch.equal(dst, src)
+
+
+def test_copy_ms_is_the_faster_way_of_copying(monkeypatch):
+    from labkit.perf import timing
+
+    monkeypatch.setattr(timing, "copy_times", lambda nbytes, copies, device: {"memcpy": 0.9, "kernel": 0.6})
+    assert copy_ms(1 << 20, 2, "cuda") == 0.6
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_copy_times_time_a_memcpy_and_a_kernel_copy_on_the_gpu():
+    times = copy_times(1 << 24, 2, "cuda")
+    assert set(times) == {"memcpy", "kernel"} and all(t > 0 for t in times.values())
+    src = torch.randint(0, 256, (4099,), dtype=torch.uint8, device="cuda")
+    dst = torch.zeros_like(src)
+    kernel_copy(src, dst)
+    assert torch.equal(dst, src)
