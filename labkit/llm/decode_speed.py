@@ -12,7 +12,7 @@ import torch
 
 from ..perf.timing import copy_times, graph_ms
 from .decode import generate_greedy, roofline_tokens_per_s, time_loops
-from .static_decode import StaticDecoder, step_bytes
+from .static_decode import COMPILE_OPTIONS, StaticDecoder, step_bytes
 
 LOOPS_BF16 = ("generate", "labkit_eager", "labkit_graph", "labkit_compiled", "labkit_fused")
 LOOPS_MXINT8 = ("generate_mxint8", "labkit_graph_mxint8", "labkit_compiled_mxint8", "labkit_fused_mxint8")
@@ -134,6 +134,7 @@ def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_t
            "prompt_len": prompt_len, "repeats": repeats, "warmup": warmup,
            "loops": {n: LOOP_WORDS[n] for n in bf16_loops + mx_loops}, "device": torch.cuda.get_device_name(dev),
            "sm_count": torch.cuda.get_device_properties(dev).multi_processor_count,
+           "compile_options": dict(COMPILE_OPTIONS),
            "method": "ms per token = median steady call (the prompt's prefill + new_tokens - 1 steps; labkit's "
                      "graphed loops replay a prefill graph and a step graph) / new_tokens; roofline = batch x copy "
                      "bandwidth / bytes a step reads for weights (KV cache not counted), the copy bandwidth the faster "

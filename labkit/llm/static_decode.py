@@ -80,9 +80,16 @@ _COMPILED: dict = {}  # one compiled wrapper per piece in a process: every decod
 RECOMPILE_LIMIT = 64
 
 
+# Inductor keeps a fused piece's bf16 intermediates in float32 unless told to round them as eager does; unrounded,
+# the compiled loops' tokens differed from generate's on random-init bf16 models (near-tie logits), rounded the
+# pieces are eager's bits (tests/llm/test_static_decode.py)
+COMPILE_OPTIONS = {"emulate_precision_casts": True}
+
+
 def compiled_pieces() -> dict:
     if not _COMPILED:
-        _COMPILED.update({k: torch.compile(f, dynamic=True, fullgraph=True) for k, f in PIECES.items()})
+        _COMPILED.update({k: torch.compile(f, dynamic=True, fullgraph=True, options=COMPILE_OPTIONS)
+                          for k, f in PIECES.items()})
     return _COMPILED
 
 

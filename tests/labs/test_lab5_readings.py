@@ -150,3 +150,19 @@ def test_keeping_a_kind_wider_is_read_against_the_same_bits_spent_on_finer_group
     assert by_key(lab5.equal_bits_readings(sens, {"rows": [finer]}))["sensitivity.keep_wider_vs_equal_bits"].verdict \
         == "lower"
     assert lab5.equal_bits_readings(sens, {"rows": [row("integer", 3, 64, nll(4.5))]}) == []  # no point at 3.5 bits
+
+
+def test_the_tokens_line_explains_a_low_share_only_where_the_pieces_were_unrounded():
+    p = speed_payload()
+    for r in p["rows"]:
+        r["peer"] = "generate" if r["loop"] == "labkit_graph" else r["loop"]
+        r["tokens_agree_with_peer"] = False
+    p["rows"].append({**p["rows"][1], "loop": "labkit_compiled", "peer": "generate"})
+    numbers = {**p, "device": "NVIDIA H200", "copy_bandwidth_bytes_per_s": 4e12, "new_tokens": 32, "prompt_len": 16}
+    old = " ".join(answers.decode_speed({"numbers": numbers}, {}))
+    assert "labkit_compiled 0% of generate's" in old and "without rounding between them" in old
+    numbers["compile_options"] = {"emulate_precision_casts": True}
+    numbers["copy_rates_bytes_per_s"] = {"memcpy": 2.8e12, "kernel": 4e12}
+    new = " ".join(answers.decode_speed({"numbers": numbers}, {}))
+    assert "without rounding between them" not in new and "round their bf16 intermediates as eager does" in new
+    assert "4.00 TB/s (the faster of memcpy 2.80, kernel 4.00)" in new

@@ -7,7 +7,7 @@ from _llm_tiny import tiny_llama
 from labkit.kernels.packed_linear import convert_to_mxint8
 from labkit.llm.decode import generate_greedy, time_loops
 from labkit.llm.fuse import concat_linears
-from labkit.llm.static_decode import StaticDecoder, step_bytes
+from labkit.llm.static_decode import PIECES, RECOMPILE_LIMIT, StaticDecoder, compiled_pieces, step_bytes
 
 
 def _ids(batch, prompt, vocab=256, seed=0):
@@ -37,6 +37,21 @@ def test_compiled_pieces_make_the_same_tokens_over_the_sweeps_shapes():
         for batch, prompt in ((1, 1), (1, 6), (3, 6), (4, 1)):
             ids = _ids(batch, prompt, seed=batch + prompt)
             assert torch.equal(dec.generate(ids, 4), generate_greedy(model, ids, 4, min_new_tokens=4))
+
+
+def test_compiled_pieces_round_bf16_as_eager_does():
+    # bf16, where Inductor would keep the pieces' intermediates in float32: the compiled pieces are eager's bits
+    g = torch.Generator().manual_seed(0)
+    r = lambda *shape: torch.randn(*shape, generator=g).to(torch.bfloat16)  # noqa: E731
+    x, d, w = r(4, 1, 96), r(4, 1, 96), r(96)
+    args = {"rms": (x, w, 1e-5), "add_rms": (x, d, w, 1e-5), "rotate_qk": (r(4, 6, 1, 16), r(4, 3, 1, 16),
+                                                                            r(1, 1, 1, 16), r(1, 1, 1, 16)),
+            "gated": (r(4, 1, 256), r(4, 1, 256))}
+    for name, fn in compiled_pieces().items():  # the pieces are shared: other tests' shapes compiled them before
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            want, got = PIECES[name](*args[name]), fn(*args[name])
+        want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+        assert all(torch.equal(a, b) for a, b in zip(want, got)), name
 
 
 @pytest.mark.parametrize("mxint8", [False, True], ids=["fp32", "mxint8"])
