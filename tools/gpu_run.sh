@@ -160,7 +160,7 @@ for step in "$@"; do
                      --durations=5 || exit $? ;;
     fqtests) tests fqtests "${FQ_TIMEOUT:-240}" tests/quant/test_fake_quant_triton.py ${FQ_MORE:-} --durations=5 ;;
     prunetests) tests prunetests 200 tests/test_prune_mask_kernel.py tests/test_prune.py tests/quant/test_qat_bf16.py ;;
-    llmtests) tests llmtests 200 -m cuda tests/llm --durations=5 ;;
+    llmtests) tests llmtests 200 -m cuda tests/llm tests/perf/test_timing.py --durations=5 ;;
     decodespeed) timeout "${DECODE_TIMEOUT:-400}" python3 -m labkit.llm.decode_speed --out "$OUT/decode_speed.json" \
       ${DECODE_ARGS:-} 2>&1 | tee "$OUT/decode_speed.log" ;;
     bench) timeout "${BENCH_TIMEOUT:-320}" python3 benchmarks/mxint8/fused_linear.py --out "$OUT/fused_linear.json" \
