@@ -138,24 +138,23 @@ def sweep(shapes=("smollm2-135m", "smollm2-1.7b"), batches=(1, 4, 16, 64), new_t
            "method": "ms per token = median steady call (the prompt's prefill + new_tokens - 1 steps; labkit's "
                      "graphed loops replay a prefill graph and a step graph) / new_tokens; roofline = batch x copy "
                      "bandwidth / bytes a step reads for weights (KV cache not counted), the copy bandwidth the faster "
-                     "of a graphed 1 GiB copy_ (a memcpy node) and a graphed elementwise copy kernel (read + written); linears_ms: one graph "
-                     "replay of every Linear once on batch rows (a step's weight reads alone); step_ms: a graphed "
-                     "loop's decode step alone (its replays after the prefill, CUDA events)"}
+                     "of a graphed 1 GiB copy_ (a memcpy node) and a graphed elementwise copy kernel (read + "
+                     "written); linears_ms: one graph replay of every Linear once on batch rows (a step's weight "
+                     "reads alone); step_ms: a graphed loop's decode step alone (its replays after the prefill, CUDA "
+                     "events)"}
     for shape in shapes:
         model = llm_from_config(shape, seed=seed, device=dev, dtype=torch.bfloat16)
-        weights = f"random init from SmolLM2's {shape} config (seed {seed}), bf16"
-        if bf16_loops:
-            out["rows"] += measure(model, shape, weights, batches, new_tokens, prompt_len, bandwidth, bf16_loops,
-                                   repeats, warmup, seed, progress)
-            if on_rows:
-                on_rows(out)
-        if mx_loops:
-            report = convert_to_mxint8(model, group_size)
-            conv = {k: report[k] for k in ("group_size", "weight_bytes_before", "weight_bytes_after")}
-            out["conversions"][shape] = {**conv, "converted": len(report["converted"])}
-            out["rows"] += measure(model, shape, weights.replace("bf16", f"every Linear MXINT8 g{group_size}"),
-                                   batches, new_tokens, prompt_len, bandwidth, mx_loops, repeats, warmup, seed,
-                                   progress)
+        weights = f"random init from SmolLM2's {shape} config (seed {seed}), "
+        for names, converted in ((bf16_loops, False), (mx_loops, True)):  # bf16 first: the conversion is in place
+            if not names:
+                continue
+            if converted:
+                report = convert_to_mxint8(model, group_size)
+                conv = {k: report[k] for k in ("group_size", "weight_bytes_before", "weight_bytes_after")}
+                out["conversions"][shape] = {**conv, "converted": len(report["converted"])}
+            out["rows"] += measure(model, shape, weights + (f"every Linear MXINT8 g{group_size}" if converted else
+                                                            "bf16"), batches, new_tokens, prompt_len, bandwidth,
+                                   names, repeats, warmup, seed, progress)
             if on_rows:
                 on_rows(out)
         del model
