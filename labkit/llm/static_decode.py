@@ -247,15 +247,12 @@ class StaticDecoder:
         B, P = ids.shape
         st = self._state(B, P, max_new_tokens)
         st["prompt"].copy_(ids)
-        if st["prefill"] is not None:
-            st["prefill"].replay()
-        else:
-            self._prefill(st)
+        graphed = st["graph"] is not None  # replays of the captured prefill and step, else the same calls eager
+        prefill, step = (st["prefill"].replay, st["graph"].replay) if graphed else (
+            lambda: self._prefill(st), lambda: self._step(st))
+        prefill()
         for _ in range(max_new_tokens - 1):
-            if st["graph"] is not None:
-                st["graph"].replay()
-            else:
-                self._step(st)
+            step()
         return st["out"].clone()
 
     @torch.no_grad()
