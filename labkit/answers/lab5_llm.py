@@ -76,7 +76,9 @@ def decode(p: dict, r: dict) -> list[str]:
 def decode_speed(p: dict, r: dict) -> list[str]:
     n = p["numbers"]
     rates = n.get("copy_rates_bytes_per_s")  # the ways of copying timed; the roofline takes the fastest
-    how = (" (the faster of " + ", ".join(f"{k} {v / 1e12:.2f}" for k, v in rates.items()) + ")") if rates else ""
+    how = (" (the faster of " + ", ".join(f"{k} {v / 1e12:.2f}" for k, v in rates.items()) + ")") if rates else (
+        " (a graphed copy_ alone, a memcpy node, which moves bytes slower than a copy kernel on an H200: "
+        "benchmarks/README.md; the fractions below are upper bounds)")
     out = [f"**Decode speed** ({n['device']}, copy bandwidth {n['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s{how} "
            f"measured in the run, {n['new_tokens']} new tokens after a {n['prompt_len']}-token prompt; random-init "
            "models of SmolLM2's shapes; tokens/s, and the fraction of the weight-bandwidth roofline):"]
