@@ -3,6 +3,7 @@ eager's (Inductor's Triton kernels with emulate_precision_casts)."""
 import pytest
 import torch
 
+from _bits import assert_rounded_as_eager
 from labkit.llm import decode_speed
 from labkit.llm.static_decode import PIECES, RECOMPILE_LIMIT, compiled_pieces
 
@@ -36,11 +37,6 @@ def test_compiled_pieces_round_bf16_as_eager_does_on_cuda():
     with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
         for name, fn in compiled_pieces().items():
             want, got = PIECES[name](*args[name]), fn(*args[name])
-            want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
-            for a, b in zip(want, got):
-                if name in ("gated", "rotate_qk") or a is want[0] and name == "add_rms":
-                    assert torch.equal(a, b), name  # elementwise: the same operations, rounded the same
-                else:  # a norm's mean is a reduction, summed in another order by Triton: at most one bf16 step off
-                    step = torch.finfo(torch.bfloat16).eps * a.float().abs().clamp_min(1e-30)
-                    assert ((a.float() - b.float()).abs() <= step).all(), name
-                    assert (a == b).float().mean() >= 0.99, name
+            # products and sums round as eager's: exact; a norm's mean (summed in another order) and SiLU's exp
+            # (Triton's, not ATen's) may tip a value across a bf16 rounding boundary
+            assert_rounded_as_eager(want, got, name, exact=name == "rotate_qk")
