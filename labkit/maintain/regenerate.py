@@ -506,6 +506,10 @@ def status_text(state: dict, source: str | None = None) -> str:
     lines.append(f"  notebook time so far {total:.0f} s over {len(state['calls'])} call(s); "
                  + (f"left: {', '.join(left)} (expected {sum(left.values()):.0f} s)" if left
                     else "every step is done"))
+    if state["calls"]:
+        from .regen_results import summary
+
+        lines.append(summary(state))
     return "\n".join(lines)
 
 
