@@ -15,14 +15,12 @@ A call older than the landed state of the same regeneration is refused (it would
 Nothing is committed; `git status` shows what landed.
 """
 import argparse
-import calendar
 import filecmp
 import json
 import shutil
 import sys
 import tarfile
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from labkit.maintain import regenerate  # noqa: E402
+from labkit.maintain.regen_results import epoch  # noqa: E402
 import publish_notebooks  # noqa: E402
 
 STATE_COPY = ROOT / "notebooks" / "executed" / "full" / "regen_state.json"
@@ -52,11 +51,6 @@ def record_files(step: str, folder: str) -> set[str] | None:
         return None
     return ({f"{folder}/{r}.json" for r in rec.results} | {f"{folder}/{f}.{ext}" for f in rec.figures
                                                           for ext in ("png", "svg")} | {f"{folder}/{rec.answers}"})
-
-
-def _epoch(stamp: str) -> float:
-    """A state's ``started`` (UTC, ``%Y-%m-%dT%H:%M:%SZ``) as a Unix time."""
-    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _refuse_older(state: dict, landed: Path) -> None:
@@ -81,7 +75,7 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
         state = json.loads((tmp / "state" / "runs" / "regen" / "state.json").read_text())
         _refuse_older(state, state_copy)
         call = state["calls"][-1]["call"]
-        started = _epoch(state["calls"][-1]["started"]) - 1  # the stamp has whole seconds
+        started = epoch(state["calls"][-1]["started"]) - 1  # the stamp has whole seconds
         carry = root / ".carry"
         shutil.rmtree(carry, ignore_errors=True)
         shutil.copytree(tmp / "state", carry)

@@ -99,12 +99,13 @@ def decode_speed(p: dict, r: dict) -> list[str]:
         text = (f"**Tokens** (the share of sequences whose tokens all equal their peer loop's, over every shape and "
                 f"batch): {cells}.")
         low = any(sum(v) < len(v) for (loop, _), v in agree.items() if "compiled" in loop or "fused" in loop)
-        if low and not n.get("compile_options", {}).get("emulate_precision_casts"):
+        rounded = n.get("compile_options", {}).get("emulate_precision_casts")
+        if low and not rounded:
             text += (" Where a compiled loop's share is low, it is rounding, not a wrong step: Inductor computed "
                      "each compiled piece's bf16 operations in float32 without rounding between them, a random-init "
                      "model's logits are near ties, so one greedy token flips and the rest follow (on a CPU in "
                      "float32 the compiled step makes generate's tokens exactly: the tests).")
-        elif n.get("compile_options", {}).get("emulate_precision_casts"):
+        elif rounded:
             text += (" The compiled pieces round their bf16 intermediates as eager does (Inductor's "
                      "emulate_precision_casts; bit for bit on a CPU: the tests).")
         out.append(text)

@@ -65,6 +65,12 @@ def _payload(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def notebook_payloads(figures: Path, notebook: str) -> dict[str, dict | None]:
+    """``{result: stored payload or None}`` of ``notebook`` under ``figures`` (``<lab>/<result>.json``)."""
+    nb = records.get(notebook)
+    return {name: _payload(Path(figures) / nb.lab / f"{name}.json") for name in nb.results}
+
+
 def from_readings(figures: Path) -> list[Claim]:
     """Per notebook with stored results: its stored readings are the readings of its stored numbers (none
     missing, none stale), and every reading that states a claim (``Reading.expect``) holds."""
@@ -72,7 +78,7 @@ def from_readings(figures: Path) -> list[Claim]:
 
     out = []
     for notebook, nb in records.records().items():
-        payloads = {name: _payload(Path(figures) / nb.lab / f"{name}.json") for name in nb.results}
+        payloads = notebook_payloads(figures, notebook)
         if all(p is None for p in payloads.values()):
             continue
         found = readings.compute(notebook, payloads)

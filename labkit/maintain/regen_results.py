@@ -15,7 +15,7 @@ from .. import settings as _settings
 SLACK_S = 120  # a call's results are written before its state is packed, the clocks of one machine
 
 
-def _epoch(stamp: str) -> float:
+def epoch(stamp: str) -> float:
     """``2026-12-02T14:07:10Z`` or ``2026-12-02T14:10:05+00:00`` as a Unix time."""
     return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
 
@@ -25,7 +25,7 @@ def classify(state: dict, figures: Path | None = None) -> dict[str, list[str]]:
     figures = Path(figures or _settings.figures_dir())
     listed = {f for entry in state.get("steps", {}).values() for run in entry.get("runs", [])
               if run.get("status") == "done" for f in run.get("files", [])}
-    calls = [(c["commit"], _epoch(c["started"]), _epoch(c["started"]) + c.get("seconds", 0) + SLACK_S)
+    calls = [(c["commit"], epoch(c["started"]), epoch(c["started"]) + c.get("seconds", 0) + SLACK_S)
              for c in state.get("calls", []) if c.get("started") and c.get("commit")]
     out: dict[str, list[str]] = {"made": [], "not_made": [], "cpu": [], "missing": [], "unreadable": []}
     for nb in records.records():
@@ -43,7 +43,7 @@ def classify(state: dict, figures: Path | None = None) -> dict[str, list[str]]:
                 continue
             if str(prov.get("device", "")).lower().startswith("cpu"):
                 out["cpu"].append(rel)
-            elif rel in listed or any(prov.get("git_commit") == commit and start <= _epoch(prov["created"]) <= end
+            elif rel in listed or any(prov.get("git_commit") == commit and start <= epoch(prov["created"]) <= end
                                       for commit, start, end in calls if prov.get("created")):
                 out["made"].append(rel)
             else:

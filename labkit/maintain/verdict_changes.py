@@ -7,7 +7,6 @@ the readings whose verdict differs, appeared or went. The closing note of a rege
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tarfile
@@ -16,15 +15,9 @@ from pathlib import Path
 
 from .. import records
 from ..readings import core
+from .claims import notebook_payloads
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def payloads(root: Path, notebook: str) -> dict[str, dict | None]:
-    """``{result: payload or None}`` of ``notebook`` under ``root/figures``."""
-    rec = records.get(notebook)
-    files = {name: Path(root) / "figures" / rec.lab / f"{name}.json" for name in rec.results}
-    return {name: json.loads(f.read_text()) if f.exists() else None for name, f in files.items()}
 
 
 def changes(old_root: Path, new_root: Path, notebooks=None) -> dict[str, dict]:
@@ -33,8 +26,8 @@ def changes(old_root: Path, new_root: Path, notebooks=None) -> dict[str, dict]:
     for nb in notebooks or records.records():
         if core.of_notebook(nb) is None:
             continue
-        old = {r.key: r.verdict for r in core.compute(nb, payloads(old_root, nb))}
-        new = {r.key: r.verdict for r in core.compute(nb, payloads(new_root, nb))}
+        old = {r.key: r.verdict for r in core.compute(nb, notebook_payloads(Path(old_root) / "figures", nb))}
+        new = {r.key: r.verdict for r in core.compute(nb, notebook_payloads(Path(new_root) / "figures", nb))}
         out[nb] = {"readings": len(new),
                    "changed": [(k, old.get(k), new.get(k)) for k in sorted(old.keys() | new.keys())
                                if old.get(k) != new.get(k)]}
