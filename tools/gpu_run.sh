@@ -125,7 +125,10 @@ regen() {
   local journals
   journals=$(python3 -c "from labkit.maintain import regenerate as r
 print(' '.join(f'runs/optuna/{s.search}.journal' for s in r.pending(r.load_state()) if s.search))")
-  tar czf "$OUT/state.tgz" runs/regen/state.json $(ls $journals 2>/dev/null) $(ls -d runs/seeds 2>/dev/null)
+  # (a bare `ls` would list the whole tree when no search is unfinished: name each journal that exists)
+  local kept=() j
+  for j in $journals; do [[ -f $j ]] && kept+=("$j"); done
+  tar czf "$OUT/state.tgz" runs/regen/state.json "${kept[@]}" $(ls -d runs/seeds 2>/dev/null)
   tar czf "$OUT/results.tgz" figures runs/full runs/regen/logs 2>/dev/null
   ls -la "$OUT"
   exit $status

@@ -90,6 +90,9 @@ def from_readings(figures: Path) -> list[Claim]:
                          if off else f"{len(found)} readings"))
         out += [Claim(nb.lab, f"{notebook}: {r.key}", r.holds, f"{r.verdict} (expected {'/'.join(r.expect)}): {r.says}")
                 for r in found if r.expect]
+        out += [Claim(nb.lab, f"{notebook}: {key}", False, f"claimed {'/'.join(want)}, but its numbers give no "
+                      f"reading {key!r}: re-word the finding from what they give")
+                for key, want in readings.core.unread_claims(notebook, found, payloads).items()]
     return out
 
 

@@ -23,7 +23,7 @@ from .core import Reading, finding, quantities, selected
 # the findings the committed results state, as claims (labkit.readings.core.compute): every bold one, the
 # remeasures among them
 CLAIMS = {"samplers.verdict": ('level',), "best.winner": ('level',), "collapse.by_depth": ('holds',),
-          "compression.effect_remeasured": ('lower',), "start.compressed.remeasured": ('level',),
+          "compression.effect": ('level',), "start.no compression.remeasured": ('level',),
           "start.any": ('fails',), "post.vs_control_trained": ('level',), "post.vs_compressed_trained": ('higher',)}
 
 S, C, R = "samplers", "compression_aware", "remeasured"
@@ -294,9 +294,15 @@ def start_readings(trials: dict[str, list[dict]], n: int, remeasured: dict | Non
         rel = {"higher": "is above its start", "lower": "is below its start",
                "level": "and its start are not told apart"
                         + (f" (its best {side} its start in every fresh seed)" if side else "")}[v]
+        n_fresh = remeasured.get("n_test", n)
+        flat = [f"its {role}'s seed {seed} ({x:.4f})" for role, xs in (("best", a), ("start", b))
+                for seed, x in zip(remeasured["seeds"], xs) if stats.at_chance(x, n_fresh)]
+        flat_says = (f"; {' and '.join(flat)} ended at chance: that architecture does not always train at this "
+                     "setting" if flat else "")
         again = Reading(f"{key}.remeasured", v, f"retrained under its objective with {k} fresh seeds, **its best "
-                        f"(trial {best['number']}) {rel}**: {r.text()}", RULE_BEST_OF_N,
-                        {**q, **quantities(r, a, b, ("best", "start")), "fresh_seeds": remeasured["seeds"]}, C)
+                        f"(trial {best['number']}) {rel}**: {r.text()}{flat_says}", RULE_BEST_OF_N,
+                        {**q, **quantities(r, a, b, ("best", "start")), "fresh_seeds": remeasured["seeds"],
+                         "fresh_at_chance": len(flat)}, C)
         out += selected(searched, len(ts), again)
     beat = [r.key.split(".")[1] for r in out if r.key.endswith(".remeasured") and r.verdict == "higher"]
     why = "" if fresh else f" (no search's best was retrained with fresh seeds: `{REMEASURE}`)"
