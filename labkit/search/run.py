@@ -195,9 +195,12 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
             lost = requeue_lost(optuna.load_study(study_name=plan.name, storage=store))
             if lost:
                 print(f"[labkit] {plan.name}: failed points of trials {lost} queued again", file=sys.stderr, flush=True)
+    # a search resumed after it finished (a regeneration's next call) starts no daemon and no workers: they would
+    # each import torch and the data only to find nothing to run
+    finished = all(plan_state(p, optuna.load_study(study_name=p.name, storage=store))[0] == "done" for p in plans)
     bar = SearchProgress(plans, store, desc=desc, progress=progress)
     try:
-        if n is None:
+        if n is None and not finished:
             if not isinstance(url, str):
                 raise ValueError("workers > 1 need a storage URL (journal:PATH or an RDB URL), not an object")
             prepare(plans)
@@ -206,7 +209,9 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
             release_gpu_memory()
             mps = _mps.wanted(mps)  # decided once: it sets how many workers "auto" starts
             n = resolve_workers(workers, per_gpu=WORKERS_PER_GPU_MPS if mps else WORKERS_PER_GPU, plans=plans)
-        if n == 1:
+        if finished:
+            bar.update(force=True)
+        elif n == 1:
             Worker(plans, store, worker=first_worker, objectives=objectives, on_trial=bar.update).run()
         else:
             _run_processes(plans, url, n, bar, poll if poll is not None else 5.0, mps, log_dir, first_worker)

@@ -73,6 +73,27 @@ def test_plans_fill_together_and_queue_first(tmp_path):
     assert first.params == {"x": 7, "y": "b"}
 
 
+def test_a_finished_search_run_again_starts_no_workers(tmp_path, monkeypatch):
+    from labkit.search import run
+
+    url = f"journal:{tmp_path / 'f.journal'}"
+    plan = StudyPlan("fin", TOY, {}, {"sleep": 0}, "random", 0, 3)
+    run_studies([plan], storage=url, workers=1, progress=False)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("workers started for a finished search")
+
+    for name in ("_run_processes", "launch", "prepare", "release_gpu_memory"):
+        monkeypatch.setattr(run, name, refuse)
+    monkeypatch.setattr(run.Worker, "run", refuse)
+    for workers in (1, 4):
+        study = run_studies([plan], storage=url, workers=workers, progress=False)["fin"]
+        assert len(complete(study)) == 3
+    more = StudyPlan("fin", TOY, {}, {"sleep": 0}, "random", 0, 4)  # one trial short: it runs
+    with pytest.raises(AssertionError, match="workers started"):
+        run_studies([more], storage=url, workers=1, progress=False)
+
+
 def _launcher(url, plan, workers, tmp_path):
     code = (f"from labkit.search import StudyPlan, run_studies\n"
             f"plan = StudyPlan(**{json.loads(plan.to_json())!r})\n"
