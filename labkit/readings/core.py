@@ -138,19 +138,22 @@ def compute(notebook: str, payloads: dict[str, dict | None]) -> list[Reading]:
     fn = of_notebook(notebook)
     if fn is None:
         return []
-    claims = getattr(importlib.import_module(f"{__package__}.{notebook}"), "CLAIMS", {})
-    full = any((p or {}).get("settings", {}).get("profile") == "full" for p in payloads.values())
-    return [dataclasses.replace(r, expect=claims[r.key]) if full and r.key in claims else r for r in fn(payloads)]
+    claims = _claims(notebook, payloads)
+    return [dataclasses.replace(r, expect=claims[r.key]) if r.key in claims else r for r in fn(payloads)]
+
+
+def _claims(notebook: str, payloads: dict[str, dict | None]) -> dict[str, tuple]:
+    """``notebook``'s ``CLAIMS`` where ``payloads`` are full-profile results (the claims are of those), else none."""
+    if not any((p or {}).get("settings", {}).get("profile") == "full" for p in payloads.values()):
+        return {}
+    return getattr(importlib.import_module(f"{__package__}.{notebook}"), "CLAIMS", {})
 
 
 def unread_claims(notebook: str, found: list[Reading], payloads: dict[str, dict | None]) -> dict[str, tuple]:
     """``notebook``'s claims (key -> verdicts) that no reading of its full-profile ``payloads`` gives: a finding
     written down that the numbers no longer state (e.g. a remeasure of another search's best)."""
-    if not any((p or {}).get("settings", {}).get("profile") == "full" for p in payloads.values()):
-        return {}
-    claims = getattr(importlib.import_module(f"{__package__}.{notebook}"), "CLAIMS", {})
     read = {r.key for r in found}
-    return {k: v for k, v in claims.items() if k not in read}
+    return {k: v for k, v in _claims(notebook, payloads).items() if k not in read}
 
 
 def by_source(readings: list[Reading]) -> dict[str, list[dict]]:

@@ -13,9 +13,7 @@ and, once stored, remeasured.json (the searched bests and their comparators retr
 from __future__ import annotations
 
 import dataclasses
-
 import json
-import math
 
 from . import stats
 from .core import Reading, finding, quantities, selected

@@ -16,7 +16,6 @@ from optuna.trial import TrialState
 from labkit import cli, search
 from labkit.search import StudyPlan, run_studies
 from labkit.search.cache import ResultCache, cached_or_run
-from labkit.search.progress import SearchProgress
 from labkit.search.storage import WORKER_ATTR, identity
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
