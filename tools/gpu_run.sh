@@ -10,6 +10,7 @@
 #     $OUT/state.tgz    runs/regen (what is done, per-call timings, SFT digests) + unfinished searches' journals +
 #                       runs/seeds (each finished training seed of a per-seed notebook)
 #     $OUT/results.tgz  figures/, the executed notebooks runs/full/*.ipynb, the calls' logs
+#     $OUT/state.json   the record alone (it comes back where state.tgz is over a call's size limit)
 #   Between calls, here: mkdir -p .carry && tar xzf <files_at>/state.tgz -C .carry (carry ".carry" and ".gpu-kit" in
 #   the next call), or python tools/land_gpu_call.py <files_at>. LABKIT_PARALLEL=1 first runs the untimed notebooks
 #   that fit side by side, under a CUDA MPS daemon (labkit.maintain.regenerate --parallel; LABKIT_REGEN_MPS=off
@@ -130,6 +131,7 @@ print(' '.join(f'runs/optuna/{s.search}.journal' for s in r.pending(r.load_state
   for j in $journals; do [[ -f $j ]] && kept+=("$j"); done
   tar czf "$OUT/state.tgz" runs/regen/state.json "${kept[@]}" $(ls -d runs/seeds 2>/dev/null)
   tar czf "$OUT/results.tgz" figures runs/full runs/regen/logs 2>/dev/null
+  cp runs/regen/state.json "$OUT/state.json"  # the record alone: it comes back even if state.tgz is too big
   ls -la "$OUT"
   exit $status
 }

@@ -3,7 +3,8 @@
     python tools/land_gpu_call.py /work/.device/3      # the folder holding state.tgz and results.tgz
 
 - state.tgz goes to .carry/ (carry it in the next call) and its state.json to
-  notebooks/executed/full/regen_state.json (committed: the next session resumes from it);
+  notebooks/executed/full/regen_state.json (committed: the next session resumes from it); where state.tgz did
+  not come back (too big for a call's return), the call's state.json alone is the record;
 - for each step this call finished, the files it wrote that differ from the checkout are copied in: those its
   run lists (``files``, recorded where the step ran alone in the call), else the figures/<lab>/ files modified
   after the call started (the machine's tree copy puts the checkout's own, maybe older, files beside them).
@@ -68,8 +69,14 @@ def land(call_dir: Path, root: Path = ROOT) -> list[str]:
     state_copy = root / STATE_COPY.relative_to(ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        with tarfile.open(call_dir / "state.tgz") as tar:
-            tar.extractall(tmp / "state", filter="data")
+        if (call_dir / "state.tgz").is_file():
+            with tarfile.open(call_dir / "state.tgz") as tar:
+                tar.extractall(tmp / "state", filter="data")
+        else:  # state.tgz did not come back (over a call's size limit): the record alone, from state.json
+            (tmp / "state" / "runs" / "regen").mkdir(parents=True)
+            shutil.copy2(call_dir / "state.json", tmp / "state" / "runs" / "regen" / "state.json")
+            notes.append("no state.tgz: .carry holds the record only (no journals, no seeds); resume on the same "
+                         "warm machine, or from the committed record")
         with tarfile.open(call_dir / "results.tgz") as tar:
             tar.extractall(tmp / "results", filter="data")
         state = json.loads((tmp / "state" / "runs" / "regen" / "state.json").read_text())
@@ -122,9 +129,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("call_dir", type=Path)
     args = parser.parse_args(argv)
-    for needed in ("state.tgz", "results.tgz"):
-        if not (args.call_dir / needed).is_file():
-            parser.error(f"{args.call_dir}: no {needed} (the folder a gpu_run.sh regen call returned)")
+    if not (args.call_dir / "results.tgz").is_file() or not any(
+            (args.call_dir / f).is_file() for f in ("state.tgz", "state.json")):
+        parser.error(f"{args.call_dir}: needs results.tgz and state.tgz (or state.json, which gpu_run.sh regen "
+                     "also writes): the folder a gpu_run.sh regen call returned")
     print("\n".join(land(args.call_dir)))
     # Lab 0's and Lab 3 formats' notebooks head their answers "written by the notebook"; the tests hold the
     # committed answers to the render of the committed JSON (tests/test_redraw.py)

@@ -56,6 +56,20 @@ def test_a_call_lands_only_the_files_it_wrote(tmp_path):
     assert len(landed["calls"]) == 2 and (root / ".carry" / "runs" / "regen" / "state.json").is_file()
 
 
+def test_a_call_whose_state_tgz_did_not_come_back_lands_from_its_state_json(tmp_path):
+    root, folder = tmp_path / "repo", _call(tmp_path, 2)
+    with tarfile.open(folder / "state.tgz") as tar:
+        (folder / "state.json").write_bytes(tar.extractfile("runs/regen/state.json").read())
+    (folder / "state.tgz").unlink()
+    notes = _tool().land(folder, root=root)
+    assert (root / "figures" / "lab1" / "pruning.json").read_bytes() == b"new pruning"
+    assert len(json.loads((root / "notebooks" / "executed" / "full" / "regen_state.json").read_text())["calls"]) == 2
+    assert any("no state.tgz" in n for n in notes)
+    (folder / "state.json").unlink()
+    with pytest.raises(SystemExit):
+        _tool().main([str(folder)])
+
+
 def test_an_older_call_of_the_same_regeneration_is_refused(tmp_path):
     root = tmp_path / "repo"
     tool = _tool()
