@@ -125,15 +125,20 @@ def save_state(state: dict, path: Path | None = None) -> None:
 
 
 def expected_seconds(step: Step, state: dict) -> float:
-    """The longest time this step took in a call of this regeneration that finished it; else the larger of the
-    plan's estimate and what it took in a regeneration this one superseded (``history``: maybe other settings,
-    e.g. fewer seeds, so only a floor)."""
+    """The time this step took in this regeneration, once finished; else the larger of the plan's estimate and
+    what it took in the newest superseded regeneration that finished it (``history``: maybe other settings,
+    e.g. fewer seeds, so only a floor). What a step took: a resumable one (a search, a notebook that keeps its seeds) every call's
+    run until it finished, summed (each call carried on from the last); any other its longest finishing run."""
     def done(rec: dict) -> list[float]:
-        return [r["seconds"] for r in rec["steps"].get(step.notebook, {}).get("runs", []) if r["status"] == "done"]
+        runs = rec["steps"].get(step.notebook, {}).get("runs", [])
+        if step.resumable:
+            return [sum(r["seconds"] for r in runs)] if any(r["status"] == "done" for r in runs) else []
+        return [r["seconds"] for r in runs if r["status"] == "done"]
 
     if now := done(state):
         return max(now)
-    return max([step.estimate] + [t for rec in state.get("history", []) for t in done(rec)])
+    last = next((done(rec) for rec in state.get("history", [])[::-1] if done(rec)), [])  # the newest that ran it
+    return max([step.estimate] + last)
 
 
 def pending(state: dict, only: list[str] | None = None) -> list[Step]:

@@ -315,6 +315,21 @@ def test_a_superseded_records_measured_time_still_budgets_a_step():
     assert regenerate.expected_seconds(step, regenerate.fresh_state(old, None)) == step.estimate
 
 
+def test_a_resumable_step_took_every_call_it_ran_in():
+    lab2 = next(s for s in regenerate.PLAN if s.notebook == "lab2_search")
+    perf = next(s for s in regenerate.PLAN if s.notebook == "lab4_perf")
+    assert lab2.resumable and not perf.resumable
+    runs = [{"call": "call5", "status": "failed", "seconds": 459.0}, {"call": "call6", "status": "done", "seconds": 313.0}]
+    old = {"steps": {"lab2_search": {"status": "done", "runs": runs},
+                     "lab4_perf": {"status": "done", "runs": [{**r, "seconds": 400.0 + r["seconds"]} for r in runs]}},
+           "calls": [{}], "sft": {}}
+    fresh = regenerate.fresh_state(old, None)
+    assert regenerate.expected_seconds(lab2, fresh) == 772.0  # Task 1 in one call, Task 2 in the next
+    assert regenerate.expected_seconds(perf, fresh) == 713.0  # a failed run of a step that starts over: not its time
+    unfinished = {"steps": {"lab2_search": {"status": "partial", "runs": runs[:1]}}, "calls": [{}], "sft": {}}
+    assert regenerate.expected_seconds(lab2, regenerate.fresh_state(unfinished, None)) == lab2.estimate
+
+
 def test_lanes_run_one_step_per_gpu_longest_first(runs, monkeypatch):
     import threading
     import time as _t
