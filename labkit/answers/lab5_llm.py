@@ -64,9 +64,10 @@ def sensitivity(p: dict, r: dict) -> list[str]:
 
 def decode(p: dict, r: dict) -> list[str]:
     n = p["numbers"]
+    card = p.get("provenance", {}).get("device") or n["device"]  # numbers name the torch device (cuda:0)
     says = r["decode.tokens_equal"].says
     out = [f"**Decoding.** Greedy, {says}; {n['decode_ms_per_token']:.1f} ms per token for the "
-           f"loop, {n['generate_ms_per_token']:.1f} for generate ({n['device']}, batch {n['batch']}, prompt "
+           f"loop, {n['generate_ms_per_token']:.1f} for generate ({card}, batch {n['batch']}, prompt "
            f"{n['prompt_len']} tokens, steady-call medians)."]
     if "decode.static_tokens_equal" in r:
         out[-1] = out[-1][:-1] + "; " + r["decode.static_tokens_equal"].says + "."
