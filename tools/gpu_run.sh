@@ -124,12 +124,12 @@ regen() {
   # the journals of unfinished searches only: a finished one is published beside its figures (results.tgz), and
   # carrying it again would eat the 64 MiB a call may carry (the kit takes 49)
   local journals
-  journals=$(python3 -c "from labkit.maintain import regenerate as r
-print(' '.join(f'runs/optuna/{s.search}.journal' for s in r.pending(r.load_state()) if s.search))")
-  # (a bare `ls` would list the whole tree when no search is unfinished: name each journal that exists)
-  local kept=() j
-  for j in $journals; do [[ -f $j ]] && kept+=("$j"); done
-  tar czf "$OUT/state.tgz" runs/regen/state.json "${kept[@]}" $(ls -d runs/seeds 2>/dev/null)
+  # (those that exist: tar fails on a missing one)
+  journals=$(python3 -c "from pathlib import Path
+from labkit.maintain import regenerate as r
+paths = (Path(f'runs/optuna/{s.search}.journal') for s in r.pending(r.load_state()) if s.search)
+print(' '.join(str(p) for p in paths if p.is_file()))")
+  tar czf "$OUT/state.tgz" runs/regen/state.json $journals $(ls -d runs/seeds 2>/dev/null)
   tar czf "$OUT/results.tgz" figures runs/full runs/regen/logs 2>/dev/null
   cp runs/regen/state.json "$OUT/state.json"  # the record alone: it comes back even if state.tgz is too big
   ls -la "$OUT"

@@ -92,7 +92,7 @@ def from_readings(figures: Path) -> list[Claim]:
                 for r in found if r.expect]
         out += [Claim(nb.lab, f"{notebook}: {key}", False, f"claimed {'/'.join(want)}, but its numbers give no "
                       f"reading {key!r}: re-word the finding from what they give")
-                for key, want in readings.core.unread_claims(notebook, found, payloads).items()]
+                for key, want in readings.unread_claims(notebook, found, payloads).items()]
     return out
 
 

@@ -127,8 +127,9 @@ def save_state(state: dict, path: Path | None = None) -> None:
 def expected_seconds(step: Step, state: dict) -> float:
     """The time this step took in this regeneration, once finished; else the larger of the plan's estimate and
     what it took in the newest superseded regeneration that finished it (``history``: maybe other settings,
-    e.g. fewer seeds, so only a floor). What a step took: a resumable one (a search, a notebook that keeps its seeds) every call's
-    run until it finished, summed (each call carried on from the last); any other its longest finishing run."""
+    e.g. fewer seeds, so only a floor). What a step took: a resumable one (a search, a notebook that keeps its
+    seeds) every call's run until it finished, summed (each call carried on from the last); any other its
+    longest finishing run."""
     def done(rec: dict) -> list[float]:
         runs = rec["steps"].get(step.notebook, {}).get("runs", [])
         if step.resumable:
@@ -137,7 +138,7 @@ def expected_seconds(step: Step, state: dict) -> float:
 
     if now := done(state):
         return max(now)
-    last = next((done(rec) for rec in state.get("history", [])[::-1] if done(rec)), [])  # the newest that ran it
+    last = next((t for t in map(done, reversed(state.get("history", []))) if t), [])  # the newest that ran it
     return max([step.estimate] + last)
 
 

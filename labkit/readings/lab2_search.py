@@ -285,14 +285,14 @@ def start_readings(trials: dict[str, list[dict]], n: int, remeasured: dict | Non
             out += selected(searched, len(ts))
             continue
         a, b = f["best"]["accuracy"], f["start"]["accuracy"]
-        r = stats.difference(a, b, remeasured.get("n_test", n))
+        n_fresh = remeasured.get("n_test", n)
+        r = stats.difference(a, b, n_fresh)
         v = stats.verdict(r)
         k = len(remeasured["seeds"])
         side = "below" if all(x < 0 for x in r.per_seed) else "above" if all(x > 0 for x in r.per_seed) else ""
         rel = {"higher": "is above its start", "lower": "is below its start",
                "level": "and its start are not told apart"
                         + (f" (its best {side} its start in every fresh seed)" if side else "")}[v]
-        n_fresh = remeasured.get("n_test", n)
         flat = [f"its {role}'s seed {seed} ({x:.4f})" for role, xs in (("best", a), ("start", b))
                 for seed, x in zip(remeasured["seeds"], xs) if stats.at_chance(x, n_fresh)]
         flat_says = (f"; {' and '.join(flat)} ended at chance: that architecture does not always train at this "
