@@ -10,7 +10,7 @@ from ..perf.timing import iqr, spread, within_noise
 from .core import Reading, by_key, check
 
 # the findings the committed results state, as claims (labkit.readings.core.compute)
-CLAIMS = {"compile_cuda.cudagraphs.eval+no_grad.b128": ('level',)}
+CLAIMS = {"compile_cuda.cudagraphs.eval+no_grad.b128": ('higher',)}
 
 DEVICES = ("cpu", "cuda")
 INDUCTOR = ("inductor", "reduce-overhead", "max-autotune")  # Inductor's generated code (cudagraphs replays eager's)

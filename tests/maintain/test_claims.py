@@ -163,7 +163,9 @@ def test_a_speedup_within_noise_is_not_read_as_faster():
         run_at(c, comp["variant"], comp)["timing"].update(
             steady_median_s=eager["steady_median_s"] * 0.99, steady_min_s=eager["steady_min_s"] * 0.5,
             steady_max_s=eager["steady_max_s"] * 1.5)
-    assert _unheld("lab4_perf", "lab4", "compile_cuda", c) == {"compile_cuda.inductor_faster"}
+    # and the claim that CUDA graphs are slower at batch 128 fails too: within noise is not slower
+    assert _unheld("lab4_perf", "lab4", "compile_cuda", c) == {"compile_cuda.inductor_faster",
+                                                               "compile_cuda.cudagraphs.eval+no_grad.b128"}
 
 
 def test_every_committed_result_names_its_commit_or_says_why_not():

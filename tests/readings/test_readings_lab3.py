@@ -78,6 +78,25 @@ def test_flip_the_pareto_headline():
     assert f"**No configuration at <= 6 average weight bits comes within 1 point of fp32 {fp32:.4f}**" in lab3.render(p)
 
 
+def test_a_qat_point_with_fewer_bits_is_context_beside_the_remeasured_headline():
+    p = search_payloads()
+    num = p["search_pareto"]["numbers"]
+    fp32 = num["fp32"]
+    ptq = min((pt for pt in num["front_all"] if pt["bits"] <= rs.MAX_BITS and pt["accuracy"] >= fp32 - rs.WITHIN),
+              key=lambda pt: pt["bits"])
+    q = min(num["qat"], key=lambda q: q["bits"])
+    q.update(bits=ptq["bits"] - 0.5, accuracy=fp32)  # QAT brought fewer bits within a point than any untrained point
+    read = by_key("lab3_search", p)
+    head = read["pareto.headline"]
+    assert head.quantities["bits"] == ptq["bits"] and not head.quantities["trained"]
+    assert "pareto.headline_remeasured" in read  # the untrained point's remeasure is still the finding
+    assert "0.50 bits fewer (one QAT run on the search's seed, not measured again)" in head.says
+    for q in num["qat"]:  # every QAT'd point wider than the untrained one
+        q["bits"] = max(q["bits"], ptq["bits"] + 0.5)
+    says = by_key("lab3_search", p)["pareto.headline"].says
+    assert "bits more" in says and "fewer" not in says
+
+
 def remeasured(best, base, headline=None):
     pairs = {"format:block_log": {"best": {"label": "b", "bits": 5.7, "accuracy_seeds": best},
                                   "baseline": {"label": "u", "bits": 8.5, "accuracy_seeds": base}}}
