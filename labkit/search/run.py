@@ -203,6 +203,7 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
         if n is None and not finished:
             if not isinstance(url, str):
                 raise ValueError("workers > 1 need a storage URL (journal:PATH or an RDB URL), not an object")
+            _stop_if_no_room(plans, store)
             prepare(plans)
             # the launching notebook's cached GPU blocks (its own training and evaluation: 13.7 GiB in a
             # full-profile Lab 3 run) would sit idle beside the workers that need them
@@ -237,6 +238,31 @@ def run_studies(plans: list[StudyPlan], storage: str | None = None, workers: int
 
 class SearchStopped(RuntimeError):
     """The workers stopped between trials at ``$LABKIT_SEARCH_DEADLINE``; the study resumes when run again."""
+
+
+# seconds from launching worker processes to their first trials (each imports torch and the data): 24 s for Lab 2's
+# Task 2 on an H200 host (the fresh regeneration's call 6)
+WORKER_START_S = 25.0
+
+
+def _stop_if_no_room(plans: list[StudyPlan], store) -> None:
+    """SearchStopped before any worker starts where ``$LABKIT_SEARCH_DEADLINE`` leaves less than the workers' start-up
+    and one trial (the plans' longest median, else the median over every study in the storage: a new study's
+    trials are like its neighbours'). Workers launched so late would only find that no trial fits (Lab 2's Task 2
+    started 20 s before its deadline in a regeneration: 63 s of the call for 2 trials)."""
+    from .worker import expected_trial_seconds
+
+    deadline = search_deadline()
+    if deadline is None:
+        return
+    trial = _worker_margin(plans, store) or max(
+        (expected_trial_seconds(optuna.load_study(study_name=s.study_name, storage=store))
+         for s in optuna.get_all_study_summaries(store, include_best_trial=False)), default=0.0)
+    left = deadline - time.time()
+    if left < WORKER_START_S + trial:
+        raise SearchStopped(f"{plans[0].name} and the rest not started: {max(left, 0):.0f} s before {DEADLINE_ENV}, "
+                            f"less than the workers' start-up ({WORKER_START_S:.0f} s) and one trial ({trial:.0f} s, "
+                            "the stored median); its finished trials are stored; run the same search again to resume it")
 
 
 def _worker_margin(plans: list[StudyPlan], store) -> float:

@@ -408,6 +408,37 @@ def test_workers_stop_between_trials_at_the_deadline_and_the_search_resumes(tmp_
     assert len(complete(study)) == 12 and len(study.trials) == 12
 
 
+def test_no_worker_starts_where_the_deadline_leaves_no_room_for_start_up_and_a_trial(tmp_path, monkeypatch):
+    from labkit.search import run as R
+    from labkit.search.worker import DEADLINE_ENV
+
+    url = f"journal:{tmp_path / 'n.journal'}"
+    store = search.make_storage(url)
+    before = optuna.create_study(storage=store, study_name="task1")  # a finished neighbour: 30 s trials
+    for _ in range(3):
+        t = before.ask()
+        t.set_user_attr("trial_seconds", 30.0)
+        before.tell(t, 1.0)
+    plan = StudyPlan("task2", TOY, {}, {"sleep": 0.0}, "random", 0, 4)  # new: no median of its own
+    launched = []
+
+    def launch(*args, **kwargs):
+        launched.append(args)
+        raise LookupError("launched")
+
+    monkeypatch.setattr(R, "launch", launch)
+    monkeypatch.setattr(R, "prepare", lambda plans: None)
+    monkeypatch.setenv(DEADLINE_ENV, f"{time.time() + R.WORKER_START_S + 20:.3f}")  # < start-up + 30 s
+    with pytest.raises(R.SearchStopped, match=r"task2 and the rest not started: \d+ s before LABKIT_SEARCH_DEADLINE"
+                                              r".*one trial \(30 s"):
+        run_studies([plan], storage=url, workers=2, progress=False)
+    assert launched == []  # nothing was launched to find no room
+    monkeypatch.setenv(DEADLINE_ENV, f"{time.time() + R.WORKER_START_S + 40:.3f}")  # room: the workers start
+    with pytest.raises(LookupError, match="launched"):
+        run_studies([plan], storage=url, workers=2, progress=False)
+    assert len(launched) == 1
+
+
 def test_a_worker_that_saw_room_stands_down_when_earlier_trials_fill_the_study(tmp_path, monkeypatch):
     # the race: a worker saw room, but others asked the study's last trials before it asked its own
     from labkit.search import worker as W
