@@ -95,7 +95,8 @@ def estimate_seconds(jobs: list[dict], k: int, workers: int = 1) -> float:
     """Wall time on one H100 from the trials' stored ``trial_seconds`` (shared by the search's workers, so
     divided by ``SHARED_SLOWDOWN``), ``k`` seeds, ``workers`` processes side by side (at best)."""
     one = sum((side.get("trial_seconds") or 0.0) for job in jobs for side in job["sides"].values())
-    return one * k / SHARED_SLOWDOWN / max(1, min(workers, k))
+    retrains = k * sum(len(job["sides"]) for job in jobs)
+    return one * k / SHARED_SLOWDOWN / max(1, min(workers, retrains))
 
 
 def retrain(params: dict, settings: dict, seed: int, mode: str, quant=None, prune=None) -> dict:
@@ -113,20 +114,15 @@ def retrain(params: dict, settings: dict, seed: int, mode: str, quant=None, prun
                                if k.startswith("accuracy_") or k in ("trial_seconds", "n_test")}}
 
 
-def _one_seed(args) -> dict:
-    """Every side of every job trained with one seed (what a worker process runs)."""
-    jobs, settings, seed, quant, prune, device = args
-    out = {}
-    for job in jobs:
-        s = settings[0] if job["what"] == "task1" else settings[1]  # Task 1's settings, or Task 2's
-        s = {**s, "device": device or s["device"]}
-        for side, t in job["sides"].items():
-            start = time.perf_counter()
-            r = retrain(t["params"], s, seed, job["mode"], quant, prune)
-            out[(job["what"], side)] = r
-            print(f"  seed {seed}: {job['what']} {side} (trial {t['trial']}) {r['value']:.4f} "
-                  f"in {time.perf_counter() - start:.1f} s", flush=True)
-    return {"seed": seed, "results": out}
+def _one_retrain(args) -> tuple:
+    """One side of one job trained with one seed (what a worker process runs): ``(seed, what, side, result)``."""
+    (what, mode, side, t), settings, seed, quant, prune, device = args
+    s = {**settings, "device": device or settings["device"]}
+    start = time.perf_counter()
+    r = retrain(t["params"], s, seed, mode, quant, prune)
+    print(f"  seed {seed}: {what} {side} (trial {t['trial']}) {r['value']:.4f} in {time.perf_counter() - start:.1f} s",
+          flush=True)
+    return seed, what, side, r
 
 
 def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str | None = None,
@@ -144,9 +140,11 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
     print(f"Lab 2 remeasure: {len(jobs)} comparisons x 2 sides x {k} seeds {seeds}; estimated "
           f"{estimate_seconds(jobs, k, workers) / 60:.1f} min on one H100 (from the stored trial times)", flush=True)
     start = time.perf_counter()
-    tasks = [(jobs, (s1, s2), seed, quant, prune, device) for seed in seeds]
+    # one task per retraining (not per seed): the search's GPU runs them all side by side
+    tasks = [((job["what"], job["mode"], side, t), s1 if job["what"] == "task1" else s2, seed, quant, prune, device)
+             for seed in seeds for job in jobs for side, t in job["sides"].items()]
     under_mps = False
-    if workers > 1 and len(seeds) > 1:
+    if workers > 1 and len(tasks) > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
@@ -161,12 +159,15 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
         with _mps.daemon(_paths.runs_dir() / "lab2-remeasure" / "mps", mps, share=100,
                          clients="remeasure workers") as env, _paths.environ(env):
             under_mps = bool(env)
-            with ProcessPoolExecutor(min(workers, len(seeds)), mp_context=mp.get_context("spawn")) as pool:
-                done = list(pool.map(_one_seed, tasks))
+            with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=mp.get_context("spawn")) as pool:
+                done = list(pool.map(_one_retrain, tasks))
     else:
-        done = [_one_seed(t) for t in tasks]
-    by_seed = {d["seed"]: d["results"] for d in done}
+        done = [_one_retrain(t) for t in tasks]
+    by_seed = {seed: {} for seed in seeds}
+    for seed, what, side, r in done:
+        by_seed[seed][(what, side)] = r
     numbers = {"seeds": seeds, "search_seed": s1["seed"], "task2": {}, "seconds": time.perf_counter() - start,
+               "workers": min(workers, len(tasks)) if workers > 1 and len(tasks) > 1 else 1,
                "workers_under_mps": under_mps}
     for job in jobs:
         entry = {"mode": job["mode"], **{side: {**{k_: v for k_, v in t.items() if k_ != "trial_seconds"},
@@ -197,14 +198,17 @@ def run(profile: str = "full", k: int = 3, storage: str | None = None, workers: 
 
 
 def in_notebook(s: dict, k: int = 3, storage: str | None = None) -> dict | None:
-    """The notebook's remeasure: ``run`` with a worker per seed on a GPU (one on a CPU; under MPS as the settings'
+    """The notebook's remeasure: ``run`` with a worker per retraining on a GPU (one on a CPU; under MPS as the settings'
     ``mps`` says), and its numbers (``narrate.lab2_search.remeasured_table`` draws them); None in a report-only
     run, where nothing is retrained."""
     if s["report_only"]:
         return None
     import torch
 
-    _, numbers = run(s["profile"], k=k, storage=storage, workers=k if torch.cuda.is_available() else 1,
+    from ..search.run import WORKERS_PER_GPU_MPS
+
+    # on a GPU a worker per retraining (the search's worker count at most: the search's trials ran so many at once)
+    _, numbers = run(s["profile"], k=k, storage=storage, workers=WORKERS_PER_GPU_MPS if torch.cuda.is_available() else 1,
                      mps=s.get("mps", "off"))
     return numbers
 

@@ -21,9 +21,31 @@ def test_the_workers_start_under_the_settings_mps_mode(monkeypatch, tmp_path):
         raise Entered  # stop before any worker process starts
 
     monkeypatch.setattr(mps, "daemon", daemon)
-    monkeypatch.setattr(lab2_remeasure, "plan", lambda *a, **k: [])
+    sides = {"best": {"params": {}, "trial": 0}, "runner_up": {"params": {}, "trial": 1}}
+    monkeypatch.setattr(lab2_remeasure, "plan", lambda *a, **k: [{"what": "task1", "mode": "none", "sides": sides}])
     monkeypatch.setattr("labkit.recipes.prepare_data", lambda s: None)
     samplers = {"settings": {"seed": 0, "device": "cpu"}, "numbers": {}}
     with pytest.raises(Entered):
         lab2_remeasure.remeasure(samplers, None, k=2, workers=2, mps="auto")
     assert seen["mode"] == "auto" and seen["share"] == 100 and seen["folder"].parent.name == "lab2-remeasure"
+
+
+def test_retrainings_split_over_worker_processes_give_the_sequential_numbers(monkeypatch, tmp_path):
+    """One task per (seed, side): 2 seeds x 2 sides over 2 spawned processes (CPU, no MPS) give the numbers one
+    process gives, each at its own seed and side."""
+    from labkit.run.profiles import lab_settings
+
+    monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path))
+    s = {**lab_settings("lab2_search", "smoke"), "device": "cpu"}
+    small = {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 128, "intermediate_size": 512}
+    wide = {**small, "hidden_size": 192}
+    task1 = {"lab2-smoke-tpe-s0-x": [{"number": 0, "value": 0.6, "params": small, "trial_seconds": 1.0},
+                                     {"number": 1, "value": 0.55, "params": wide, "trial_seconds": 2.0}]}
+    samplers = {"numbers": {"best": {"study": "lab2-smoke-tpe-s0-x", "trial": 0, "value": 0.6, "params": small},
+                            "trials": task1}, "settings": s}
+    one = lab2_remeasure.remeasure(samplers, None, k=2, workers=1)
+    split = lab2_remeasure.remeasure(samplers, None, k=2, workers=2, mps="off")
+    assert one["workers"] == 1 and split["workers"] == 2
+    for side in ("best", "runner_up"):
+        assert split["task1"][side]["accuracy"] == one["task1"][side]["accuracy"]
+    assert one["task1"]["best"]["accuracy"] != one["task1"]["runner_up"]["accuracy"]  # not one side copied
