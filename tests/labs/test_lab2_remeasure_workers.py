@@ -3,6 +3,7 @@ import contextlib
 
 import pytest
 
+from _lab2_remeasure import task1_samplers
 from labkit.labs import lab2_remeasure
 from labkit.search import mps
 
@@ -37,12 +38,7 @@ def test_retrainings_split_over_worker_processes_give_the_sequential_numbers(mon
 
     monkeypatch.setenv("LABKIT_RUNS_DIR", str(tmp_path))
     s = {**lab_settings("lab2_search", "smoke"), "device": "cpu"}
-    small = {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 128, "intermediate_size": 512}
-    wide = {**small, "hidden_size": 192}
-    task1 = {"lab2-smoke-tpe-s0-x": [{"number": 0, "value": 0.6, "params": small, "trial_seconds": 1.0},
-                                     {"number": 1, "value": 0.55, "params": wide, "trial_seconds": 2.0}]}
-    samplers = {"numbers": {"best": {"study": "lab2-smoke-tpe-s0-x", "trial": 0, "value": 0.6, "params": small},
-                            "trials": task1}, "settings": s}
+    samplers = task1_samplers(s)
     one = lab2_remeasure.remeasure(samplers, None, k=2, workers=1)
     split = lab2_remeasure.remeasure(samplers, None, k=2, workers=2, mps="off")
     assert one["workers"] == 1 and split["workers"] == 2

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from _lab2_remeasure import SMALL, WIDE, task1_samplers
 from labkit import readings, redraw
 from labkit.answers import lab2_search as answers
 from labkit.labs.lab2 import MODES
@@ -205,12 +206,9 @@ def test_remeasure_retrains_both_sides_with_fresh_seeds_on_cpu(tmp_path, monkeyp
     monkeypatch.setenv("LABKIT_FIGURES_DIR", str(tmp_path))
     s = {**lab_settings("lab2_search", "smoke"), "device": "cpu"}
     quant, prune = compression_configs(s)
-    small = {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 128, "intermediate_size": 512}
-    wide = {**small, "hidden_size": 192}
-    task1 = {"lab2-smoke-tpe-s0-x": [{"number": 0, "value": 0.6, "params": small, "trial_seconds": 1.0},
-                                     {"number": 1, "value": 0.55, "params": wide, "trial_seconds": 2.0}]}
-    samplers = {"numbers": {"best": {"study": "lab2-smoke-tpe-s0-x", "trial": 0, "value": 0.6, "params": small},
-                            "trials": task1}, "settings": s}
+    small, wide = SMALL, WIDE
+    samplers = task1_samplers(s)
+    task1 = samplers["numbers"]["trials"]
     comp = {"numbers": {"quant": quant, "prune": prune, "trials": {
         "compressed": [{"number": 0, "value": 0.5, "params": small}, {"number": 1, "value": 0.56, "params": wide}],
         "no compression": [{"number": 0, "value": 0.6, "params": small}]}}, "settings": s}
