@@ -247,9 +247,9 @@ WORKER_START_S = 25.0
 
 def _stop_if_no_room(plans: list[StudyPlan], store) -> None:
     """SearchStopped before any worker starts where ``$LABKIT_SEARCH_DEADLINE`` leaves less than the workers' start-up
-    and one trial (the plans' longest median, else the median over every study in the storage: a new study's
-    trials are like its neighbours'). Workers launched so late would only find that no trial fits (Lab 2's Task 2
-    started 20 s before its deadline in a regeneration: 63 s of the call for 2 trials)."""
+    and one trial (the plans' longest median trial time, else the longest of every study in the storage: a new
+    study's trials are like its neighbours'). Workers launched so late would only find that no trial fits (Lab 2's
+    Task 2 started 20 s before its deadline in a regeneration: 63 s of the call for 2 trials)."""
     from .worker import expected_trial_seconds
 
     deadline = search_deadline()
@@ -260,9 +260,10 @@ def _stop_if_no_room(plans: list[StudyPlan], store) -> None:
          for s in optuna.get_all_study_summaries(store, include_best_trial=False)), default=0.0)
     left = deadline - time.time()
     if left < WORKER_START_S + trial:
-        raise SearchStopped(f"{plans[0].name} and the rest not started: {max(left, 0):.0f} s before {DEADLINE_ENV}, "
-                            f"less than the workers' start-up ({WORKER_START_S:.0f} s) and one trial ({trial:.0f} s, "
-                            "the stored median); its finished trials are stored; run the same search again to resume it")
+        raise SearchStopped(f"{', '.join(p.name for p in plans)} not started: {max(left, 0):.0f} s before "
+                            f"{DEADLINE_ENV}, less than the workers' start-up ({WORKER_START_S:.0f} s) and one trial "
+                            f"({trial:.0f} s, the stored median); its finished trials are stored; run the same search "
+                            "again to resume it")
 
 
 def _worker_margin(plans: list[StudyPlan], store) -> float:
