@@ -143,8 +143,8 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
     # one task per retraining (not per seed): the search's GPU runs them all side by side
     tasks = [((job["what"], job["mode"], side, t), s1 if job["what"] == "task1" else s2, seed, quant, prune, device)
              for seed in seeds for job in jobs for side, t in job["sides"].items()]
-    under_mps = False
-    if workers > 1 and len(tasks) > 1:
+    under_mps, parallel = False, workers > 1 and len(tasks) > 1
+    if parallel:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
@@ -167,7 +167,7 @@ def remeasure(samplers: dict, compression: dict | None, k: int = 3, storage: str
     for seed, what, side, r in done:
         by_seed[seed][(what, side)] = r
     numbers = {"seeds": seeds, "search_seed": s1["seed"], "task2": {}, "seconds": time.perf_counter() - start,
-               "workers": min(workers, len(tasks)) if workers > 1 and len(tasks) > 1 else 1,
+               "workers": min(workers, len(tasks)) if parallel else 1,
                "workers_under_mps": under_mps}
     for job in jobs:
         entry = {"mode": job["mode"], **{side: {**{k_: v for k_, v in t.items() if k_ != "trial_seconds"},

@@ -210,9 +210,11 @@ def pareto(num: dict, n: int, remeasured: dict | None = None) -> list[Reading]:
                          "study's", quantities={"extra": len(extra), "front": len(front)}, expect=False))
     ptq = [p for p in front if p["bits"] <= MAX_BITS and p["accuracy"] >= fp32 - WITHIN]
     trained = [q for q in qat if q["bits"] <= MAX_BITS and q["accuracy"] >= fp32 - WITHIN]
+    def fewest(points):
+        return min(points, key=lambda p: p["bits"], default=None)
+
     # the headline is the untrained point (the one the remeasure retrains); a QAT'd point with fewer bits is
     # context beside it, one QAT run on one seed
-    fewest = (lambda ps: min(ps, key=lambda p: p["bits"], default=None))
     best = fewest(ptq) or fewest(trained)
     if best is None:
         says = (f"**No configuration at <= {MAX_BITS:g} average weight bits comes within {WITHIN * 100:g} point of "
