@@ -21,7 +21,7 @@ from .core import Reading, finding, quantities, selected
 # the findings the committed results state, as claims (labkit.readings.core.compute): every bold one, the
 # remeasures among them
 CLAIMS = {"samplers.verdict": ('level',), "best.winner": ('level',), "collapse.by_depth": ('holds',),
-          "compression.effect": ('level',), "start.no compression.remeasured": ('level',),
+          "compression.effect_remeasured": ('level',), "start.compressed.remeasured": ('level',),
           "start.any": ('fails',), "post.vs_control_trained": ('level',), "post.vs_compressed_trained": ('higher',)}
 
 S, C, R = "samplers", "compression_aware", "remeasured"

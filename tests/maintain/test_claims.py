@@ -116,8 +116,8 @@ def test_a_claim_that_no_reading_of_the_numbers_gives_fails(tmp_path):
     shutil.copytree(FIGURES / "lab2", tmp_path / "lab2", ignore=shutil.ignore_patterns("*.journal*"))
     (tmp_path / "lab2" / "remeasured.json").unlink()  # its remeasures never run: the claims on them unstated
     failing = _failing(claims.from_readings(tmp_path))
-    assert "lab2_search: start.no compression.remeasured" in failing
-    found = next(c for c in claims.from_readings(tmp_path) if c.name.endswith("start.no compression.remeasured"))
+    assert "lab2_search: start.compressed.remeasured" in failing
+    found = next(c for c in claims.from_readings(tmp_path) if c.name.endswith("start.compressed.remeasured"))
     assert "give no reading" in found.detail
 
 
@@ -277,8 +277,8 @@ def _flip_lab1_prune(n):  # random pruning as good as L1 everywhere
                 r[k] = match[k]
 
 
-def _flip_lab2(n):  # the uncompressed search's best far above its start in every fresh seed
-    fresh = n["task2"]["no compression"]
+def _flip_lab2(n):  # the compressed search's best far above its start in every fresh seed
+    fresh = n["task2"]["compressed"]
     fresh["best"]["accuracy"] = [x + 0.05 for x in fresh["start"]["accuracy"]]
 
 
@@ -311,7 +311,7 @@ def _flip_lab5(n):  # AWQ's 3-bit blocks swapped with RTN's: AWQ is now the wors
 FLIPS = {"lab0_graphs_lora": ("lab0", "accuracy", _flip_lab0, "extra_epoch"),
          "lab1_quantize": ("lab1", "quantization", _flip_lab1_quantize, "qat_vs_ptq"),
          "lab1_prune": ("lab1", "pruning", _flip_lab1_prune, "l1_vs_random.pruned"),
-         "lab2_search": ("lab2", "remeasured", _flip_lab2, "start.no compression.remeasured"),
+         "lab2_search": ("lab2", "remeasured", _flip_lab2, "start.compressed.remeasured"),
          "lab3_formats": ("lab3", "formats", _flip_lab3_formats, "qat.log"),
          "lab3_search": ("lab3", "search_remeasured", _flip_lab3_search, "pareto.headline_remeasured"),
          "lab4_perf": ("lab4", "sdpa_cuda", _flip_lab4_perf, "sdpa_cuda.fused_faster"),
