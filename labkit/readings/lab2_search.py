@@ -241,9 +241,9 @@ def compression_remeasured(remeasured: dict | None, width: int, sparsity: float,
         return None
     pairs = [(run["accuracy_compressed"], run["accuracy_trained"]) for _, run in runs]
     k = len(remeasured.get("seeds") or [])
-    what = (f"retrained with {k} fresh seeds, the compressed search's best and its start lost {{below}} of {{k}} "
-            f"before/after pairs to int{width} + {sparsity:.0%} L1 pruning: {{mean:+.4f}} ± {{se:.4f}} (range "
-            "{lo:+.4f} to {hi:+.4f})")
+    what = (f"int{width} + {sparsity:.0%} L1 pruning lowered accuracy in {{below}} of {{k}} before/after pairs (the "
+            f"compressed search's best and its start, each retrained with {k} fresh seeds): {{mean:+.4f}} ± {{se:.4f}} "
+            "(range {lo:+.4f} to {hi:+.4f})")
     return _replicates("compression.effect_remeasured", pairs, {
         "lower": f"**Compression costs accuracy**: {what}, {{why}}",
         "level": f"**Compression's cost is not established**: {what}, {{why}}",
